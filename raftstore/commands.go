@@ -1,0 +1,324 @@
+package raftstore
+
+import (
+	"fmt"
+	"maps"
+	"sort"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+)
+
+// The handlers below never modify cur or anything reachable from it: they
+// copy the maps they change and clone the messages they edit.
+
+func timeOf(unixNanos int64) time.Time { return time.Unix(0, unixNanos).UTC() }
+
+func (s *State) copyKeys() *State {
+	n := *s
+	n.keys = maps.Clone(s.keys)
+	n.keysByHash = maps.Clone(s.keysByHash)
+	return &n
+}
+
+func (s *State) copyRoutes() *State {
+	n := *s
+	n.routeSrc = maps.Clone(s.routeSrc)
+	return &n
+}
+
+func (s *State) copyCreds() *State {
+	n := *s
+	n.creds = maps.Clone(s.creds)
+	return &n
+}
+
+// rebuildRoutes derives the data plane's route views from routeSrc and
+// creds. Routes are few, so a full rebuild is cheap.
+func (s *State) rebuildRoutes() {
+	s.routes = make(map[string]*Route, len(s.routeSrc))
+	s.routeNames = make([]string, 0, len(s.routeSrc))
+	for name, r := range s.routeSrc {
+		s.routes[name] = newRouteView(r, s.creds)
+		s.routeNames = append(s.routeNames, name)
+	}
+	sort.Strings(s.routeNames)
+}
+
+func (s *State) putKey(sk *pb.StoredKey) {
+	s.keys[sk.GetKey().GetId()] = sk
+	h, _ := hash32(sk.GetSecretHash())
+	s.keysByHash[h] = newKeyView(sk)
+}
+
+func (s *State) keyOrErr(id string) (*pb.StoredKey, error) {
+	sk, ok := s.keys[id]
+	if !ok {
+		return nil, fmt.Errorf("key %q: %w", id, ErrNotFound)
+	}
+	return sk, nil
+}
+
+func createKey(cur *State, c *pb.CreateKeyCommand, ts *timestamppb.Timestamp) (*State, proto.Message, error) {
+	sk := c.GetKey()
+	id := sk.GetKey().GetId()
+	if id == "" {
+		return nil, nil, fmt.Errorf("key id is empty: %w", ErrInvalid)
+	}
+	h, err := hash32(sk.GetSecretHash())
+	if err != nil {
+		return nil, nil, fmt.Errorf("key %q: %w", id, err)
+	}
+	if _, ok := cur.keys[id]; ok {
+		return nil, nil, fmt.Errorf("key %q: %w", id, ErrAlreadyExists)
+	}
+	if _, ok := cur.keysByHash[h]; ok {
+		return nil, nil, fmt.Errorf("key %q: secret collides with another key: %w", id, ErrAlreadyExists)
+	}
+	sk = proto.Clone(sk).(*pb.StoredKey)
+	sk.Key.CreatedAt, sk.Key.UpdatedAt, sk.Key.RevokedAt = ts, ts, nil
+	next := cur.copyKeys()
+	next.putKey(sk)
+	return next, sk, nil
+}
+
+func updateKey(cur *State, u *pb.UpdateKeyRequest, ts *timestamppb.Timestamp) (*State, proto.Message, error) {
+	old, err := cur.keyOrErr(u.GetId())
+	if err != nil {
+		return nil, nil, err
+	}
+	sk := proto.Clone(old).(*pb.StoredKey)
+	k := sk.Key
+	if u.Name != nil {
+		k.Name = u.GetName()
+	}
+	if u.Models != nil {
+		k.Models = append([]string(nil), u.Models.GetValues()...)
+	}
+	if u.GetClearExpiresAt() {
+		k.ExpiresAt = nil
+	} else if u.ExpiresAt != nil {
+		k.ExpiresAt = u.GetExpiresAt()
+	}
+	for mk, mv := range u.GetMetadata() {
+		if mv == "" {
+			delete(k.Metadata, mk)
+			continue
+		}
+		if k.Metadata == nil {
+			k.Metadata = map[string]string{}
+		}
+		k.Metadata[mk] = mv
+	}
+	k.UpdatedAt = ts
+	next := cur.copyKeys()
+	next.putKey(sk)
+	return next, sk, nil
+}
+
+func revokeKey(cur *State, id string, ts *timestamppb.Timestamp) (*State, proto.Message, error) {
+	old, err := cur.keyOrErr(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if old.GetKey().GetRevokedAt() != nil {
+		return nil, old, nil // already revoked: nothing changes
+	}
+	sk := proto.Clone(old).(*pb.StoredKey)
+	sk.Key.RevokedAt, sk.Key.UpdatedAt = ts, ts
+	next := cur.copyKeys()
+	next.putKey(sk)
+	return next, sk, nil
+}
+
+func rotateKey(cur *State, c *pb.RotateKeyCommand, ts *timestamppb.Timestamp) (*State, proto.Message, error) {
+	old, err := cur.keyOrErr(c.GetId())
+	if err != nil {
+		return nil, nil, err
+	}
+	if old.GetKey().GetRevokedAt() != nil {
+		return nil, nil, fmt.Errorf("key %q is revoked: %w", c.GetId(), ErrFailedPrecondition)
+	}
+	h, err := hash32(c.GetSecretHash())
+	if err != nil {
+		return nil, nil, fmt.Errorf("key %q: %w", c.GetId(), err)
+	}
+	if _, ok := cur.keysByHash[h]; ok {
+		return nil, nil, fmt.Errorf("key %q: new secret collides with a key: %w", c.GetId(), ErrAlreadyExists)
+	}
+	sk := proto.Clone(old).(*pb.StoredKey)
+	sk.SecretHash = h[:]
+	sk.Key.SecretPrefix = c.GetSecretPrefix()
+	sk.Key.UpdatedAt = ts
+	next := cur.copyKeys()
+	oh, _ := hash32(old.GetSecretHash())
+	delete(next.keysByHash, oh)
+	next.putKey(sk)
+	return next, sk, nil
+}
+
+func validateDeployment(d *pb.Deployment) error {
+	if d.GetId() == "" {
+		return fmt.Errorf("deployment id is empty: %w", ErrInvalid)
+	}
+	if d.GetProvider() == "" {
+		return fmt.Errorf("deployment %q: provider is empty: %w", d.GetId(), ErrInvalid)
+	}
+	return nil
+}
+
+func addDeployment(cur *State, c *pb.AddDeploymentCommand, ts *timestamppb.Timestamp) (*State, proto.Message, error) {
+	name, d := c.GetRoute(), c.GetDeployment()
+	if name == "" {
+		return nil, nil, fmt.Errorf("model name is empty: %w", ErrInvalid)
+	}
+	if err := validateDeployment(d); err != nil {
+		return nil, nil, err
+	}
+	var r *pb.ModelRoute
+	if old, ok := cur.routeSrc[name]; ok {
+		for _, od := range old.GetDeployments() {
+			if od.GetId() == d.GetId() {
+				return nil, nil, fmt.Errorf("model %q already has deployment %q: %w", name, d.GetId(), ErrAlreadyExists)
+			}
+		}
+		r = proto.Clone(old).(*pb.ModelRoute)
+	} else {
+		r = &pb.ModelRoute{Name: name, CreatedAt: ts}
+	}
+	r.Deployments = append(r.Deployments, proto.Clone(d).(*pb.Deployment))
+	r.UpdatedAt = ts
+	next := cur.copyRoutes()
+	next.routeSrc[name] = r
+	next.rebuildRoutes()
+	return next, r, nil
+}
+
+func findDeployment(cur *State, route, id string) (*pb.ModelRoute, int, error) {
+	r, ok := cur.routeSrc[route]
+	if !ok {
+		return nil, 0, fmt.Errorf("model %q: %w", route, ErrNotFound)
+	}
+	for i, d := range r.GetDeployments() {
+		if d.GetId() == id {
+			return r, i, nil
+		}
+	}
+	return nil, 0, fmt.Errorf("model %q has no deployment %q: %w", route, id, ErrNotFound)
+}
+
+func updateDeployment(cur *State, u *pb.UpdateDeploymentRequest, ts *timestamppb.Timestamp) (*State, proto.Message, error) {
+	old, i, err := findDeployment(cur, u.GetModel(), u.GetDeploymentId())
+	if err != nil {
+		return nil, nil, err
+	}
+	r := proto.Clone(old).(*pb.ModelRoute)
+	d := r.Deployments[i]
+	if u.Provider != nil {
+		d.Provider = u.GetProvider()
+	}
+	if u.BaseUrl != nil {
+		d.BaseUrl = u.GetBaseUrl()
+	}
+	if u.UpstreamModel != nil {
+		d.UpstreamModel = u.GetUpstreamModel()
+	}
+	if u.Credential != nil {
+		d.Credential = u.GetCredential()
+	}
+	if u.Weight != nil {
+		d.Weight = u.GetWeight()
+	}
+	if u.Priority != nil {
+		d.Priority = u.GetPriority()
+	}
+	if u.TimeoutMs != nil {
+		d.TimeoutMs = u.GetTimeoutMs()
+	}
+	if err := validateDeployment(d); err != nil {
+		return nil, nil, err
+	}
+	r.UpdatedAt = ts
+	next := cur.copyRoutes()
+	next.routeSrc[r.GetName()] = r
+	next.rebuildRoutes()
+	return next, r, nil
+}
+
+func removeDeployment(cur *State, c *pb.RemoveDeploymentCommand, ts *timestamppb.Timestamp) (*State, proto.Message, error) {
+	old, i, err := findDeployment(cur, c.GetRoute(), c.GetDeploymentId())
+	if err != nil {
+		return nil, nil, err
+	}
+	next := cur.copyRoutes()
+	if len(old.GetDeployments()) == 1 {
+		delete(next.routeSrc, old.GetName())
+		next.rebuildRoutes()
+		return next, nil, nil
+	}
+	r := proto.Clone(old).(*pb.ModelRoute)
+	r.Deployments = append(r.Deployments[:i], r.Deployments[i+1:]...)
+	r.UpdatedAt = ts
+	next.routeSrc[r.GetName()] = r
+	next.rebuildRoutes()
+	return next, r, nil
+}
+
+func deleteRoute(cur *State, name string) (*State, error) {
+	if _, ok := cur.routeSrc[name]; !ok {
+		return nil, fmt.Errorf("model %q: %w", name, ErrNotFound)
+	}
+	next := cur.copyRoutes()
+	delete(next.routeSrc, name)
+	next.rebuildRoutes()
+	return next, nil
+}
+
+func setCredential(cur *State, c *pb.SetCredentialCommand, ts *timestamppb.Timestamp) (*State, proto.Message, error) {
+	if c.GetName() == "" {
+		return nil, nil, fmt.Errorf("credential name is empty: %w", ErrInvalid)
+	}
+	if c.GetValue() == "" {
+		return nil, nil, fmt.Errorf("credential %q: value is empty: %w", c.GetName(), ErrInvalid)
+	}
+	sc := &pb.StoredCredential{Name: c.GetName(), Value: c.GetValue(), UpdatedAt: ts}
+	next := cur.copyCreds()
+	next.creds[sc.Name] = sc
+	next.rebuildRoutes()
+	return next, sc, nil
+}
+
+func deleteCredential(cur *State, name string) (*State, error) {
+	if _, ok := cur.creds[name]; !ok {
+		return nil, fmt.Errorf("credential %q: %w", name, ErrNotFound)
+	}
+	for _, rn := range cur.routeNames {
+		for _, d := range cur.routeSrc[rn].GetDeployments() {
+			if d.GetCredential() == name {
+				return nil, fmt.Errorf("credential %q is used by deployment %q of model %q: %w",
+					name, d.GetId(), rn, ErrFailedPrecondition)
+			}
+		}
+	}
+	next := cur.copyCreds()
+	delete(next.creds, name)
+	next.rebuildRoutes()
+	return next, nil
+}
+
+func addAdminToken(cur *State, hash []byte) (*State, error) {
+	h, err := hash32(hash)
+	if err != nil {
+		return nil, fmt.Errorf("admin token: %w", err)
+	}
+	if _, ok := cur.adminTokens[h]; ok {
+		return nil, nil
+	}
+	next := *cur
+	next.adminTokens = maps.Clone(cur.adminTokens)
+	next.adminTokens[h] = struct{}{}
+	return &next, nil
+}

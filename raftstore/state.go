@@ -1,0 +1,239 @@
+package raftstore
+
+import (
+	"crypto/sha256"
+	"sort"
+	"strings"
+
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+)
+
+// State is an immutable view of the replicated control state at one applied
+// Raft index. The FSM builds a new State after every apply and publishes it
+// through an atomic pointer, so the data plane reads it without locks. Nothing
+// reachable from a State may be modified once it is published.
+type State struct {
+	// Index is the Raft log index this state reflects.
+	Index uint64
+
+	keys        map[string]*pb.StoredKey // by key id
+	keysByHash  map[[32]byte]*Key        // by SHA-256 of the secret
+	routeSrc    map[string]*pb.ModelRoute
+	routes      map[string]*Route // derived from routeSrc and creds
+	routeNames  []string          // sorted
+	creds       map[string]*pb.StoredCredential
+	adminTokens map[[32]byte]struct{}
+}
+
+// Key is the data plane's view of a virtual key, with what an auth check
+// needs precomputed.
+type Key struct {
+	ID   string
+	Name string
+	// ExpiresAt is the expiry in Unix nanoseconds; zero means never.
+	ExpiresAt int64
+	Revoked   bool
+	allowAll  bool
+	exact     map[string]struct{}
+	patterns  []string
+}
+
+// Allows reports whether the key may use the model route named model.
+func (k *Key) Allows(model string) bool {
+	if k.allowAll {
+		return true
+	}
+	if _, ok := k.exact[model]; ok {
+		return true
+	}
+	for _, p := range k.patterns {
+		if MatchPattern(p, model) {
+			return true
+		}
+	}
+	return false
+}
+
+// Expired reports whether the key has expired at nowUnixNano.
+func (k *Key) Expired(nowUnixNano int64) bool {
+	return k.ExpiresAt != 0 && nowUnixNano >= k.ExpiresAt
+}
+
+// Route is the data plane's view of a model route: its deployments with
+// credentials resolved.
+type Route struct {
+	Name        string
+	Created     int64 // Unix seconds
+	Deployments []*Deployment
+}
+
+// Deployment is one upstream of a route, ready to be called.
+type Deployment struct {
+	ID            string
+	Provider      string
+	BaseURL       string // without a trailing slash
+	UpstreamModel string
+	Weight        uint32 // at least 1
+	Priority      uint32
+	TimeoutMillis uint32
+	// Credential is the resolved secret; empty when the deployment has none
+	// or names a credential that does not exist (CredentialMissing is set).
+	Credential        string
+	CredentialName    string
+	CredentialMissing bool
+}
+
+func emptyState() *State {
+	return &State{
+		keys:        map[string]*pb.StoredKey{},
+		keysByHash:  map[[32]byte]*Key{},
+		routeSrc:    map[string]*pb.ModelRoute{},
+		routes:      map[string]*Route{},
+		creds:       map[string]*pb.StoredCredential{},
+		adminTokens: map[[32]byte]struct{}{},
+	}
+}
+
+// HashSecret returns the SHA-256 of a key secret or admin token, the only
+// form in which either is stored.
+func HashSecret(secret string) [32]byte { return sha256.Sum256([]byte(secret)) }
+
+// KeyByHash returns the key whose secret hashes to h, or nil.
+func (s *State) KeyByHash(h [32]byte) *Key { return s.keysByHash[h] }
+
+// Key returns the stored key with the given id, or nil. The result must not
+// be modified.
+func (s *State) Key(id string) *pb.StoredKey { return s.keys[id] }
+
+// Keys returns every stored key sorted by creation time, then id.
+func (s *State) Keys() []*pb.StoredKey {
+	out := make([]*pb.StoredKey, 0, len(s.keys))
+	for _, k := range s.keys {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].GetKey(), out[j].GetKey()
+		if ta, tb := a.GetCreatedAt().AsTime(), b.GetCreatedAt().AsTime(); !ta.Equal(tb) {
+			return ta.Before(tb)
+		}
+		return a.GetId() < b.GetId()
+	})
+	return out
+}
+
+// Route returns the route named name, or nil.
+func (s *State) Route(name string) *Route { return s.routes[name] }
+
+// RouteNames returns the names of all routes, sorted.
+func (s *State) RouteNames() []string { return s.routeNames }
+
+// RouteConfig returns the stored definition of a route, or nil. The result
+// must not be modified.
+func (s *State) RouteConfig(name string) *pb.ModelRoute { return s.routeSrc[name] }
+
+// RouteConfigs returns the stored definitions of all routes, sorted by name.
+func (s *State) RouteConfigs() []*pb.ModelRoute {
+	out := make([]*pb.ModelRoute, 0, len(s.routeNames))
+	for _, n := range s.routeNames {
+		out = append(out, s.routeSrc[n])
+	}
+	return out
+}
+
+// Credentials returns every stored credential sorted by name. The values
+// are secrets: callers outside the data plane must not expose them.
+func (s *State) Credentials() []*pb.StoredCredential {
+	out := make([]*pb.StoredCredential, 0, len(s.creds))
+	for _, c := range s.creds {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GetName() < out[j].GetName() })
+	return out
+}
+
+// Credential returns the stored credential called name, or nil.
+func (s *State) Credential(name string) *pb.StoredCredential { return s.creds[name] }
+
+// HasAdminToken reports whether an admin token with hash h is registered.
+func (s *State) HasAdminToken(h [32]byte) bool {
+	_, ok := s.adminTokens[h]
+	return ok
+}
+
+// AdminTokenCount returns how many admin tokens are registered.
+func (s *State) AdminTokenCount() int { return len(s.adminTokens) }
+
+// MatchPattern reports whether name matches pattern, where '*' matches any
+// run of characters (also none) and every other character matches itself.
+func MatchPattern(pattern, name string) bool {
+	for {
+		star := strings.IndexByte(pattern, '*')
+		if star < 0 {
+			return pattern == name
+		}
+		if !strings.HasPrefix(name, pattern[:star]) {
+			return false
+		}
+		name = name[star:]
+		pattern = pattern[star+1:]
+		if pattern == "" {
+			return true
+		}
+		// Try every position for the rest of the pattern.
+		for i := 0; i <= len(name); i++ {
+			if MatchPattern(pattern, name[i:]) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func newKeyView(sk *pb.StoredKey) *Key {
+	k := sk.GetKey()
+	v := &Key{ID: k.GetId(), Name: k.GetName(), Revoked: k.GetRevokedAt() != nil}
+	if e := k.GetExpiresAt(); e != nil {
+		v.ExpiresAt = e.AsTime().UnixNano()
+	}
+	if len(k.GetModels()) == 0 {
+		v.allowAll = true
+		return v
+	}
+	v.exact = make(map[string]struct{}, len(k.GetModels()))
+	for _, m := range k.GetModels() {
+		if m == "*" {
+			v.allowAll = true
+		}
+		if strings.IndexByte(m, '*') >= 0 {
+			v.patterns = append(v.patterns, m)
+		} else {
+			v.exact[m] = struct{}{}
+		}
+	}
+	return v
+}
+
+func newRouteView(r *pb.ModelRoute, creds map[string]*pb.StoredCredential) *Route {
+	v := &Route{Name: r.GetName(), Created: r.GetCreatedAt().GetSeconds()}
+	for _, d := range r.GetDeployments() {
+		dv := &Deployment{
+			ID:             d.GetId(),
+			Provider:       d.GetProvider(),
+			BaseURL:        strings.TrimRight(d.GetBaseUrl(), "/"),
+			UpstreamModel:  d.GetUpstreamModel(),
+			Weight:         max(d.GetWeight(), 1),
+			Priority:       d.GetPriority(),
+			TimeoutMillis:  d.GetTimeoutMs(),
+			CredentialName: d.GetCredential(),
+		}
+		if n := d.GetCredential(); n != "" {
+			if c, ok := creds[n]; ok {
+				dv.Credential = c.GetValue()
+			} else {
+				dv.CredentialMissing = true
+			}
+		}
+		v.Deployments = append(v.Deployments, dv)
+	}
+	return v
+}

@@ -1,0 +1,313 @@
+// Package raftstore keeps Tollgate's control state (keys, model routes,
+// credentials, admin tokens) in a hashicorp/raft state machine with a
+// raft-boltdb log and file snapshots, and publishes an immutable State after
+// every apply for the data plane to read without locks.
+package raftstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+)
+
+// ErrNotLeader is returned by Apply on a node that is not the leader.
+var ErrNotLeader = errors.New("not the raft leader")
+
+// ErrClosed is returned by Apply after Close.
+var ErrClosed = errors.New("raft store is closed")
+
+// Config configures a Store.
+type Config struct {
+	// Dir holds raft.db and the snapshots.
+	Dir string
+	// NodeID is this node's Raft server id.
+	NodeID string
+	// BindAddr is the TCP address the Raft transport listens on.
+	BindAddr string
+	// AdvertiseAddr is the address other nodes dial; defaults to BindAddr,
+	// which then must not be an unspecified address.
+	AdvertiseAddr string
+	// Bootstrap makes a node without existing Raft state bootstrap a
+	// single-voter cluster of itself.
+	Bootstrap bool
+	// Logger receives Raft's log lines (at LogLevel and above).
+	Logger *slog.Logger
+	// LogLevel for Raft's own logging: "debug", "info", "warn", "error".
+	// Empty means "warn".
+	LogLevel string
+	// Timeouts; zero values take Raft's defaults. Tests use short ones.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	// SnapshotThreshold is how many log entries trigger a snapshot; zero
+	// takes Raft's default.
+	SnapshotThreshold uint64
+}
+
+// Store is one Raft member with Tollgate's state machine.
+type Store struct {
+	cfg       Config
+	raft      *raft.Raft
+	fsm       *fsm
+	transport *raft.NetworkTransport
+	boltStore *raftboltdb.BoltStore
+	fresh     bool
+	// lastIndexAtOpen is the last log index on disk when the store opened:
+	// the node is caught up once it has applied at least that far.
+	lastIndexAtOpen uint64
+}
+
+// Open opens (or creates) the Raft store in cfg.Dir and starts Raft.
+func Open(cfg Config) (*Store, error) {
+	if cfg.NodeID == "" {
+		return nil, errors.New("raftstore: NodeID is empty")
+	}
+	if cfg.AdvertiseAddr == "" {
+		cfg.AdvertiseAddr = cfg.BindAddr
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("raftstore: create dir: %w", err)
+	}
+	logger := newHCLogger(cfg)
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.Logger = logger
+	if cfg.HeartbeatTimeout > 0 {
+		rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	}
+	if cfg.ElectionTimeout > 0 {
+		rc.ElectionTimeout = cfg.ElectionTimeout
+	}
+	if cfg.LeaderLeaseTimeout > 0 {
+		rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	}
+	if cfg.CommitTimeout > 0 {
+		rc.CommitTimeout = cfg.CommitTimeout
+	}
+	if cfg.SnapshotThreshold > 0 {
+		rc.SnapshotThreshold = cfg.SnapshotThreshold
+	}
+
+	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")})
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: open raft.db: %w", err)
+	}
+	s := &Store{cfg: cfg, fsm: newFSM(), boltStore: bolt}
+	ok := false
+	defer func() {
+		if !ok {
+			s.closeResources()
+		}
+	}()
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, logger)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: snapshot store: %w", err)
+	}
+	adv, err := net.ResolveTCPAddr("tcp", cfg.AdvertiseAddr)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: advertise address %q: %w", cfg.AdvertiseAddr, err)
+	}
+	if adv.IP == nil || adv.IP.IsUnspecified() {
+		return nil, fmt.Errorf("raftstore: advertise address %q must name a reachable IP; set the Raft advertise address", cfg.AdvertiseAddr)
+	}
+	s.transport, err = raft.NewTCPTransportWithLogger(cfg.BindAddr, adv, 3, 10*time.Second, logger)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: listen on %s: %w", cfg.BindAddr, err)
+	}
+
+	existing, err := raft.HasExistingState(bolt, bolt, snaps)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: check existing state: %w", err)
+	}
+	s.fresh = !existing
+	if s.lastIndexAtOpen, err = bolt.LastIndex(); err != nil {
+		return nil, fmt.Errorf("raftstore: read last index: %w", err)
+	}
+
+	s.raft, err = raft.NewRaft(rc, s.fsm, bolt, bolt, snaps, s.transport)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: start raft: %w", err)
+	}
+	if !existing && cfg.Bootstrap {
+		f := s.raft.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
+			Suffrage: raft.Voter, ID: rc.LocalID, Address: s.transport.LocalAddr(),
+		}}})
+		if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			_ = s.raft.Shutdown().Error()
+			return nil, fmt.Errorf("raftstore: bootstrap: %w", err)
+		}
+	}
+	ok = true
+	return s, nil
+}
+
+func (s *Store) closeResources() {
+	if s.transport != nil {
+		_ = s.transport.Close()
+	}
+	if s.boltStore != nil {
+		_ = s.boltStore.Close()
+	}
+}
+
+// Close shuts Raft down and closes the log store and transport.
+func (s *Store) Close() error {
+	err := s.raft.Shutdown().Error()
+	s.closeResources()
+	return err
+}
+
+// State returns the current published state. It never blocks.
+func (s *Store) State() *State { return s.fsm.state.Load() }
+
+// Fresh reports whether the store had no Raft state on disk when opened.
+func (s *Store) Fresh() bool { return s.fresh }
+
+// NodeID returns this node's Raft server id.
+func (s *Store) NodeID() string { return s.cfg.NodeID }
+
+// Addr returns the address the Raft transport advertises.
+func (s *Store) Addr() string { return string(s.transport.LocalAddr()) }
+
+// IsLeader reports whether this node is the Raft leader.
+func (s *Store) IsLeader() bool { return s.raft.State() == raft.Leader }
+
+// Leader returns the leader's Raft address and id, empty if none is known.
+func (s *Store) Leader() (addr, id string) {
+	a, i := s.raft.LeaderWithID()
+	return string(a), string(i)
+}
+
+// Stats returns Raft's own statistics (state, term, indexes…).
+func (s *Store) Stats() map[string]string { return s.raft.Stats() }
+
+// Apply proposes cmd to the cluster and waits until it is applied on this
+// node, returning the command's result. The command's time is stamped here
+// when unset, so every replica applies the same value. Only the leader can
+// apply: elsewhere the error is ErrNotLeader.
+func (s *Store) Apply(ctx context.Context, cmd *pb.Command) (proto.Message, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if s.raft.State() != raft.Leader {
+		return nil, ErrNotLeader
+	}
+	if cmd.UnixNanos == 0 {
+		cmd.UnixNanos = time.Now().UnixNano()
+	}
+	data, err := proto.Marshal(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: encode command: %w", err)
+	}
+	timeout := 10 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+		if timeout <= 0 {
+			return nil, context.DeadlineExceeded
+		}
+	}
+	f := s.raft.Apply(data, timeout)
+	if err := f.Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+			errors.Is(err, raft.ErrLeadershipTransferInProgress):
+			return nil, fmt.Errorf("%w: %v", ErrNotLeader, err)
+		case errors.Is(err, raft.ErrRaftShutdown):
+			return nil, ErrClosed
+		case errors.Is(err, raft.ErrEnqueueTimeout):
+			return nil, fmt.Errorf("raftstore: apply: %w", context.DeadlineExceeded)
+		}
+		return nil, fmt.Errorf("raftstore: apply: %w", err)
+	}
+	res, _ := f.Response().(*applyResult)
+	if res == nil {
+		return nil, errors.New("raftstore: apply returned no result")
+	}
+	return res.value, res.err
+}
+
+// WaitForIndex blocks until the published state has reached index idx.
+func (s *Store) WaitForIndex(ctx context.Context, idx uint64) error {
+	for {
+		ch := s.fsm.changedCh()
+		if s.State().Index >= idx {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// WaitReady blocks until a leader is known and this node has applied at
+// least every entry it had on disk when it opened (and, on the leader,
+// everything committed before it took office).
+func (s *Store) WaitReady(ctx context.Context) error {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if addr, _ := s.Leader(); addr != "" {
+			break
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if s.IsLeader() {
+		timeout := 10 * time.Second
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = time.Until(dl)
+		}
+		if err := s.raft.Barrier(timeout).Error(); err == nil {
+			return nil
+		}
+	}
+	return s.WaitForIndex(ctx, s.lastIndexAtOpen)
+}
+
+// SnapshotNow asks Raft to take a snapshot (used by tests and operators).
+func (s *Store) SnapshotNow() error { return s.raft.Snapshot().Error() }
+
+func newHCLogger(cfg Config) hclog.Logger {
+	level := hclog.LevelFromString(cfg.LogLevel)
+	if level == hclog.NoLevel {
+		level = hclog.Warn
+	}
+	opts := &hclog.LoggerOptions{Name: "raft", Level: level}
+	if cfg.Logger != nil {
+		opts.Output = slogWriter{cfg.Logger}
+	} else {
+		opts.Output = os.Stderr
+	}
+	return hclog.New(opts)
+}
+
+// slogWriter forwards Raft's formatted log lines to slog.
+type slogWriter struct{ l *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	msg := string(p)
+	for len(msg) > 0 && msg[len(msg)-1] == '\n' {
+		msg = msg[:len(msg)-1]
+	}
+	w.l.Info(msg, "component", "raft")
+	return len(p), nil
+}
