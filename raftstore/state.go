@@ -166,26 +166,29 @@ func (s *State) AdminTokenCount() int { return len(s.adminTokens) }
 // MatchPattern reports whether name matches pattern, where '*' matches any
 // run of characters (also none) and every other character matches itself.
 func MatchPattern(pattern, name string) bool {
+	star := strings.IndexByte(pattern, '*')
+	if star < 0 {
+		return pattern == name
+	}
+	// The text before the first '*' is a prefix of name.
+	if !strings.HasPrefix(name, pattern[:star]) {
+		return false
+	}
+	name, pattern = name[star:], pattern[star+1:]
+	// Each text between two '*'s matches at its leftmost place in what is
+	// left of name (taking the leftmost never loses a match), and the text
+	// after the last '*' is a suffix of the rest. Linear in len(name) per
+	// segment, so a long client-supplied name cannot blow up.
 	for {
-		star := strings.IndexByte(pattern, '*')
+		star = strings.IndexByte(pattern, '*')
 		if star < 0 {
-			return pattern == name
+			return strings.HasSuffix(name, pattern)
 		}
-		if !strings.HasPrefix(name, pattern[:star]) {
+		i := strings.Index(name, pattern[:star])
+		if i < 0 {
 			return false
 		}
-		name = name[star:]
-		pattern = pattern[star+1:]
-		if pattern == "" {
-			return true
-		}
-		// Try every position for the rest of the pattern.
-		for i := 0; i <= len(name); i++ {
-			if MatchPattern(pattern, name[i:]) {
-				return true
-			}
-		}
-		return false
+		name, pattern = name[i+star:], pattern[star+1:]
 	}
 }
 

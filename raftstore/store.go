@@ -65,8 +65,10 @@ type Store struct {
 	transport *raft.NetworkTransport
 	boltStore *raftboltdb.BoltStore
 	fresh     bool
-	// lastIndexAtOpen is the last log index on disk when the store opened:
-	// the node is caught up once it has applied at least that far.
+	// lastIndexAtOpen is the index of the last command in the log on disk
+	// when the store opened: the node is caught up once its State has
+	// reached it. (Only commands reach the FSM, so State.Index never
+	// reaches a trailing no-op or configuration entry.)
 	lastIndexAtOpen uint64
 }
 
@@ -124,7 +126,13 @@ func Open(cfg Config) (*Store, error) {
 	if adv.IP == nil || adv.IP.IsUnspecified() {
 		return nil, fmt.Errorf("raftstore: advertise address %q must name a reachable IP; set the Raft advertise address", cfg.AdvertiseAddr)
 	}
-	s.transport, err = raft.NewTCPTransportWithLogger(cfg.BindAddr, adv, 3, 10*time.Second, logger)
+	// A zero port (BindAddr "127.0.0.1:0") advertises the port actually
+	// bound: the listener's own address, which Raft checks is advertisable.
+	var advertise net.Addr = adv
+	if adv.Port == 0 {
+		advertise = nil
+	}
+	s.transport, err = raft.NewTCPTransportWithLogger(cfg.BindAddr, advertise, 3, 10*time.Second, logger)
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: listen on %s: %w", cfg.BindAddr, err)
 	}
@@ -134,7 +142,7 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("raftstore: check existing state: %w", err)
 	}
 	s.fresh = !existing
-	if s.lastIndexAtOpen, err = bolt.LastIndex(); err != nil {
+	if s.lastIndexAtOpen, err = lastCommandIndex(bolt); err != nil {
 		return nil, fmt.Errorf("raftstore: read last index: %w", err)
 	}
 
@@ -203,7 +211,11 @@ func (s *Store) Apply(ctx context.Context, cmd *pb.Command) (proto.Message, erro
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if s.raft.State() != raft.Leader {
+	switch s.raft.State() {
+	case raft.Leader:
+	case raft.Shutdown:
+		return nil, ErrClosed
+	default:
 		return nil, ErrNotLeader
 	}
 	if cmd.UnixNanos == 0 {
@@ -283,6 +295,29 @@ func (s *Store) WaitReady(ctx context.Context) error {
 	return s.WaitForIndex(ctx, s.lastIndexAtOpen)
 }
 
+// lastCommandIndex returns the index of the last command entry in logs, or
+// zero when the log holds none.
+func lastCommandIndex(logs raft.LogStore) (uint64, error) {
+	first, err := logs.FirstIndex()
+	if err != nil {
+		return 0, err
+	}
+	last, err := logs.LastIndex()
+	if err != nil {
+		return 0, err
+	}
+	for i := last; i >= first && i > 0; i-- {
+		var l raft.Log
+		if err := logs.GetLog(i, &l); err != nil {
+			return 0, err
+		}
+		if l.Type == raft.LogCommand {
+			return i, nil
+		}
+	}
+	return 0, nil
+}
+
 // SnapshotNow asks Raft to take a snapshot (used by tests and operators).
 func (s *Store) SnapshotNow() error { return s.raft.Snapshot().Error() }
 
@@ -294,6 +329,7 @@ func newHCLogger(cfg Config) hclog.Logger {
 	opts := &hclog.LoggerOptions{Name: "raft", Level: level}
 	if cfg.Logger != nil {
 		opts.Output = slogWriter{cfg.Logger}
+		opts.DisableTime = true
 	} else {
 		opts.Output = os.Stderr
 	}

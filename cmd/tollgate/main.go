@@ -1,0 +1,150 @@
+// Command tollgate runs a Tollgate node: an OpenAI-compatible LLM gateway
+// that keeps its control state in Raft. With no flags it runs a single-node
+// cluster in ./tollgate-data.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tollgate/tollgate/node"
+)
+
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+func run(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("tollgate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: tollgate [flags]
+
+Runs a Tollgate node. With no flags: a single-node cluster in ./tollgate-data,
+the OpenAI-compatible API on :4000 and the admin API (for tollctl) on :4100.
+On first start the admin token comes from TOLLGATE_ADMIN_TOKEN, or is
+generated, printed once and saved to DATA-DIR/admin-token (mode 0600).
+
+Every flag can also be set by the environment variable named in brackets.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	var (
+		cfg         node.Config
+		logLevel    string
+		maxBody     int64
+		noSeed      bool
+		showVersion bool
+	)
+	str := func(p *string, name, env, def, usage string) {
+		fs.StringVar(p, name, envOr(env, def), usage+" ["+env+"]")
+	}
+	str(&cfg.NodeID, "node-id", "TOLLGATE_NODE_ID", "", "node id (default: the id saved in the data dir, else the host name)")
+	str(&cfg.DataDir, "data-dir", "TOLLGATE_DATA_DIR", "tollgate-data", "directory for the Raft log, snapshots and the admin token")
+	str(&cfg.HTTPAddr, "http-addr", "TOLLGATE_HTTP_ADDR", ":4000", "listen address of the OpenAI-compatible API")
+	str(&cfg.AdminAddr, "admin-addr", "TOLLGATE_ADMIN_ADDR", ":4100", "listen address of the admin gRPC API")
+	str(&cfg.RaftAddr, "raft-addr", "TOLLGATE_RAFT_ADDR", ":4200", "listen address of the Raft transport")
+	str(&cfg.RaftAdvertise, "raft-advertise", "TOLLGATE_RAFT_ADVERTISE", "", "Raft address other nodes dial (default: raft-addr, 127.0.0.1 if its host is unspecified)")
+	str(&logLevel, "log-level", "TOLLGATE_LOG_LEVEL", "info", "log level: debug, info, warn, error")
+	fs.Int64Var(&maxBody, "max-body-bytes", envInt("TOLLGATE_MAX_BODY_BYTES", 8<<20), "largest accepted request body in bytes; larger ones get 413 [TOLLGATE_MAX_BODY_BYTES]")
+	fs.DurationVar(&cfg.UpstreamTimeout, "upstream-timeout", envDuration("TOLLGATE_UPSTREAM_TIMEOUT", 10*time.Minute), "default timeout of an upstream call (a stream: until its first byte); a deployment may set its own [TOLLGATE_UPSTREAM_TIMEOUT]")
+	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", envDuration("TOLLGATE_DRAIN_TIMEOUT", 30*time.Second), "how long in-flight requests may finish on SIGTERM [TOLLGATE_DRAIN_TIMEOUT]")
+	fs.BoolVar(&noSeed, "no-seed", os.Getenv("TOLLGATE_NO_SEED") != "", "on first start, do not create the starter routes (demo, and OpenAI's when OPENAI_API_KEY is set) [TOLLGATE_NO_SEED]")
+	fs.BoolVar(&showVersion, "version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if len(envErrs) > 0 {
+		fmt.Fprintf(stderr, "tollgate: %s\n", strings.Join(envErrs, "; "))
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "tollgate: unexpected argument %q (see tollgate -h)\n", fs.Arg(0))
+		return 2
+	}
+	if showVersion {
+		fmt.Fprintln(stderr, "tollgate", version)
+		return 0
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		fmt.Fprintf(stderr, "tollgate: bad --log-level %q: %v\n", logLevel, err)
+		return 2
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if maxBody <= 0 || cfg.UpstreamTimeout <= 0 || cfg.DrainTimeout < 0 {
+		fmt.Fprintln(stderr, "tollgate: --max-body-bytes and --upstream-timeout must be positive, --drain-timeout not negative")
+		return 2
+	}
+	cfg.MaxBodyBytes = maxBody
+	cfg.AdminToken = os.Getenv("TOLLGATE_ADMIN_TOKEN")
+	cfg.OpenAIKey = os.Getenv("OPENAI_API_KEY")
+	cfg.Seed = !noSeed
+	cfg.TokenOut = stderr
+
+	n, err := node.New(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "tollgate: %v\n", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := n.Run(ctx); err != nil {
+		fmt.Fprintf(stderr, "tollgate: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
+// envErrs collects environment variables whose values do not parse, so that
+// a typo is reported instead of silently replaced by the default.
+var envErrs []string
+
+func envInt(name string, def int64) int64 {
+	s := strings.TrimSpace(os.Getenv(name))
+	if s == "" {
+		return def
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		envErrs = append(envErrs, fmt.Sprintf("%s=%q is not a whole number", name, s))
+		return def
+	}
+	return v
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	s := strings.TrimSpace(os.Getenv(name))
+	if s == "" {
+		return def
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		envErrs = append(envErrs, fmt.Sprintf("%s=%q is not a duration (e.g. 30s, 10m)", name, s))
+		return def
+	}
+	return v
+}

@@ -1,0 +1,68 @@
+package admin
+
+import (
+	"context"
+	"strings"
+
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+)
+
+// hintMinLen is the shortest value whose last characters are shown as a
+// hint; shorter values would give away too much of themselves.
+const hintMinLen = 12
+
+// publicCredential returns what the API shows of a credential: never the
+// value, only a hint of its last four characters.
+func publicCredential(c *pb.StoredCredential) *pb.Credential {
+	if c == nil {
+		return nil
+	}
+	return &pb.Credential{Name: c.GetName(), Hint: credentialHint(c.GetValue()), UpdatedAt: c.GetUpdatedAt()}
+}
+
+func credentialHint(v string) string {
+	r := []rune(v)
+	if len(r) < hintMinLen {
+		return "****"
+	}
+	return string(r[len(r)-4:])
+}
+
+func (c credentialService) SetCredential(ctx context.Context, req *pb.SetCredentialRequest) (*pb.SetCredentialResponse, error) {
+	if err := checkName("credential name", req.GetName()); err != nil {
+		return nil, err
+	}
+	if req.GetValue() == "" {
+		return nil, invalid("credential %q: value is empty", req.GetName())
+	}
+	if strings.TrimSpace(req.GetValue()) != req.GetValue() {
+		return nil, invalid("credential %q: value starts or ends with whitespace (a trailing newline?); strip it", req.GetName())
+	}
+	cmd := &pb.Command{Op: &pb.Command_SetCredential{SetCredential: &pb.SetCredentialCommand{
+		Name: req.GetName(), Value: req.GetValue(),
+	}}}
+	sc, err := applyAs[*pb.StoredCredential](ctx, c.s, cmd, false)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.SetCredentialResponse{Credential: publicCredential(sc)}, nil
+}
+
+func (c credentialService) ListCredentials(context.Context, *pb.ListCredentialsRequest) (*pb.ListCredentialsResponse, error) {
+	var out []*pb.Credential
+	for _, sc := range c.s.store.State().Credentials() {
+		out = append(out, publicCredential(sc))
+	}
+	return &pb.ListCredentialsResponse{Credentials: out}, nil
+}
+
+func (c credentialService) DeleteCredential(ctx context.Context, req *pb.DeleteCredentialRequest) (*pb.DeleteCredentialResponse, error) {
+	if req.GetName() == "" {
+		return nil, invalid("credential name is required")
+	}
+	cmd := &pb.Command{Op: &pb.Command_DeleteCredential{DeleteCredential: &pb.DeleteCredentialCommand{Name: req.GetName()}}}
+	if _, err := c.s.apply(ctx, cmd); err != nil {
+		return nil, err
+	}
+	return &pb.DeleteCredentialResponse{}, nil
+}

@@ -1,0 +1,194 @@
+package admin
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"maps"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+	"github.com/tollgate/tollgate/raftstore"
+)
+
+const (
+	keyIDPrefix      = "key_"
+	secretPrefix     = "tg-"
+	secretRandBytes  = 30
+	secretPrefixLen  = 10
+	keyIDRandomBytes = 8
+)
+
+// newKeyID returns "key_" followed by 16 lowercase hex characters.
+func newKeyID() string {
+	b := make([]byte, keyIDRandomBytes)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return keyIDPrefix + hex.EncodeToString(b)
+}
+
+// newSecret returns a fresh key secret, its SHA-256 and its display prefix.
+func newSecret() (secret string, hash []byte, prefix string) {
+	b := make([]byte, secretRandBytes)
+	_, _ = rand.Read(b)
+	secret = secretPrefix + base64.RawURLEncoding.EncodeToString(b)
+	h := raftstore.HashSecret(secret)
+	return secret, h[:], secret[:secretPrefixLen]
+}
+
+// publicKey returns the key as the API shows it: a copy, without the hash.
+func publicKey(sk *pb.StoredKey) *pb.Key {
+	if sk.GetKey() == nil {
+		return nil
+	}
+	return proto.Clone(sk.GetKey()).(*pb.Key)
+}
+
+func checkKeyName(name string) error {
+	if strings.TrimSpace(name) == "" {
+		return invalid("key name is required (for example the service or person that uses the key)")
+	}
+	return checkText("key name", name)
+}
+
+func checkKeyID(id string) error {
+	if id == "" {
+		return invalid("key id is required")
+	}
+	return nil
+}
+
+func checkTimestamp(what string, ts *timestamppb.Timestamp) error {
+	if err := ts.CheckValid(); err != nil {
+		return invalid("%s is not a valid time: %v", what, err)
+	}
+	return nil
+}
+
+func (k keyService) CreateKey(ctx context.Context, req *pb.CreateKeyRequest) (*pb.CreateKeyResponse, error) {
+	if err := checkKeyName(req.GetName()); err != nil {
+		return nil, err
+	}
+	if err := checkModelPatterns(req.GetModels()); err != nil {
+		return nil, err
+	}
+	if err := checkMetadata(req.GetMetadata(), false); err != nil {
+		return nil, err
+	}
+	if req.ExpiresAt != nil {
+		if err := checkTimestamp("expires_at", req.ExpiresAt); err != nil {
+			return nil, err
+		}
+		if !req.ExpiresAt.AsTime().After(k.s.now()) {
+			return nil, invalid("expires_at %s is in the past; give a time in the future or none for a key that never expires",
+				req.ExpiresAt.AsTime().Format("2006-01-02T15:04:05Z07:00"))
+		}
+	}
+	secret, hash, prefix := newSecret()
+	key := &pb.Key{
+		Id:           newKeyID(),
+		Name:         req.GetName(),
+		SecretPrefix: prefix,
+		Models:       append([]string(nil), req.GetModels()...),
+		ExpiresAt:    req.GetExpiresAt(),
+		Metadata:     maps.Clone(req.GetMetadata()),
+	}
+	cmd := &pb.Command{Op: &pb.Command_CreateKey{CreateKey: &pb.CreateKeyCommand{
+		Key: &pb.StoredKey{Key: key, SecretHash: hash},
+	}}}
+	sk, err := applyAs[*pb.StoredKey](ctx, k.s, cmd, false)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.CreateKeyResponse{Key: publicKey(sk), Secret: secret}, nil
+}
+
+func (k keyService) ListKeys(_ context.Context, req *pb.ListKeysRequest) (*pb.ListKeysResponse, error) {
+	var out []*pb.Key
+	for _, sk := range k.s.store.State().Keys() {
+		if sk.GetKey().GetRevokedAt() != nil && !req.GetIncludeRevoked() {
+			continue
+		}
+		out = append(out, publicKey(sk))
+	}
+	return &pb.ListKeysResponse{Keys: out}, nil
+}
+
+func (k keyService) GetKey(_ context.Context, req *pb.GetKeyRequest) (*pb.GetKeyResponse, error) {
+	if err := checkKeyID(req.GetId()); err != nil {
+		return nil, err
+	}
+	sk := k.s.store.State().Key(req.GetId())
+	if sk == nil {
+		return nil, status.Errorf(codes.NotFound, "key %q not found", req.GetId())
+	}
+	return &pb.GetKeyResponse{Key: publicKey(sk)}, nil
+}
+
+func (k keyService) UpdateKey(ctx context.Context, req *pb.UpdateKeyRequest) (*pb.UpdateKeyResponse, error) {
+	if err := checkKeyID(req.GetId()); err != nil {
+		return nil, err
+	}
+	if req.Name == nil && req.Models == nil && req.ExpiresAt == nil && !req.GetClearExpiresAt() && len(req.GetMetadata()) == 0 {
+		return nil, invalid("nothing to update: set at least one of name, models, expires_at, clear_expires_at, metadata")
+	}
+	if req.Name != nil {
+		if err := checkKeyName(req.GetName()); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkModelPatterns(req.GetModels().GetValues()); err != nil {
+		return nil, err
+	}
+	if req.ExpiresAt != nil {
+		if req.GetClearExpiresAt() {
+			return nil, invalid("expires_at and clear_expires_at are both set; give one")
+		}
+		if err := checkTimestamp("expires_at", req.ExpiresAt); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkMetadata(req.GetMetadata(), true); err != nil {
+		return nil, err
+	}
+	cmd := &pb.Command{Op: &pb.Command_UpdateKey{UpdateKey: &pb.UpdateKeyCommand{
+		Update: proto.Clone(req).(*pb.UpdateKeyRequest),
+	}}}
+	sk, err := applyAs[*pb.StoredKey](ctx, k.s, cmd, false)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.UpdateKeyResponse{Key: publicKey(sk)}, nil
+}
+
+func (k keyService) RevokeKey(ctx context.Context, req *pb.RevokeKeyRequest) (*pb.RevokeKeyResponse, error) {
+	if err := checkKeyID(req.GetId()); err != nil {
+		return nil, err
+	}
+	cmd := &pb.Command{Op: &pb.Command_RevokeKey{RevokeKey: &pb.RevokeKeyCommand{Id: req.GetId()}}}
+	sk, err := applyAs[*pb.StoredKey](ctx, k.s, cmd, false)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.RevokeKeyResponse{Key: publicKey(sk)}, nil
+}
+
+func (k keyService) RotateKey(ctx context.Context, req *pb.RotateKeyRequest) (*pb.RotateKeyResponse, error) {
+	if err := checkKeyID(req.GetId()); err != nil {
+		return nil, err
+	}
+	secret, hash, prefix := newSecret()
+	cmd := &pb.Command{Op: &pb.Command_RotateKey{RotateKey: &pb.RotateKeyCommand{
+		Id: req.GetId(), SecretHash: hash, SecretPrefix: prefix,
+	}}}
+	sk, err := applyAs[*pb.StoredKey](ctx, k.s, cmd, false)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.RotateKeyResponse{Key: publicKey(sk), Secret: secret}, nil
+}

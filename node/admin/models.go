@@ -1,0 +1,177 @@
+package admin
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+	"github.com/tollgate/tollgate/routing"
+)
+
+// checkDeployment normalises d in place with routing.NormalizeDeployment
+// and checks that its credential, if any, exists.
+func (m modelService) checkDeployment(model string, d *pb.Deployment) error {
+	if d == nil {
+		return invalid("deployment is required")
+	}
+	if err := checkName("deployment id", d.GetId()); err != nil {
+		return err
+	}
+	if err := routing.NormalizeDeployment(d); err != nil {
+		return invalid("model %q, deployment %q: %v", model, d.GetId(), err)
+	}
+	return m.checkCredential(d.GetCredential())
+}
+
+// checkCredential checks that a named credential exists; "" means none.
+func (m modelService) checkCredential(name string) error {
+	if name == "" {
+		return nil
+	}
+	if m.s.store.State().Credential(name) == nil {
+		return status.Errorf(codes.FailedPrecondition,
+			"credential %q does not exist; create it first with: tollctl credential set %s", name, name)
+	}
+	return nil
+}
+
+func (m modelService) AddDeployment(ctx context.Context, req *pb.AddDeploymentRequest) (*pb.AddDeploymentResponse, error) {
+	if err := checkName("model name", req.GetModel()); err != nil {
+		return nil, err
+	}
+	var d *pb.Deployment
+	if req.GetDeployment() != nil {
+		d = proto.Clone(req.GetDeployment()).(*pb.Deployment)
+	}
+	if err := m.checkDeployment(req.GetModel(), d); err != nil {
+		return nil, err
+	}
+	cmd := &pb.Command{Op: &pb.Command_AddDeployment{AddDeployment: &pb.AddDeploymentCommand{
+		Route: req.GetModel(), Deployment: d,
+	}}}
+	r, err := applyAs[*pb.ModelRoute](ctx, m.s, cmd, false)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.AddDeploymentResponse{Route: r}, nil
+}
+
+func (m modelService) UpdateDeployment(ctx context.Context, req *pb.UpdateDeploymentRequest) (*pb.UpdateDeploymentResponse, error) {
+	if err := checkName("model name", req.GetModel()); err != nil {
+		return nil, err
+	}
+	if err := checkName("deployment id", req.GetDeploymentId()); err != nil {
+		return nil, err
+	}
+	if req.Provider == nil && req.BaseUrl == nil && req.UpstreamModel == nil && req.Credential == nil &&
+		req.Weight == nil && req.Priority == nil && req.TimeoutMs == nil {
+		return nil, invalid("nothing to update: set at least one of provider, base_url, upstream_model, credential, weight, priority, timeout_ms")
+	}
+	cur := findDeployment(m.s.store.State().RouteConfig(req.GetModel()), req.GetDeploymentId())
+	if cur == nil {
+		return nil, status.Errorf(codes.NotFound, "model %q has no deployment %q", req.GetModel(), req.GetDeploymentId())
+	}
+	d := patchDeployment(cur, req)
+	if err := m.checkDeployment(req.GetModel(), d); err != nil {
+		return nil, err
+	}
+	upd := proto.Clone(req).(*pb.UpdateDeploymentRequest)
+	// Normalisation may fill in or tidy the base URL (the openai default,
+	// a trailing slash): send the value that passed the check.
+	if d.GetBaseUrl() != cur.GetBaseUrl() || upd.BaseUrl != nil {
+		upd.BaseUrl = proto.String(d.GetBaseUrl())
+	}
+	cmd := &pb.Command{Op: &pb.Command_UpdateDeployment{UpdateDeployment: &pb.UpdateDeploymentCommand{Update: upd}}}
+	r, err := applyAs[*pb.ModelRoute](ctx, m.s, cmd, false)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.UpdateDeploymentResponse{Route: r}, nil
+}
+
+func findDeployment(r *pb.ModelRoute, id string) *pb.Deployment {
+	for _, d := range r.GetDeployments() {
+		if d.GetId() == id {
+			return d
+		}
+	}
+	return nil
+}
+
+// patchDeployment returns a copy of cur with the fields set in req applied.
+func patchDeployment(cur *pb.Deployment, req *pb.UpdateDeploymentRequest) *pb.Deployment {
+	d := proto.Clone(cur).(*pb.Deployment)
+	if req.Provider != nil {
+		d.Provider = req.GetProvider()
+	}
+	if req.BaseUrl != nil {
+		d.BaseUrl = req.GetBaseUrl()
+	}
+	if req.UpstreamModel != nil {
+		d.UpstreamModel = req.GetUpstreamModel()
+	}
+	if req.Credential != nil {
+		d.Credential = req.GetCredential()
+	}
+	if req.Weight != nil {
+		d.Weight = req.GetWeight()
+	}
+	if req.Priority != nil {
+		d.Priority = req.GetPriority()
+	}
+	if req.TimeoutMs != nil {
+		d.TimeoutMs = req.GetTimeoutMs()
+	}
+	return d
+}
+
+func (m modelService) RemoveDeployment(ctx context.Context, req *pb.RemoveDeploymentRequest) (*pb.RemoveDeploymentResponse, error) {
+	if err := checkName("model name", req.GetModel()); err != nil {
+		return nil, err
+	}
+	if err := checkName("deployment id", req.GetDeploymentId()); err != nil {
+		return nil, err
+	}
+	cmd := &pb.Command{Op: &pb.Command_RemoveDeployment{RemoveDeployment: &pb.RemoveDeploymentCommand{
+		Route: req.GetModel(), DeploymentId: req.GetDeploymentId(),
+	}}}
+	r, err := applyAs[*pb.ModelRoute](ctx, m.s, cmd, true)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.RemoveDeploymentResponse{Route: r}, nil
+}
+
+func (m modelService) DeleteModel(ctx context.Context, req *pb.DeleteModelRequest) (*pb.DeleteModelResponse, error) {
+	if err := checkName("model name", req.GetModel()); err != nil {
+		return nil, err
+	}
+	cmd := &pb.Command{Op: &pb.Command_DeleteRoute{DeleteRoute: &pb.DeleteRouteCommand{Route: req.GetModel()}}}
+	if _, err := m.s.apply(ctx, cmd); err != nil {
+		return nil, err
+	}
+	return &pb.DeleteModelResponse{}, nil
+}
+
+func (m modelService) ListModels(context.Context, *pb.ListModelsRequest) (*pb.ListModelsResponse, error) {
+	st := m.s.store.State()
+	var out []*pb.ModelRoute
+	for _, r := range st.RouteConfigs() {
+		out = append(out, proto.Clone(r).(*pb.ModelRoute))
+	}
+	return &pb.ListModelsResponse{Routes: out}, nil
+}
+
+func (m modelService) GetModel(_ context.Context, req *pb.GetModelRequest) (*pb.GetModelResponse, error) {
+	if req.GetModel() == "" {
+		return nil, invalid("model name is required")
+	}
+	r := m.s.store.State().RouteConfig(req.GetModel())
+	if r == nil {
+		return nil, status.Errorf(codes.NotFound, "model %q not found", req.GetModel())
+	}
+	return &pb.GetModelResponse{Route: proto.Clone(r).(*pb.ModelRoute)}, nil
+}

@@ -1,0 +1,120 @@
+// Package admin implements Tollgate's admin gRPC API (KeyService,
+// ModelService and CredentialService) on top of the Raft store: reads come
+// from the published raftstore.State, writes become typed Raft commands.
+package admin
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+	"github.com/tollgate/tollgate/raftstore"
+)
+
+// Store is what the admin API needs of the Raft store.
+type Store interface {
+	// State returns the current published state; it never blocks.
+	State() *raftstore.State
+	// Apply proposes cmd and returns its result once applied.
+	Apply(ctx context.Context, cmd *pb.Command) (proto.Message, error)
+}
+
+var _ Store = (*raftstore.Store)(nil)
+
+// Config configures a Server.
+type Config struct {
+	Store Store
+	// BootstrapToken is accepted in addition to the tokens registered in the
+	// replicated state (raftstore State.HasAdminToken), so the first call works
+	// before the token's hash has been applied. May be empty.
+	BootstrapToken string
+	// Logger receives failed calls; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Server serves the admin API. Register it on a grpc.Server together with
+// its interceptors, which enforce the admin bearer token.
+type Server struct {
+	store     Store
+	bootstrap [32]byte
+	hasBoot   bool
+	log       *slog.Logger
+	now       func() time.Time
+}
+
+// New returns a Server. cfg.Store must not be nil.
+func New(cfg Config) *Server {
+	if cfg.Store == nil {
+		panic("admin: Config.Store is nil")
+	}
+	s := &Server{store: cfg.Store, log: cfg.Logger, now: time.Now}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if cfg.BootstrapToken != "" {
+		s.bootstrap, s.hasBoot = raftstore.HashSecret(cfg.BootstrapToken), true
+	}
+	return s
+}
+
+// Register registers KeyService, ModelService and CredentialService on g.
+func (s *Server) Register(g grpc.ServiceRegistrar) {
+	pb.RegisterKeyServiceServer(g, keyService{s: s})
+	pb.RegisterModelServiceServer(g, modelService{s: s})
+	pb.RegisterCredentialServiceServer(g, credentialService{s: s})
+}
+
+// The three services share the Server; each needs its own type because the
+// generated Unimplemented* structs cannot be embedded side by side.
+type (
+	keyService struct {
+		pb.UnimplementedKeyServiceServer
+		s *Server
+	}
+	modelService struct {
+		pb.UnimplementedModelServiceServer
+		s *Server
+	}
+	credentialService struct {
+		pb.UnimplementedCredentialServiceServer
+		s *Server
+	}
+)
+
+// apply stamps cmd with the proposer's time, applies it and maps failures
+// to gRPC statuses.
+func (s *Server) apply(ctx context.Context, cmd *pb.Command) (proto.Message, error) {
+	cmd.UnixNanos = s.now().UnixNano()
+	res, err := s.store.Apply(ctx, cmd)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return res, nil
+}
+
+// applyAs applies cmd and checks that its result is a T (or nil, when
+// allowNil).
+func applyAs[T proto.Message](ctx context.Context, s *Server, cmd *pb.Command, allowNil bool) (T, error) {
+	var zero T
+	res, err := s.apply(ctx, cmd)
+	if err != nil {
+		return zero, err
+	}
+	if res == nil && allowNil {
+		return zero, nil
+	}
+	v, ok := res.(T)
+	if !ok {
+		s.log.ErrorContext(ctx, "admin: unexpected apply result",
+			"want", fmt.Sprintf("%T", zero), "got", fmt.Sprintf("%T", res))
+		return zero, status.Error(codes.Internal, "internal error: unexpected result from the store")
+	}
+	return v, nil
+}

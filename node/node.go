@@ -1,0 +1,364 @@
+// Package node composes a Tollgate node: the Raft store, the data plane
+// (HTTP), the admin API (gRPC), and their start and stop order.
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+
+	"github.com/tollgate/tollgate/node/admin"
+	"github.com/tollgate/tollgate/node/proxy"
+	"github.com/tollgate/tollgate/raftstore"
+)
+
+// Config configures a node. Zero values take the documented defaults.
+type Config struct {
+	// NodeID names this node in the cluster. Empty: the id saved in the data
+	// dir, else the host name.
+	NodeID string
+	// DataDir holds the Raft log, snapshots, the node id and the admin
+	// token. Default "tollgate-data".
+	DataDir string
+	// HTTPAddr is the data plane's listen address. Default ":4000".
+	HTTPAddr string
+	// AdminAddr is the admin gRPC API's listen address. Default ":4100".
+	AdminAddr string
+	// RaftAddr is the Raft transport's listen address. Default ":4200".
+	RaftAddr string
+	// RaftAdvertise is the Raft address other nodes dial. Default: RaftAddr,
+	// with 127.0.0.1 when its host is empty or unspecified.
+	RaftAdvertise string
+	// AdminToken is used on first start (from TOLLGATE_ADMIN_TOKEN); when
+	// empty a token is generated and printed once.
+	AdminToken string
+	// MaxBodyBytes limits request bodies. Default 8 MiB.
+	MaxBodyBytes int64
+	// UpstreamTimeout bounds an upstream call (see proxy.Config).
+	UpstreamTimeout time.Duration
+	// DrainTimeout bounds how long in-flight requests may finish on
+	// shutdown. Default 30s.
+	DrainTimeout time.Duration
+	// Seed adds the starter routes on first start: OpenAI routes when
+	// OpenAIKey is set, and the offline "demo" route.
+	Seed      bool
+	OpenAIKey string
+	Logger    *slog.Logger
+	// TokenOut receives the one-time admin token banner on first start.
+	// Default os.Stderr.
+	TokenOut io.Writer
+	// Raft tuning, for tests; zero takes the defaults.
+	Raft RaftTuning
+}
+
+// RaftTuning holds Raft timings; tests shorten them.
+type RaftTuning struct {
+	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout, CommitTimeout time.Duration
+	LogLevel                                                             string
+}
+
+// Node is a running Tollgate node.
+type Node struct {
+	cfg        Config
+	log        *slog.Logger
+	store      *raftstore.Store
+	httpLn     net.Listener
+	adminLn    net.Listener
+	httpSrv    *http.Server
+	grpcSrv    *grpc.Server
+	adminToken string
+	ready      atomic.Bool
+	draining   atomic.Bool
+	closeOnce  sync.Once
+}
+
+// New opens the node's data dir and Raft store and binds its listeners; Run
+// serves.
+func New(cfg Config) (*Node, error) {
+	applyDefaults(&cfg)
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger}
+	var err error
+	if n.cfg.NodeID, err = loadNodeID(cfg.DataDir, cfg.NodeID); err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			n.closeListeners()
+			if n.store != nil {
+				_ = n.store.Close()
+			}
+		}
+	}()
+	if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		return nil, fmt.Errorf("data plane listen: %w", err)
+	}
+	if n.adminLn, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
+		return nil, fmt.Errorf("admin listen: %w", err)
+	}
+	adv, err := advertiseAddr(cfg.RaftAddr, cfg.RaftAdvertise)
+	if err != nil {
+		return nil, err
+	}
+	n.store, err = raftstore.Open(raftstore.Config{
+		Dir: filepath.Join(cfg.DataDir, "raft"), NodeID: n.cfg.NodeID,
+		BindAddr: cfg.RaftAddr, AdvertiseAddr: adv, Bootstrap: true,
+		Logger: cfg.Logger, LogLevel: cfg.Raft.LogLevel,
+		HeartbeatTimeout: cfg.Raft.HeartbeatTimeout, ElectionTimeout: cfg.Raft.ElectionTimeout,
+		LeaderLeaseTimeout: cfg.Raft.LeaderLeaseTimeout, CommitTimeout: cfg.Raft.CommitTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if n.adminToken, err = n.loadAdminToken(); err != nil {
+		return nil, err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	dataPlane := proxy.New(proxy.Config{
+		State: n.store, MaxBodyBytes: cfg.MaxBodyBytes, UpstreamTimeout: cfg.UpstreamTimeout,
+		Recorders: []proxy.Recorder{proxy.NewMetrics(reg)}, Logger: cfg.Logger,
+	})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", n.serveReadyz)
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/", dataPlane)
+	n.httpSrv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       5 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+	}
+
+	adm := admin.New(admin.Config{Store: n.store, BootstrapToken: n.adminToken, Logger: cfg.Logger})
+	n.grpcSrv = grpc.NewServer(
+		grpc.ChainUnaryInterceptor(adm.UnaryInterceptor()),
+		grpc.ChainStreamInterceptor(adm.StreamInterceptor()),
+	)
+	adm.Register(n.grpcSrv)
+	ok = true
+	return n, nil
+}
+
+func applyDefaults(c *Config) {
+	if c.DataDir == "" {
+		c.DataDir = "tollgate-data"
+	}
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = ":4000"
+	}
+	if c.AdminAddr == "" {
+		c.AdminAddr = ":4100"
+	}
+	if c.RaftAddr == "" {
+		c.RaftAddr = ":4200"
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.TokenOut == nil {
+		c.TokenOut = os.Stderr
+	}
+}
+
+// advertiseAddr picks the Raft address to advertise.
+func advertiseAddr(bind, adv string) (string, error) {
+	if adv != "" {
+		return adv, nil
+	}
+	host, port, err := net.SplitHostPort(bind)
+	if err != nil {
+		return "", fmt.Errorf("raft address %q: %w", bind, err)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// loadNodeID returns the node id: the configured one, else the one saved
+// in the data dir, else the host name; it saves the result.
+func loadNodeID(dir, configured string) (string, error) {
+	path := filepath.Join(dir, "node-id")
+	saved, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read node id: %w", err)
+	}
+	id := strings.TrimSpace(configured)
+	switch {
+	case id == "" && len(saved) > 0:
+		return strings.TrimSpace(string(saved)), nil
+	case id == "":
+		if id, err = os.Hostname(); err != nil || id == "" {
+			id = "node-" + randomToken(4)
+		}
+	case len(saved) > 0 && strings.TrimSpace(string(saved)) != id:
+		return "", fmt.Errorf("data dir %s belongs to node %q, not %q", dir, strings.TrimSpace(string(saved)), id)
+	}
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("save node id: %w", err)
+	}
+	return id, nil
+}
+
+// loadAdminToken returns the admin token saved in the data dir, or on
+// first start the configured or a generated one, which it saves (0600) and,
+// when generated, prints once.
+func (n *Node) loadAdminToken() (string, error) {
+	path := filepath.Join(n.cfg.DataDir, "admin-token")
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), nil
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read admin token: %w", err)
+	}
+	tok, generated := n.cfg.AdminToken, false
+	if tok == "" {
+		tok, generated = "tga-"+randomToken(24), true
+	}
+	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("save admin token: %w", err)
+	}
+	if generated {
+		fmt.Fprintf(n.cfg.TokenOut, "\nTollgate admin token (shown once; saved to %s):\n\n    export TOLLGATE_TOKEN=%s\n\n", path, tok)
+	}
+	return tok, nil
+}
+
+func randomToken(nbytes int) string {
+	b := make([]byte, nbytes)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// HTTPAddr returns the data plane's bound address.
+func (n *Node) HTTPAddr() string { return n.httpLn.Addr().String() }
+
+// AdminAddr returns the admin API's bound address.
+func (n *Node) AdminAddr() string { return n.adminLn.Addr().String() }
+
+// Store returns the node's Raft store.
+func (n *Node) Store() *raftstore.Store { return n.store }
+
+// Ready reports whether the node serves traffic (what /readyz says).
+func (n *Node) Ready() bool { return n.ready.Load() && !n.draining.Load() }
+
+func (n *Node) serveReadyz(w http.ResponseWriter, _ *http.Request) {
+	if !n.Ready() {
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ready\n"))
+}
+
+// Run serves until ctx is done, then drains in-flight requests (bounded
+// by DrainTimeout) and closes the node.
+func (n *Node) Run(ctx context.Context) error {
+	errc := make(chan error, 2)
+	go func() {
+		if err := n.httpSrv.Serve(n.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("data plane: %w", err)
+		}
+	}()
+	go func() {
+		if err := n.grpcSrv.Serve(n.adminLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			errc <- fmt.Errorf("admin API: %w", err)
+		}
+	}()
+	go n.becomeReady(ctx)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+	}
+	n.shutdown()
+	return runErr
+}
+
+// becomeReady waits until the store has caught up, finishes first-start
+// setup on the leader, and then turns /readyz on.
+func (n *Node) becomeReady(ctx context.Context) {
+	for ctx.Err() == nil {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := n.store.WaitReady(wctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		n.log.Warn("waiting for the raft store to catch up", "err", err)
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if n.store.IsLeader() {
+		if err := n.firstStartSetup(ctx); err != nil {
+			n.log.Error("first-start setup failed", "err", err)
+		}
+	}
+	n.ready.Store(true)
+	n.log.Info("tollgate ready", "node", n.cfg.NodeID, "http", n.HTTPAddr(), "admin", n.AdminAddr(), "raft", n.store.Addr())
+}
+
+// shutdown turns /readyz off, lets in-flight requests and streams finish
+// within DrainTimeout, then stops the admin API and Raft.
+func (n *Node) shutdown() {
+	n.draining.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.DrainTimeout)
+	defer cancel()
+	if err := n.httpSrv.Shutdown(ctx); err != nil {
+		n.log.Warn("drain timed out; closing remaining connections", "err", err)
+		_ = n.httpSrv.Close()
+	}
+	done := make(chan struct{})
+	go func() { n.grpcSrv.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		n.grpcSrv.Stop()
+	}
+	n.Close()
+}
+
+// Close stops everything at once, without draining.
+func (n *Node) Close() {
+	n.closeOnce.Do(func() {
+		_ = n.httpSrv.Close()
+		n.grpcSrv.Stop()
+		if err := n.store.Close(); err != nil {
+			n.log.Warn("raft shutdown", "err", err)
+		}
+	})
+}
+
+func (n *Node) closeListeners() {
+	for _, ln := range []net.Listener{n.httpLn, n.adminLn} {
+		if ln != nil {
+			_ = ln.Close()
+		}
+	}
+}

@@ -1,0 +1,94 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// OpenAI's error types, as its API returns them.
+const (
+	typeInvalidRequest = "invalid_request_error"
+	typeAuthentication = "authentication_error"
+	typePermission     = "permission_error"
+	typeNotFound       = "not_found_error"
+	typeUpstream       = "upstream_error"
+	typeTimeout        = "timeout_error"
+	typeServer         = "server_error"
+)
+
+type apiError struct {
+	status int
+	typ    string
+	code   string
+	param  string
+	msg    string
+}
+
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+// writeError answers with an error in OpenAI's JSON shape.
+func writeError(w http.ResponseWriter, e apiError) {
+	d := errorDetail{Message: e.msg, Type: e.typ}
+	if e.param != "" {
+		d.Param = &e.param
+	}
+	if e.code != "" {
+		d.Code = &e.code
+	}
+	b, _ := json.Marshal(errorBody{d})
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(e.status)
+	_, _ = w.Write(b)
+}
+
+var (
+	errNoKey = apiError{http.StatusUnauthorized, typeInvalidRequest, "missing_api_key", "",
+		"You didn't provide an API key. Send it as 'Authorization: Bearer YOUR_KEY' (or 'x-api-key')."}
+	errBadKey = apiError{http.StatusUnauthorized, typeInvalidRequest, "invalid_api_key", "",
+		"Incorrect API key provided."}
+	errRevokedKey = apiError{http.StatusUnauthorized, typeInvalidRequest, "invalid_api_key", "",
+		"This API key has been revoked."}
+	errExpiredKey = apiError{http.StatusUnauthorized, typeInvalidRequest, "key_expired", "",
+		"This API key has expired."}
+	errMalformed = apiError{http.StatusBadRequest, typeInvalidRequest, "invalid_json", "",
+		"We could not parse the JSON body of your request. The body must be a JSON object."}
+	errNoModel = apiError{http.StatusBadRequest, typeInvalidRequest, "missing_model", "model",
+		"You must provide a model parameter."}
+)
+
+func errTooLarge(limit int64) apiError {
+	return apiError{http.StatusRequestEntityTooLarge, typeInvalidRequest, "request_too_large", "",
+		"The request body exceeds the limit of " + strconv.FormatInt(limit, 10) + " bytes."}
+}
+
+func errModelNotAllowed(model string) apiError {
+	return apiError{http.StatusForbidden, typePermission, "model_not_allowed", "model",
+		"This API key is not allowed to use the model '" + model + "'."}
+}
+
+func errModelNotFound(model string) apiError {
+	return apiError{http.StatusNotFound, typeInvalidRequest, "model_not_found", "model",
+		"The model '" + model + "' does not exist or has no route on this gateway."}
+}
+
+func errMethod(allow string) apiError {
+	return apiError{http.StatusMethodNotAllowed, typeInvalidRequest, "method_not_allowed", "",
+		"Use " + allow + " for this endpoint."}
+}
+
+func errUnknownPath(path string) apiError {
+	return apiError{http.StatusNotFound, typeInvalidRequest, "unknown_url", "",
+		"Unknown request URL: " + path + "."}
+}

@@ -1,0 +1,77 @@
+package proxy
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics records finished requests as Prometheus metrics.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	upstream *prometheus.HistogramVec
+	tokens   *prometheus.CounterVec
+}
+
+// NewMetrics registers the data plane's metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_requests_total",
+			Help: "Requests answered by the data plane, by endpoint, model and HTTP status (499: client went away).",
+		}, []string{"endpoint", "model", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tollgate_request_duration_seconds",
+			Help:    "Time from request arrival to the last byte of the answer.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+		}, []string{"endpoint", "model"}),
+		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tollgate_upstream_duration_seconds",
+			Help:    "Time from sending a request upstream to its response headers.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+		}, []string{"model", "deployment"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_tokens_total",
+			Help: "Tokens reported by upstreams, by model and type (prompt, completion, cached).",
+		}, []string{"model", "type"}),
+	}
+	reg.MustRegister(m.requests, m.latency, m.upstream, m.tokens)
+	return m
+}
+
+// Record implements Recorder.
+func (m *Metrics) Record(rec *Record) {
+	model := rec.Model
+	if model == "" {
+		model = "none"
+	}
+	ep := rec.Endpoint.Name()
+	m.requests.WithLabelValues(ep, model, statusLabel(rec.Status)).Inc()
+	m.latency.WithLabelValues(ep, model).Observe(rec.Latency.Seconds())
+	if rec.UpstreamLatency > 0 {
+		m.upstream.WithLabelValues(model, rec.Deployment).Observe(rec.UpstreamLatency.Seconds())
+	}
+	if u := rec.Usage; u.Present {
+		m.tokens.WithLabelValues(model, "prompt").Add(float64(u.PromptTokens))
+		m.tokens.WithLabelValues(model, "completion").Add(float64(u.CompletionTokens))
+		if u.CachedTokens > 0 {
+			m.tokens.WithLabelValues(model, "cached").Add(float64(u.CachedTokens))
+		}
+	}
+}
+
+var statusLabels = func() [600]string {
+	var l [600]string
+	for i := range l {
+		l[i] = strconv.Itoa(i)
+	}
+	return l
+}()
+
+func statusLabel(s int) string {
+	if s >= 0 && s < len(statusLabels) {
+		return statusLabels[s]
+	}
+	return strconv.Itoa(s)
+}

@@ -1,0 +1,290 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate/tollgate/raftstore"
+	"github.com/tollgate/tollgate/routing"
+)
+
+// maxResponseBytes bounds a buffered (non-streaming) upstream response.
+const maxResponseBytes = 64 << 20
+
+var contentTypeJSON = []string{"application/json"}
+
+// bodyReader hands a pooled buffer to the transport and returns it to the
+// pool when the transport closes the body, which it may do after
+// RoundTrip has returned.
+type bodyReader struct {
+	bytes.Reader
+	buf    *buffer
+	closed atomic.Bool
+}
+
+func (b *bodyReader) Close() error {
+	if b.closed.CompareAndSwap(false, true) {
+		putBuf(b.buf)
+	}
+	return nil
+}
+
+func newUpstreamRequest(ctx context.Context, d *raftstore.Deployment, ep routing.Endpoint, body *buffer) (*http.Request, error) {
+	br := &bodyReader{buf: body}
+	br.Reset(body.b)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.BaseURL+ep.Path(), br)
+	if err != nil {
+		br.Close()
+		return nil, err
+	}
+	req.ContentLength = int64(len(body.b))
+	req.Header["Content-Type"] = contentTypeJSON
+	if d.Credential != "" {
+		req.Header["Authorization"] = []string{"Bearer " + d.Credential}
+	}
+	return req, nil
+}
+
+// buffered relays a non-streaming upstream response.
+func (h *Handler) buffered(w http.ResponseWriter, r *http.Request, rec *Record, resp *http.Response,
+	d *raftstore.Deployment, timedOut *atomic.Bool, timeout time.Duration) {
+	in := getBuf()
+	defer putBuf(in)
+	data, err := readAll(resp.Body, in.b[:0], maxResponseBytes)
+	in.b = data
+	if err != nil {
+		switch {
+		case r.Context().Err() != nil:
+			rec.Status = statusClientClosed
+		case timedOut.Load():
+			rec.Status = http.StatusGatewayTimeout
+			writeError(w, apiError{http.StatusGatewayTimeout, typeTimeout, "upstream_timeout", "",
+				"The upstream deployment '" + d.ID + "' did not finish within " + timeout.String() + "."})
+		default:
+			rec.Status = http.StatusBadGateway
+			writeError(w, apiError{http.StatusBadGateway, typeUpstream, "upstream_failed", "",
+				"The upstream deployment '" + d.ID + "' failed while answering: " + upstreamErrText(err)})
+		}
+		return
+	}
+	rec.Status = resp.StatusCode
+	ct := resp.Header.Get("Content-Type")
+	if resp.StatusCode >= 400 && !isJSONType(ct) {
+		// Not an OpenAI error body (an HTML page from a proxy, say): wrap it.
+		snippet := string(bytes.TrimSpace(data))
+		if len(snippet) > 200 {
+			snippet = snippet[:200] + "…"
+		}
+		writeError(w, apiError{resp.StatusCode, typeUpstream, "upstream_error", "",
+			"The upstream deployment '" + d.ID + "' answered " + strconv.Itoa(resp.StatusCode) + ": " + snippet})
+		return
+	}
+	if resp.StatusCode < 300 {
+		rec.Usage = routing.UsageFromBody(data)
+	}
+	hdr := w.Header()
+	if ct != "" {
+		hdr["Content-Type"] = []string{ct}
+	}
+	if ra := resp.Header.Get("Retry-After"); ra != "" {
+		hdr["Retry-After"] = []string{ra}
+	}
+	hdr["Content-Length"] = []string{strconv.Itoa(len(data))}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(data)
+}
+
+func isJSONType(ct string) bool {
+	return len(ct) >= 16 && ct[:16] == "application/json"
+}
+
+func readAll(r io.Reader, dst []byte, limit int) ([]byte, error) {
+	for {
+		if len(dst) == cap(dst) {
+			dst = append(dst, 0)[:len(dst)]
+		}
+		n, err := r.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		if err == io.EOF {
+			return dst, nil
+		}
+		if err != nil {
+			return dst, err
+		}
+		if len(dst) > limit {
+			return dst, errBodyTooLarge
+		}
+	}
+}
+
+var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 16<<10) }}
+
+var (
+	usageNullField = []byte(`,"usage":null`)
+	dataPrefix     = []byte("data:")
+)
+
+// stream relays a server-sent event stream event by event, flushing after
+// each. When the gateway turned on include_usage itself, the usage-only
+// chunk and the "usage":null members are hidden from the client.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, rec *Record, resp *http.Response, req *routing.Request) {
+	hdr := w.Header()
+	hdr["Content-Type"] = []string{resp.Header.Get("Content-Type")}
+	hdr["Cache-Control"] = []string{"no-cache"}
+	hdr["X-Accel-Buffering"] = []string{"no"}
+	w.WriteHeader(resp.StatusCode)
+	rec.Status = resp.StatusCode
+	fl, _ := w.(http.Flusher)
+	if fl != nil {
+		fl.Flush()
+	}
+	hide := !req.IncludeUsage
+	br := readerPool.Get().(*bufio.Reader)
+	br.Reset(resp.Body)
+	defer func() {
+		br.Reset(nil)
+		readerPool.Put(br)
+	}()
+	skipBlank := false
+	for {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			long := append([]byte(nil), line...)
+			for err == bufio.ErrBufferFull {
+				line, err = br.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
+		if len(line) > 0 {
+			var werr error
+			skipBlank, werr = h.relayLine(w, fl, rec, line, hide, skipBlank)
+			if werr != nil {
+				rec.Status = statusClientClosed
+				return
+			}
+		}
+		if err != nil {
+			if err != io.EOF {
+				if r.Context().Err() != nil {
+					rec.Status = statusClientClosed
+				} else {
+					rec.Status = http.StatusBadGateway // broken mid-stream
+				}
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+			return
+		}
+	}
+}
+
+// relayLine writes one line of an event stream, reading usage from data
+// lines. It returns whether the next blank line must be skipped (the event
+// was hidden).
+func (h *Handler) relayLine(w http.ResponseWriter, fl http.Flusher, rec *Record, line []byte, hide, skipBlank bool) (bool, error) {
+	content := bytes.TrimRight(line, "\r\n")
+	if len(content) == 0 {
+		if skipBlank {
+			return false, nil
+		}
+		if _, err := w.Write(line); err != nil {
+			return false, err
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		return false, nil
+	}
+	if bytes.HasPrefix(content, dataPrefix) {
+		data := bytes.TrimLeft(content[len(dataPrefix):], " ")
+		if i := bytes.Index(data, usageNullField); i >= 0 {
+			if hide {
+				j := len(content) - len(data) + i // data is a suffix of content, content a prefix of line
+				if _, err := w.Write(line[:j]); err != nil {
+					return false, err
+				}
+				_, err := w.Write(line[j+len(usageNullField):])
+				return false, err
+			}
+		} else if u, usageOnly := routing.ChunkUsage(data); u.Present {
+			rec.Usage = u
+			if hide && usageOnly {
+				return true, nil
+			}
+		}
+	}
+	_, err := w.Write(line)
+	return false, err
+}
+
+// models lists the models the caller's key may use, in OpenAI's shape.
+func (h *Handler) models(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		writeError(w, errMethod(http.MethodGet))
+		return
+	}
+	st := h.cfg.State.State()
+	key, aerr := authenticate(r, st)
+	if key == nil {
+		writeError(w, aerr)
+		return
+	}
+	b := make([]byte, 0, 256)
+	b = append(b, `{"object":"list","data":[`...)
+	n := 0
+	for _, name := range st.RouteNames() {
+		if !key.Allows(name) {
+			continue
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = append(b, `{"id":`...)
+		b = appendJSONString(b, name)
+		b = append(b, `,"object":"model","created":`...)
+		b = strconv.AppendInt(b, st.Route(name).Created, 10)
+		b = append(b, `,"owned_by":"tollgate"}`...)
+	}
+	b = append(b, "]}"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	_, _ = w.Write(b)
+}
+
+func appendJSONString(b []byte, s string) []byte {
+	const hexDigits = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
+
+func appendBase36(b []byte, n uint64) []byte { return strconv.AppendUint(b, n, 36) }
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,55 @@
+package node
+
+import (
+	"context"
+	"fmt"
+
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+	"github.com/tollgate/tollgate/raftstore"
+	"github.com/tollgate/tollgate/routing"
+)
+
+// openAISeedModels are the routes a first start creates when OPENAI_API_KEY
+// is set.
+var openAISeedModels = []string{"gpt-4.1", "gpt-4.1-mini", "gpt-4o", "gpt-4o-mini", "o4-mini", "text-embedding-3-small"}
+
+// firstStartSetup registers the admin token in the replicated state and,
+// on a fresh cluster, seeds the starter routes.
+func (n *Node) firstStartSetup(ctx context.Context) error {
+	st := n.store.State()
+	if h := raftstore.HashSecret(n.adminToken); !st.HasAdminToken(h) {
+		if err := n.apply(ctx, &pb.Command{Op: &pb.Command_AddAdminToken{
+			AddAdminToken: &pb.AddAdminTokenCommand{TokenHash: h[:]}}}); err != nil {
+			return fmt.Errorf("register admin token: %w", err)
+		}
+	}
+	if !n.store.Fresh() || !n.cfg.Seed || len(st.RouteNames()) > 0 {
+		return nil
+	}
+	var cmds []*pb.Command
+	if n.cfg.OpenAIKey != "" {
+		cmds = append(cmds, &pb.Command{Op: &pb.Command_SetCredential{
+			SetCredential: &pb.SetCredentialCommand{Name: "openai", Value: n.cfg.OpenAIKey}}})
+		for _, m := range openAISeedModels {
+			cmds = append(cmds, addDeploymentCmd(m, &pb.Deployment{Id: "openai", Provider: routing.ProviderOpenAI,
+				BaseUrl: routing.OpenAIBaseURL, UpstreamModel: m, Credential: "openai"}))
+		}
+	}
+	cmds = append(cmds, addDeploymentCmd("demo", &pb.Deployment{Id: "demo", Provider: routing.ProviderDemo, UpstreamModel: "demo"}))
+	for _, c := range cmds {
+		if err := n.apply(ctx, c); err != nil {
+			return fmt.Errorf("seed routes: %w", err)
+		}
+	}
+	n.log.Info("seeded starter routes", "openai", n.cfg.OpenAIKey != "", "demo", true)
+	return nil
+}
+
+func addDeploymentCmd(route string, d *pb.Deployment) *pb.Command {
+	return &pb.Command{Op: &pb.Command_AddDeployment{AddDeployment: &pb.AddDeploymentCommand{Route: route, Deployment: d}}}
+}
+
+func (n *Node) apply(ctx context.Context, c *pb.Command) error {
+	_, err := n.store.Apply(ctx, c)
+	return err
+}

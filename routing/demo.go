@@ -1,0 +1,151 @@
+package routing
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ServeDemo answers a request for a deployment of the demo provider inside
+// the gateway, in OpenAI's response shapes. It exists so that a fresh
+// install answers its first request offline; it echoes the last user
+// message. It reports the usage it made up.
+func ServeDemo(w http.ResponseWriter, e Endpoint, model string, body []byte, req *Request) Usage {
+	var in struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+		Prompt json.RawMessage `json:"prompt"`
+		Input  json.RawMessage `json:"input"`
+	}
+	_ = json.Unmarshal(body, &in)
+	now := time.Now().Unix()
+	var prompt string
+	switch e {
+	case EndpointChat:
+		for _, m := range in.Messages {
+			if m.Role == "user" {
+				prompt = textOf(m.Content)
+			}
+		}
+	case EndpointCompletions:
+		prompt = textOf(in.Prompt)
+	case EndpointEmbeddings:
+		prompt = textOf(in.Input)
+	}
+	u := Usage{PromptTokens: approxTokens(prompt), Present: true}
+	if e == EndpointEmbeddings {
+		u.TotalTokens = u.PromptTokens
+		vec := make([]float64, 8)
+		for i := range vec {
+			vec[i] = float64(len(prompt)%(i+7)) / 10
+		}
+		writeJSON(w, map[string]any{
+			"object": "list", "model": model,
+			"data":  []any{map[string]any{"object": "embedding", "index": 0, "embedding": vec}},
+			"usage": map[string]any{"prompt_tokens": u.PromptTokens, "total_tokens": u.TotalTokens},
+		})
+		return u
+	}
+	if len(prompt) > 200 {
+		prompt = prompt[:200] + "…"
+	}
+	answer := "Hello from Tollgate's offline demo model. Add a real model route with tollctl to reach a provider."
+	if prompt != "" {
+		answer += " You said: " + prompt
+	}
+	u.CompletionTokens = approxTokens(answer)
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	usage := map[string]any{"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens, "total_tokens": u.TotalTokens}
+	id := "demo-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	object := "chat.completion"
+	if e == EndpointCompletions {
+		object = "text_completion"
+	}
+	if !req.Stream {
+		choice := map[string]any{"index": 0, "finish_reason": "stop"}
+		if e == EndpointChat {
+			choice["message"] = map[string]any{"role": "assistant", "content": answer}
+		} else {
+			choice["text"] = answer
+		}
+		writeJSON(w, map[string]any{"id": id, "object": object, "created": now, "model": model,
+			"choices": []any{choice}, "usage": usage})
+		return u
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	send := func(v any) {
+		b, _ := json.Marshal(v)
+		_, _ = w.Write(append(append([]byte("data: "), b...), '\n', '\n'))
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	words := strings.SplitAfter(answer, " ")
+	for i, word := range words {
+		choice := map[string]any{"index": 0, "finish_reason": nil}
+		if e == EndpointChat {
+			delta := map[string]any{"content": word}
+			if i == 0 {
+				delta["role"] = "assistant"
+			}
+			choice["delta"] = delta
+		} else {
+			choice["text"] = word
+		}
+		if i == len(words)-1 {
+			choice["finish_reason"] = "stop"
+		}
+		send(map[string]any{"id": id, "object": object + ".chunk", "created": now, "model": model, "choices": []any{choice}})
+	}
+	if req.IncludeUsage {
+		send(map[string]any{"id": id, "object": object + ".chunk", "created": now, "model": model, "choices": []any{}, "usage": usage})
+	}
+	_, _ = w.Write([]byte("data: [DONE]\n\n"))
+	if fl != nil {
+		fl.Flush()
+	}
+	return u
+}
+
+// textOf returns the text of a content value: a string, an array of
+// strings, or an array of content parts with "text".
+func textOf(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []json.RawMessage
+	if json.Unmarshal(raw, &parts) != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		var part struct {
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(p, &s) == nil {
+			b.WriteString(s)
+		} else if json.Unmarshal(p, &part) == nil {
+			b.WriteString(part.Text)
+		}
+	}
+	return b.String()
+}
+
+// approxTokens estimates tokens as one per four bytes, at least one.
+func approxTokens(s string) int64 { return int64(len(s)/4) + 1 }
+
+func writeJSON(w http.ResponseWriter, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
