@@ -1,0 +1,468 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	tollgatev1 "github.com/tollgate/tollgate/proto/tollgate/v1"
+)
+
+const testToken = "test-admin-token"
+
+var fakeTime = timestamppb.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+
+// fake is an in-memory admin API served by a real gRPC server.
+type fake struct {
+	addr   string
+	keys   *fakeKeys
+	models *fakeModels
+	creds  *fakeCreds
+}
+
+func startFake(t *testing.T) *fake {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fake{
+		addr:   lis.Addr().String(),
+		keys:   &fakeKeys{secrets: map[string]string{}},
+		models: &fakeModels{routes: map[string]*tollgatev1.ModelRoute{}},
+		creds:  &fakeCreds{values: map[string]string{}},
+	}
+	srv := grpc.NewServer(grpc.UnaryInterceptor(checkToken))
+	tollgatev1.RegisterKeyServiceServer(srv, f.keys)
+	tollgatev1.RegisterModelServiceServer(srv, f.models)
+	tollgatev1.RegisterCredentialServiceServer(srv, f.creds)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return f
+}
+
+func checkToken(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if got := md.Get("authorization"); len(got) != 1 || got[0] != "Bearer "+testToken {
+		return nil, status.Error(codes.Unauthenticated, "invalid or missing admin token")
+	}
+	return h(ctx, req)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// runCLI runs tollctl in-process.
+func runCLI(stdin string, args ...string) result {
+	var out, errOut bytes.Buffer
+	code := run(args, strings.NewReader(stdin), &out, &errOut)
+	return result{code, out.String(), errOut.String()}
+}
+
+// run runs tollctl against the fake with the right token.
+func (f *fake) run(t *testing.T, args ...string) result {
+	t.Helper()
+	return f.runStdin(t, "", args...)
+}
+
+func (f *fake) runStdin(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	full := append([]string{"--addr", f.addr, "--token", testToken, "--timeout", "5s"}, args...)
+	return runCLI(stdin, full...)
+}
+
+// mustRun fails the test unless the command exits 0.
+func (f *fake) mustRun(t *testing.T, args ...string) result {
+	t.Helper()
+	r := f.run(t, args...)
+	if r.code != 0 {
+		t.Fatalf("tollctl %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+// ---- KeyService ----
+
+type fakeKeys struct {
+	tollgatev1.UnimplementedKeyServiceServer
+	mu         sync.Mutex
+	keys       []*tollgatev1.Key
+	secrets    map[string]string
+	n          int
+	lastUpdate *tollgatev1.UpdateKeyRequest
+}
+
+func (s *fakeKeys) newSecret(id string) string {
+	s.n++
+	secret := fmt.Sprintf("tg_%04d_%s", s.n, strings.Repeat("s", 24))
+	s.secrets[id] = secret
+	return secret
+}
+
+func (s *fakeKeys) find(id string) (*tollgatev1.Key, error) {
+	for _, k := range s.keys {
+		if k.Id == id {
+			return k, nil
+		}
+	}
+	return nil, status.Errorf(codes.NotFound, "key %s not found", id)
+}
+
+// add stores a key directly, bypassing the API.
+func (s *fakeKeys) add(k *tollgatev1.Key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keys = append(s.keys, k)
+}
+
+func (s *fakeKeys) CreateKey(_ context.Context, req *tollgatev1.CreateKeyRequest) (*tollgatev1.CreateKeyResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if req.Name == "" {
+		return nil, status.Error(codes.InvalidArgument, "name is required")
+	}
+	id := fmt.Sprintf("key_%04x", len(s.keys)+1)
+	secret := s.newSecret(id)
+	k := &tollgatev1.Key{
+		Id: id, Name: req.Name, SecretPrefix: secret[:8], Models: req.Models,
+		CreatedAt: fakeTime, UpdatedAt: fakeTime, ExpiresAt: req.ExpiresAt, Metadata: req.Metadata,
+	}
+	s.keys = append(s.keys, k)
+	return &tollgatev1.CreateKeyResponse{Key: proto.Clone(k).(*tollgatev1.Key), Secret: secret}, nil
+}
+
+func (s *fakeKeys) ListKeys(_ context.Context, req *tollgatev1.ListKeysRequest) (*tollgatev1.ListKeysResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	resp := &tollgatev1.ListKeysResponse{}
+	for _, k := range s.keys {
+		if k.RevokedAt == nil || req.IncludeRevoked {
+			resp.Keys = append(resp.Keys, proto.Clone(k).(*tollgatev1.Key))
+		}
+	}
+	return resp, nil
+}
+
+func (s *fakeKeys) GetKey(_ context.Context, req *tollgatev1.GetKeyRequest) (*tollgatev1.GetKeyResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, err := s.find(req.Id)
+	if err != nil {
+		return nil, err
+	}
+	return &tollgatev1.GetKeyResponse{Key: proto.Clone(k).(*tollgatev1.Key)}, nil
+}
+
+func (s *fakeKeys) UpdateKey(_ context.Context, req *tollgatev1.UpdateKeyRequest) (*tollgatev1.UpdateKeyResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastUpdate = proto.Clone(req).(*tollgatev1.UpdateKeyRequest)
+	k, err := s.find(req.Id)
+	if err != nil {
+		return nil, err
+	}
+	if req.Name != nil {
+		k.Name = *req.Name
+	}
+	if req.Models != nil {
+		k.Models = req.Models.Values
+	}
+	if req.ExpiresAt != nil {
+		k.ExpiresAt = req.ExpiresAt
+	}
+	if req.ClearExpiresAt {
+		k.ExpiresAt = nil
+	}
+	for name, v := range req.Metadata {
+		if k.Metadata == nil {
+			k.Metadata = map[string]string{}
+		}
+		if v == "" {
+			delete(k.Metadata, name)
+		} else {
+			k.Metadata[name] = v
+		}
+	}
+	return &tollgatev1.UpdateKeyResponse{Key: proto.Clone(k).(*tollgatev1.Key)}, nil
+}
+
+func (s *fakeKeys) RevokeKey(_ context.Context, req *tollgatev1.RevokeKeyRequest) (*tollgatev1.RevokeKeyResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, err := s.find(req.Id)
+	if err != nil {
+		return nil, err
+	}
+	k.RevokedAt = fakeTime
+	return &tollgatev1.RevokeKeyResponse{Key: proto.Clone(k).(*tollgatev1.Key)}, nil
+}
+
+func (s *fakeKeys) RotateKey(_ context.Context, req *tollgatev1.RotateKeyRequest) (*tollgatev1.RotateKeyResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, err := s.find(req.Id)
+	if err != nil {
+		return nil, err
+	}
+	secret := s.newSecret(k.Id)
+	k.SecretPrefix = secret[:8]
+	return &tollgatev1.RotateKeyResponse{Key: proto.Clone(k).(*tollgatev1.Key), Secret: secret}, nil
+}
+
+// ---- ModelService ----
+
+type fakeModels struct {
+	tollgatev1.UnimplementedModelServiceServer
+	mu         sync.Mutex
+	routes     map[string]*tollgatev1.ModelRoute
+	lastUpdate *tollgatev1.UpdateDeploymentRequest
+	calls      []string
+}
+
+func (s *fakeModels) route(name string) (*tollgatev1.ModelRoute, error) {
+	if r, ok := s.routes[name]; ok {
+		return r, nil
+	}
+	return nil, status.Errorf(codes.NotFound, "model %s not found", name)
+}
+
+func (s *fakeModels) deployment(model, id string) (*tollgatev1.ModelRoute, int, error) {
+	r, err := s.route(model)
+	if err != nil {
+		return nil, 0, err
+	}
+	i := slices.IndexFunc(r.Deployments, func(d *tollgatev1.Deployment) bool { return d.Id == id })
+	if i < 0 {
+		return nil, 0, status.Errorf(codes.NotFound, "model %s has no deployment %s", model, id)
+	}
+	return r, i, nil
+}
+
+func (s *fakeModels) called(name string) {
+	s.calls = append(s.calls, name)
+}
+
+func cloneRoute(r *tollgatev1.ModelRoute) *tollgatev1.ModelRoute {
+	return proto.Clone(r).(*tollgatev1.ModelRoute)
+}
+
+func (s *fakeModels) AddDeployment(_ context.Context, req *tollgatev1.AddDeploymentRequest) (*tollgatev1.AddDeploymentResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.called("AddDeployment")
+	d := req.GetDeployment()
+	if req.Model == "" || d.GetId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "model and deployment id are required")
+	}
+	r, ok := s.routes[req.Model]
+	if !ok {
+		r = &tollgatev1.ModelRoute{Name: req.Model, CreatedAt: fakeTime, UpdatedAt: fakeTime}
+		s.routes[req.Model] = r
+	}
+	if slices.ContainsFunc(r.Deployments, func(x *tollgatev1.Deployment) bool { return x.Id == d.Id }) {
+		return nil, status.Errorf(codes.AlreadyExists, "deployment %s already exists in model %s", d.Id, req.Model)
+	}
+	r.Deployments = append(r.Deployments, d)
+	return &tollgatev1.AddDeploymentResponse{Route: cloneRoute(r)}, nil
+}
+
+func (s *fakeModels) UpdateDeployment(_ context.Context, req *tollgatev1.UpdateDeploymentRequest) (*tollgatev1.UpdateDeploymentResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.called("UpdateDeployment")
+	s.lastUpdate = proto.Clone(req).(*tollgatev1.UpdateDeploymentRequest)
+	r, i, err := s.deployment(req.Model, req.DeploymentId)
+	if err != nil {
+		return nil, err
+	}
+	d := r.Deployments[i]
+	if req.Provider != nil {
+		d.Provider = *req.Provider
+	}
+	if req.BaseUrl != nil {
+		d.BaseUrl = *req.BaseUrl
+	}
+	if req.UpstreamModel != nil {
+		d.UpstreamModel = *req.UpstreamModel
+	}
+	if req.Credential != nil {
+		d.Credential = *req.Credential
+	}
+	if req.Weight != nil {
+		d.Weight = *req.Weight
+	}
+	if req.Priority != nil {
+		d.Priority = *req.Priority
+	}
+	if req.TimeoutMs != nil {
+		d.TimeoutMs = *req.TimeoutMs
+	}
+	return &tollgatev1.UpdateDeploymentResponse{Route: cloneRoute(r)}, nil
+}
+
+func (s *fakeModels) RemoveDeployment(_ context.Context, req *tollgatev1.RemoveDeploymentRequest) (*tollgatev1.RemoveDeploymentResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.called("RemoveDeployment")
+	r, i, err := s.deployment(req.Model, req.DeploymentId)
+	if err != nil {
+		return nil, err
+	}
+	r.Deployments = slices.Delete(r.Deployments, i, i+1)
+	if len(r.Deployments) == 0 {
+		delete(s.routes, req.Model)
+		return &tollgatev1.RemoveDeploymentResponse{}, nil
+	}
+	return &tollgatev1.RemoveDeploymentResponse{Route: cloneRoute(r)}, nil
+}
+
+func (s *fakeModels) DeleteModel(_ context.Context, req *tollgatev1.DeleteModelRequest) (*tollgatev1.DeleteModelResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.called("DeleteModel")
+	if _, err := s.route(req.Model); err != nil {
+		return nil, err
+	}
+	delete(s.routes, req.Model)
+	return &tollgatev1.DeleteModelResponse{}, nil
+}
+
+func (s *fakeModels) ListModels(context.Context, *tollgatev1.ListModelsRequest) (*tollgatev1.ListModelsResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.called("ListModels")
+	resp := &tollgatev1.ListModelsResponse{}
+	for _, name := range slices.Sorted(maps.Keys(s.routes)) {
+		resp.Routes = append(resp.Routes, cloneRoute(s.routes[name]))
+	}
+	return resp, nil
+}
+
+func (s *fakeModels) GetModel(_ context.Context, req *tollgatev1.GetModelRequest) (*tollgatev1.GetModelResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.called("GetModel")
+	r, err := s.route(req.Model)
+	if err != nil {
+		return nil, err
+	}
+	return &tollgatev1.GetModelResponse{Route: cloneRoute(r)}, nil
+}
+
+// get returns a copy of a route, or nil.
+func (s *fakeModels) get(name string) *tollgatev1.ModelRoute {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.routes[name]; ok {
+		return cloneRoute(r)
+	}
+	return nil
+}
+
+// ---- CredentialService ----
+
+type fakeCreds struct {
+	tollgatev1.UnimplementedCredentialServiceServer
+	mu     sync.Mutex
+	values map[string]string
+}
+
+func (s *fakeCreds) credential(name string) *tollgatev1.Credential {
+	v := s.values[name]
+	return &tollgatev1.Credential{Name: name, Hint: v[max(0, len(v)-4):], UpdatedAt: fakeTime}
+}
+
+func (s *fakeCreds) SetCredential(_ context.Context, req *tollgatev1.SetCredentialRequest) (*tollgatev1.SetCredentialResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if req.Name == "" || req.Value == "" {
+		return nil, status.Error(codes.InvalidArgument, "name and value are required")
+	}
+	s.values[req.Name] = req.Value
+	return &tollgatev1.SetCredentialResponse{Credential: s.credential(req.Name)}, nil
+}
+
+func (s *fakeCreds) ListCredentials(context.Context, *tollgatev1.ListCredentialsRequest) (*tollgatev1.ListCredentialsResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	resp := &tollgatev1.ListCredentialsResponse{}
+	for _, name := range slices.Sorted(maps.Keys(s.values)) {
+		resp.Credentials = append(resp.Credentials, s.credential(name))
+	}
+	return resp, nil
+}
+
+func (s *fakeCreds) DeleteCredential(_ context.Context, req *tollgatev1.DeleteCredentialRequest) (*tollgatev1.DeleteCredentialResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.values[req.Name]; !ok {
+		return nil, status.Errorf(codes.NotFound, "credential %s not found", req.Name)
+	}
+	delete(s.values, req.Name)
+	return &tollgatev1.DeleteCredentialResponse{}, nil
+}
+
+// value returns what the server stored for a credential.
+func (s *fakeCreds) value(name string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.values[name]
+	return v, ok
+}
+
+// lastUpdateReq returns the last UpdateKey request the server received.
+func (s *fakeKeys) lastUpdateReq() *tollgatev1.UpdateKeyRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastUpdate
+}
+
+// key returns a copy of a stored key, or nil.
+func (s *fakeKeys) key(id string) *tollgatev1.Key {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, err := s.find(id)
+	if err != nil {
+		return nil
+	}
+	return proto.Clone(k).(*tollgatev1.Key)
+}
+
+// lastUpdateReq returns the last UpdateDeployment request the server received.
+func (s *fakeModels) lastUpdateReq() *tollgatev1.UpdateDeploymentRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastUpdate
+}
+
+// takeCalls returns and clears the RPC names received so far.
+func (s *fakeModels) takeCalls() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.calls
+	s.calls = nil
+	return c
+}
+
+// secret returns the current secret of a key.
+func (s *fakeKeys) secret(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.secrets[id]
+}

@@ -1,0 +1,339 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	tollgatev1 "github.com/tollgate/tollgate/proto/tollgate/v1"
+)
+
+func (a *app) keyCommand() *cobra.Command {
+	cmd := groupCommand("key",
+		"Manage virtual API keys",
+		`Virtual API keys are what clients send to the gateway instead of provider
+keys. A key can be limited to some models, can expire, and carries free-form
+labels. Its secret is shown only when the key is created or rotated.`,
+		`  tollctl key create --name ci --models gpt-4o,gpt-4o-mini --expires-in 30d
+  tollctl key list --all`)
+	cmd.AddCommand(a.keyCreateCommand(), a.keyListCommand(), a.keyGetCommand(),
+		a.keyUpdateCommand(), a.keyRevokeCommand(), a.keyRotateCommand())
+	return cmd
+}
+
+func (a *app) keyCreateCommand() *cobra.Command {
+	var (
+		name      string
+		models    []string
+		expiresIn string
+		meta      []string
+	)
+	cmd := &cobra.Command{
+		Use:   "create --name NAME",
+		Short: "Create a key and print its secret once",
+		Long: `Create a virtual API key. The secret is printed once and cannot be shown
+again: only its hash is stored. With -o json the output is one flat object
+holding the key's fields plus "secret".`,
+		Example: `  tollctl key create --name ci --models gpt-4o --expires-in 30d --meta team=infra
+  SECRET=$(tollctl key create --name batch -o json | jq -r .secret)`,
+		Args: exactArgs(),
+		RunE: a.action(func(cmd *cobra.Command, _ []string) error {
+			req := &tollgatev1.CreateKeyRequest{Name: name, Models: cleanList(models)}
+			var err error
+			if req.Metadata, err = parseLabels(meta); err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("expires-in") {
+				if req.ExpiresAt, err = a.expiry(expiresIn); err != nil {
+					return err
+				}
+			}
+			api, err := a.api()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.callContext(cmd)
+			defer cancel()
+			resp, err := api.keys.CreateKey(ctx, req)
+			if err != nil {
+				return err
+			}
+			return a.printSecret("Created", resp.GetKey(), resp.GetSecret())
+		}),
+	}
+	f := cmd.Flags()
+	f.StringVar(&name, "name", "", "human name of the key, e.g. the service or person using it (required)")
+	f.StringSliceVar(&models, "models", nil, "comma-separated model allow-list; names or patterns with '*' (default: all models)")
+	f.StringVar(&expiresIn, "expires-in", "", "lifetime such as 12h, 30d or 2w (default: never expires)")
+	f.StringArrayVar(&meta, "meta", nil, "label as key=value; repeat for more")
+	_ = cmd.MarkFlagRequired("name")
+	return cmd
+}
+
+func (a *app) keyListCommand() *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List keys",
+		Long: `List virtual API keys. Revoked keys are hidden unless --all is given.
+STATUS is active, expired or revoked.`,
+		Example: `  tollctl key list
+  tollctl key list --all -o json | jq -r '.[] | select(.revoked_at == null) | .id'`,
+		Args: exactArgs(),
+		RunE: a.action(func(cmd *cobra.Command, _ []string) error {
+			api, err := a.api()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.callContext(cmd)
+			defer cancel()
+			resp, err := api.keys.ListKeys(ctx, &tollgatev1.ListKeysRequest{IncludeRevoked: all})
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				raw, err := protoJSONList(resp.GetKeys())
+				if err != nil {
+					return err
+				}
+				return writeJSON(a.stdout, raw)
+			}
+			if len(resp.GetKeys()) == 0 {
+				fmt.Fprintln(a.stdout, "No keys.")
+				return nil
+			}
+			tw := newTable(a.stdout)
+			row(tw, "ID", "NAME", "PREFIX", "MODELS", "EXPIRES", "STATUS", "CREATED")
+			for _, k := range resp.GetKeys() {
+				row(tw, k.GetId(), orDash(k.GetName()), orDash(k.GetSecretPrefix()), fmtModels(k.GetModels()),
+					fmtExpiry(k.GetExpiresAt()), a.keyStatus(k), fmtTime(k.GetCreatedAt()))
+			}
+			return tw.Flush()
+		}),
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "include revoked keys")
+	return cmd
+}
+
+func (a *app) keyGetCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "get ID",
+		Short:   "Show one key",
+		Long:    `Show a key's details: name, secret prefix, models, expiry, status and labels.`,
+		Example: `  tollctl key get key_3f2a9c`,
+		Args:    exactArgs("id"),
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			return a.keyCall(cmd, "", func(api *clients, ctx context.Context) (*tollgatev1.Key, error) {
+				resp, err := api.keys.GetKey(ctx, &tollgatev1.GetKeyRequest{Id: args[0]})
+				return resp.GetKey(), err
+			})
+		}),
+	}
+}
+
+func (a *app) keyUpdateCommand() *cobra.Command {
+	var (
+		name      string
+		models    []string
+		allModels bool
+		expiresIn string
+		noExpiry  bool
+		meta      []string
+	)
+	cmd := &cobra.Command{
+		Use:   "update ID",
+		Short: "Change a key's name, models, expiry or labels",
+		Long: `Change a key. Only the flags you give are sent; everything else stays as
+it is. --models replaces the allow-list, --all-models clears it. --meta merges
+labels into the existing ones; an empty value (--meta team=) deletes a label.`,
+		Example: `  tollctl key update key_3f2a9c --models gpt-4o,claude-*
+  tollctl key update key_3f2a9c --expires-in 90d --meta owner=alice
+  tollctl key update key_3f2a9c --all-models --no-expiry`,
+		Args: exactArgs("id"),
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			f := cmd.Flags()
+			req := &tollgatev1.UpdateKeyRequest{Id: args[0], ClearExpiresAt: noExpiry}
+			if f.Changed("name") {
+				req.Name = &name
+			}
+			if f.Changed("models") {
+				req.Models = &tollgatev1.StringList{Values: cleanList(models)}
+			}
+			if allModels {
+				req.Models = &tollgatev1.StringList{}
+			}
+			var err error
+			if f.Changed("expires-in") {
+				if req.ExpiresAt, err = a.expiry(expiresIn); err != nil {
+					return err
+				}
+			}
+			if req.Metadata, err = parseLabels(meta); err != nil {
+				return err
+			}
+			if req.Name == nil && req.Models == nil && req.ExpiresAt == nil && !req.ClearExpiresAt && req.Metadata == nil {
+				return usageErrorf("nothing to update: give at least one of --name, --models, --all-models, --expires-in, --no-expiry, --meta")
+			}
+			return a.keyCall(cmd, "Updated", func(api *clients, ctx context.Context) (*tollgatev1.Key, error) {
+				resp, err := api.keys.UpdateKey(ctx, req)
+				return resp.GetKey(), err
+			})
+		}),
+	}
+	f := cmd.Flags()
+	f.StringVar(&name, "name", "", "new name")
+	f.StringSliceVar(&models, "models", nil, "new comma-separated model allow-list (replaces the old one)")
+	f.BoolVar(&allModels, "all-models", false, "allow every model (clears the allow-list)")
+	f.StringVar(&expiresIn, "expires-in", "", "new lifetime from now, such as 12h, 30d or 2w")
+	f.BoolVar(&noExpiry, "no-expiry", false, "remove the expiry")
+	f.StringArrayVar(&meta, "meta", nil, "set label key=value, or delete it with key=; repeat for more")
+	cmd.MarkFlagsMutuallyExclusive("models", "all-models")
+	cmd.MarkFlagsMutuallyExclusive("expires-in", "no-expiry")
+	return cmd
+}
+
+func (a *app) keyRevokeCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke a key at once",
+		Long: `Revoke a key: the gateway refuses it from now on. The key stays listed
+(key list --all) with status revoked. This cannot be undone.`,
+		Example: `  tollctl key revoke key_3f2a9c`,
+		Args:    exactArgs("id"),
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			return a.keyCall(cmd, "Revoked", func(api *clients, ctx context.Context) (*tollgatev1.Key, error) {
+				resp, err := api.keys.RevokeKey(ctx, &tollgatev1.RevokeKeyRequest{Id: args[0]})
+				return resp.GetKey(), err
+			})
+		}),
+	}
+}
+
+func (a *app) keyRotateCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "rotate ID",
+		Short: "Replace a key's secret and print the new one once",
+		Long: `Give a key a new secret. The old secret stops working at once. The new
+secret is printed once; with -o json the output is one flat object holding
+the key's fields plus "secret", as for key create.`,
+		Example: `  tollctl key rotate key_3f2a9c
+  tollctl key rotate key_3f2a9c -o json | jq -r .secret`,
+		Args: exactArgs("id"),
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			api, err := a.api()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.callContext(cmd)
+			defer cancel()
+			resp, err := api.keys.RotateKey(ctx, &tollgatev1.RotateKeyRequest{Id: args[0]})
+			if err != nil {
+				return err
+			}
+			return a.printSecret("Rotated", resp.GetKey(), resp.GetSecret())
+		}),
+	}
+}
+
+// keyCall runs one key RPC and prints the resulting key.
+func (a *app) keyCall(cmd *cobra.Command, verb string, call func(*clients, context.Context) (*tollgatev1.Key, error)) error {
+	api, err := a.api()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := a.callContext(cmd)
+	defer cancel()
+	k, err := call(api, ctx)
+	if err != nil {
+		return err
+	}
+	if a.jsonOutput() {
+		return a.printProto(k)
+	}
+	if verb != "" {
+		fmt.Fprintf(a.stdout, "%s key %s.\n\n", verb, k.GetId())
+	}
+	return a.printKey(k)
+}
+
+const secretWarning = "This secret is shown only once and cannot be retrieved again. Store it now."
+
+// printSecret prints a key together with its new secret.
+func (a *app) printSecret(verb string, k *tollgatev1.Key, secret string) error {
+	if a.jsonOutput() {
+		raw, err := protoJSON(k)
+		if err == nil {
+			raw, err = withField(raw, "secret", secret)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(a.stderr, "warning: the secret is shown only once and cannot be retrieved again; store it now")
+		return writeJSON(a.stdout, raw)
+	}
+	fmt.Fprintf(a.stdout, "%s key %s.\n\n", verb, k.GetId())
+	if err := a.printKey(k); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "\nSecret: %s\n\n%s\n", secret, secretWarning)
+	return nil
+}
+
+// printKey shows one key as aligned "Field: value" lines.
+func (a *app) printKey(k *tollgatev1.Key) error {
+	tw := newTable(a.stdout)
+	row(tw, "ID:", k.GetId())
+	row(tw, "Name:", orDash(k.GetName()))
+	row(tw, "Prefix:", orDash(k.GetSecretPrefix()))
+	row(tw, "Models:", fmtModels(k.GetModels()))
+	row(tw, "Status:", a.keyStatus(k))
+	row(tw, "Expires:", fmtExpiry(k.GetExpiresAt()))
+	if k.GetRevokedAt() != nil {
+		row(tw, "Revoked:", fmtTime(k.GetRevokedAt()))
+	}
+	row(tw, "Created:", fmtTime(k.GetCreatedAt()))
+	row(tw, "Updated:", fmtTime(k.GetUpdatedAt()))
+	row(tw, "Labels:", fmtLabels(k.GetMetadata()))
+	return tw.Flush()
+}
+
+// keyStatus is revoked, expired or active.
+func (a *app) keyStatus(k *tollgatev1.Key) string {
+	switch {
+	case k.GetRevokedAt() != nil:
+		return "revoked"
+	case k.GetExpiresAt() != nil && !a.now().Before(k.GetExpiresAt().AsTime()):
+		return "expired"
+	}
+	return "active"
+}
+
+// expiry turns an --expires-in value into an absolute time.
+func (a *app) expiry(s string) (*timestamppb.Timestamp, error) {
+	d, err := parseDuration(s)
+	if err != nil {
+		return nil, &usageError{msg: "--expires-in: " + err.Error()}
+	}
+	if d <= 0 {
+		return nil, usageErrorf("--expires-in must be positive")
+	}
+	return timestamppb.New(a.now().Add(d).Truncate(time.Second)), nil
+}
+
+func fmtModels(models []string) string {
+	if len(models) == 0 {
+		return "(all)"
+	}
+	return strings.Join(models, ",")
+}
+
+func fmtExpiry(ts *timestamppb.Timestamp) string {
+	if ts == nil {
+		return "never"
+	}
+	return fmtTime(ts)
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	tollgatev1 "github.com/tollgate/tollgate/proto/tollgate/v1"
+)
+
+func (a *app) modelCommand() *cobra.Command {
+	cmd := groupCommand("model",
+		"Manage model routes and their deployments",
+		`A model route maps the public model name clients ask for to one or more
+deployments: upstream endpoints with a provider, base URL, upstream model name
+and credential. Deployments of the same priority share traffic by weight;
+higher priorities are used only when the lower ones fail.`,
+		`  tollctl model add gpt-4o --provider openai --credential openai
+  tollctl model add llama --provider openai-compatible --base-url http://127.0.0.1:8000/v1 --upstream-model meta-llama/Llama-3.1-8B
+  tollctl model list`)
+	cmd.AddCommand(a.modelAddCommand(), a.modelUpdateCommand(), a.modelRemoveCommand(),
+		a.modelListCommand(), a.modelGetCommand())
+	return cmd
+}
+
+func (a *app) modelRemoveCommand() *cobra.Command {
+	var id string
+	cmd := &cobra.Command{
+		Use:   "remove NAME [--deployment ID]",
+		Short: "Remove a deployment, or a whole model route",
+		Long: `Without --deployment, delete the model route NAME with all its deployments.
+With --deployment, remove only that deployment; a route left without
+deployments is deleted too. With -o json the remaining route is printed, or
+null when the route is gone.`,
+		Example: `  tollctl model remove gpt-4o --deployment openai-2
+  tollctl model remove gpt-4o`,
+		Args: exactArgs("name"),
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			api, err := a.api()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.callContext(cmd)
+			defer cancel()
+			if id == "" {
+				if _, err := api.models.DeleteModel(ctx, &tollgatev1.DeleteModelRequest{Model: name}); err != nil {
+					return err
+				}
+				return a.printRoute(fmt.Sprintf("Deleted model %s.", name), nil)
+			}
+			resp, err := api.models.RemoveDeployment(ctx, &tollgatev1.RemoveDeploymentRequest{Model: name, DeploymentId: id})
+			if err != nil {
+				return err
+			}
+			msg := fmt.Sprintf("Removed deployment %s from model %s.", id, name)
+			if resp.GetRoute() == nil {
+				msg += " It was the last one, so the model is gone."
+			}
+			return a.printRoute(msg, resp.GetRoute())
+		}),
+	}
+	cmd.Flags().StringVar(&id, "deployment", "", "remove only this deployment instead of the whole route")
+	return cmd
+}
+
+func (a *app) modelListCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List model routes, one row per deployment",
+		Long: `List all model routes with their deployments, one table row per
+deployment. With -o json, print an array of routes.`,
+		Example: `  tollctl model list
+  tollctl model list -o json | jq -r '.[].name'`,
+		Args: exactArgs(),
+		RunE: a.action(func(cmd *cobra.Command, _ []string) error {
+			api, err := a.api()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.callContext(cmd)
+			defer cancel()
+			resp, err := api.models.ListModels(ctx, &tollgatev1.ListModelsRequest{})
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				raw, err := protoJSONList(resp.GetRoutes())
+				if err != nil {
+					return err
+				}
+				return writeJSON(a.stdout, raw)
+			}
+			if len(resp.GetRoutes()) == 0 {
+				fmt.Fprintln(a.stdout, "No models.")
+				return nil
+			}
+			tw := newTable(a.stdout)
+			row(tw, "MODEL", "DEPLOYMENT", "PROVIDER", "UPSTREAM-MODEL", "BASE-URL", "WEIGHT", "PRIORITY", "CREDENTIAL")
+			for _, r := range resp.GetRoutes() {
+				for _, d := range r.GetDeployments() {
+					row(tw, r.GetName(), d.GetId(), d.GetProvider(), d.GetUpstreamModel(), orDash(d.GetBaseUrl()),
+						fmtWeight(d.GetWeight()), strconv.FormatUint(uint64(d.GetPriority()), 10), orDash(d.GetCredential()))
+				}
+				if len(r.GetDeployments()) == 0 {
+					row(tw, r.GetName(), "-", "-", "-", "-", "-", "-", "-")
+				}
+			}
+			return tw.Flush()
+		}),
+	}
+}
+
+func (a *app) modelGetCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "get NAME",
+		Short:   "Show one model route and its deployments",
+		Long:    `Show a model route: its deployments with all their settings.`,
+		Example: `  tollctl model get gpt-4o -o json`,
+		Args:    exactArgs("name"),
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			api, err := a.api()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.callContext(cmd)
+			defer cancel()
+			resp, err := api.models.GetModel(ctx, &tollgatev1.GetModelRequest{Model: args[0]})
+			if err != nil {
+				return err
+			}
+			return a.printRoute("", resp.GetRoute())
+		}),
+	}
+}
+
+// printRoute prints a route (JSON: the route object or null), preceded in
+// table mode by msg when it is not empty.
+func (a *app) printRoute(msg string, r *tollgatev1.ModelRoute) error {
+	if a.jsonOutput() {
+		return a.printProto(r)
+	}
+	if msg != "" {
+		fmt.Fprintln(a.stdout, msg)
+	}
+	if r == nil {
+		return nil
+	}
+	if msg != "" {
+		fmt.Fprintln(a.stdout)
+	}
+	fmt.Fprintf(a.stdout, "Model %s (created %s, updated %s)\n\n", r.GetName(), fmtTime(r.GetCreatedAt()), fmtTime(r.GetUpdatedAt()))
+	tw := newTable(a.stdout)
+	row(tw, "DEPLOYMENT", "PROVIDER", "UPSTREAM-MODEL", "BASE-URL", "WEIGHT", "PRIORITY", "TIMEOUT", "CREDENTIAL")
+	for _, d := range r.GetDeployments() {
+		row(tw, d.GetId(), d.GetProvider(), d.GetUpstreamModel(), orDash(d.GetBaseUrl()), fmtWeight(d.GetWeight()),
+			strconv.FormatUint(uint64(d.GetPriority()), 10), fmtTimeout(d.GetTimeoutMs()), orDash(d.GetCredential()))
+	}
+	return tw.Flush()
+}
+
+func fmtWeight(w uint32) string {
+	if w == 0 {
+		w = 1
+	}
+	return strconv.FormatUint(uint64(w), 10)
+}
+
+func fmtTimeout(ms uint32) string {
+	if ms == 0 {
+		return "default"
+	}
+	return (time.Duration(ms) * time.Millisecond).String()
+}

@@ -1,0 +1,11 @@
+//go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
+
+package main
+
+import "os"
+
+// readHidden cannot switch off echo on this platform, so it reports that f
+// is not a terminal and the caller reads stdin as a stream.
+func readHidden(*os.File, func()) (string, bool, error) {
+	return "", false, nil
+}
