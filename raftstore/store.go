@@ -267,15 +267,17 @@ func (s *Store) WaitForIndex(ctx context.Context, idx uint64) error {
 	}
 }
 
-// WaitReady blocks until a leader is known and this node has applied at
-// least every entry it had on disk when it opened (and, on the leader,
-// everything committed before it took office).
+// WaitReady blocks until this node can serve from an up-to-date state: a
+// leader is known and, on the leader, everything committed before it took
+// office is applied; on a follower, the node is in the cluster
+// configuration and has applied everything the leader has told it is
+// committed (at least every command it had on disk when it opened).
 func (s *Store) WaitReady(ctx context.Context) error {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if addr, _ := s.Leader(); addr != "" {
-			break
+		if ready, err := s.readyOnce(ctx); ready || err != nil {
+			return err
 		}
 		select {
 		case <-tick.C:
@@ -283,16 +285,24 @@ func (s *Store) WaitReady(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+}
+
+func (s *Store) readyOnce(ctx context.Context) (bool, error) {
+	if addr, _ := s.Leader(); addr == "" {
+		return false, nil
+	}
 	if s.IsLeader() {
 		timeout := 10 * time.Second
 		if dl, ok := ctx.Deadline(); ok {
 			timeout = time.Until(dl)
 		}
-		if err := s.raft.Barrier(timeout).Error(); err == nil {
-			return nil
-		}
+		return s.raft.Barrier(timeout).Error() == nil, nil
 	}
-	return s.WaitForIndex(ctx, s.lastIndexAtOpen)
+	if !s.inConfiguration() {
+		return false, nil
+	}
+	commit := s.raft.CommitIndex()
+	return commit > 0 && s.raft.AppliedIndex() >= commit && s.State().Index >= s.lastIndexAtOpen, nil
 }
 
 // lastCommandIndex returns the index of the last command entry in logs, or
