@@ -61,9 +61,9 @@ func ServeDemo(w http.ResponseWriter, e Endpoint, model string, body []byte, req
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	usage := map[string]any{"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens, "total_tokens": u.TotalTokens}
 	id := "demo-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	object := "chat.completion"
+	object, chunkObject := "chat.completion", "chat.completion.chunk"
 	if e == EndpointCompletions {
-		object = "text_completion"
+		object, chunkObject = "text_completion", "text_completion" // OpenAI streams these unchanged
 	}
 	if !req.Stream {
 		choice := map[string]any{"index": 0, "finish_reason": "stop"}
@@ -102,10 +102,10 @@ func ServeDemo(w http.ResponseWriter, e Endpoint, model string, body []byte, req
 		if i == len(words)-1 {
 			choice["finish_reason"] = "stop"
 		}
-		send(map[string]any{"id": id, "object": object + ".chunk", "created": now, "model": model, "choices": []any{choice}})
+		send(map[string]any{"id": id, "object": chunkObject, "created": now, "model": model, "choices": []any{choice}})
 	}
 	if req.IncludeUsage {
-		send(map[string]any{"id": id, "object": object + ".chunk", "created": now, "model": model, "choices": []any{}, "usage": usage})
+		send(map[string]any{"id": id, "object": chunkObject, "created": now, "model": model, "choices": []any{}, "usage": usage})
 	}
 	_, _ = w.Write([]byte("data: [DONE]\n\n"))
 	if fl != nil {

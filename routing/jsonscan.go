@@ -1,13 +1,19 @@
 package routing
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 )
 
 // ErrMalformed is returned for a request body that is not a JSON object.
 var ErrMalformed = errors.New("request body is not a valid JSON object")
+
+// ErrDuplicate is returned for a body that repeats a member the gateway
+// routes on: JSON decoders disagree on which copy wins, so it is refused.
+var ErrDuplicate = errors.New("duplicate member")
 
 // Span is a half-open byte range [Start, End) of a body; Start < 0 means the
 // member is absent.
@@ -34,18 +40,35 @@ func ScanRequest(body []byte) (Request, error) {
 	if !json.Valid(body) {
 		return req, ErrMalformed
 	}
+	var seen [3]bool // model, stream, stream_options
+	once := func(k int, name []byte) error {
+		if seen[k] {
+			return fmt.Errorf("%w: the member %q appears twice", ErrDuplicate, name)
+		}
+		seen[k] = true
+		return nil
+	}
 	err := eachMember(body, func(name []byte, v Span) error {
 		val := body[v.Start:v.End]
 		switch string(name) {
 		case "model":
+			if err := once(0, name); err != nil {
+				return err
+			}
 			s, ok := decodeString(val)
 			if !ok {
 				return errors.New(`"model" must be a string`)
 			}
 			req.Model, req.ModelSpan = s, v
 		case "stream":
+			if err := once(1, name); err != nil {
+				return err
+			}
 			req.Stream = string(val) == "true"
 		case "stream_options":
+			if err := once(2, name); err != nil {
+				return err
+			}
 			req.StreamOpts = v
 			if val[0] == '{' {
 				_ = eachMember(val, func(n []byte, sv Span) error {
@@ -83,41 +106,60 @@ func decodeString(lit []byte) (string, bool) {
 	return string(inner), true
 }
 
-// eachMember calls fn for every member of the JSON object in b (which must
-// be valid JSON) with the member's raw name (without quotes, escapes left
-// as they are) and the span of its value relative to b.
+// eachMember calls fn for every member of the JSON object in b with the
+// member's name (escapes decoded, so that "mod\u0065l" is "model", as every
+// JSON decoder upstream will read it) and the span of its value relative to
+// b. It never panics, also on input that is not valid JSON, which it
+// reports as ErrMalformed.
 func eachMember(b []byte, fn func(name []byte, v Span) error) error {
 	i := skipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return ErrMalformed
 	}
-	i++
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return nil
+	}
 	for {
-		i = skipWS(b, i)
-		if i >= len(b) {
-			return ErrMalformed
-		}
-		if b[i] == '}' {
-			return nil
-		}
-		if b[i] == ',' {
-			i = skipWS(b, i+1)
-		}
 		if i >= len(b) || b[i] != '"' {
 			return ErrMalformed
 		}
 		end := skipString(b, i)
+		if end < i+2 || b[end-1] != '"' {
+			return ErrMalformed
+		}
 		name := b[i+1 : end-1]
+		if bytes.IndexByte(name, '\\') >= 0 {
+			var s string
+			if json.Unmarshal(b[i:end], &s) != nil {
+				return ErrMalformed
+			}
+			name = []byte(s)
+		}
 		i = skipWS(b, end)
 		if i >= len(b) || b[i] != ':' {
 			return ErrMalformed
 		}
 		i = skipWS(b, i+1)
+		if i >= len(b) {
+			return ErrMalformed
+		}
 		vend := skipValue(b, i)
 		if err := fn(name, Span{i, vend}); err != nil {
 			return err
 		}
-		i = vend
+		i = skipWS(b, vend)
+		if i >= len(b) {
+			return ErrMalformed
+		}
+		switch b[i] {
+		case '}':
+			return nil
+		case ',':
+			i = skipWS(b, i+1)
+		default:
+			return ErrMalformed
+		}
 	}
 }
 

@@ -48,7 +48,7 @@ func ChunkUsage(data []byte) (u Usage, usageOnly bool) {
 			u = parseUsage(data[v.Start:v.End])
 		case "choices":
 			val := data[v.Start:v.End]
-			emptyChoices = len(bytes.TrimSpace(val[1:len(val)-1])) == 0 && val[0] == '['
+			emptyChoices = len(val) >= 2 && val[0] == '[' && len(bytes.TrimSpace(val[1:len(val)-1])) == 0
 		}
 		return nil
 	})

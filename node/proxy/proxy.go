@@ -149,11 +149,8 @@ func authenticate(r *http.Request, st *raftstore.State) (*raftstore.Key, apiErro
 }
 
 func bearerToken(r *http.Request) string {
-	if a := r.Header.Get("Authorization"); a != "" {
-		if len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
-			return strings.TrimSpace(a[7:])
-		}
-		return ""
+	if a := r.Header.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
+		return strings.TrimSpace(a[7:])
 	}
 	return strings.TrimSpace(r.Header.Get("X-Api-Key"))
 }
@@ -282,8 +279,7 @@ func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, rec *Record, d
 	out := getBuf()
 	out.b = routing.RewriteRequest(out.b[:0], body, req, d.UpstreamModel, rec.Endpoint != routing.EndpointEmbeddings)
 	ureq, err := newUpstreamRequest(ctx, d, rec.Endpoint, out)
-	if err != nil {
-		putBuf(out)
+	if err != nil { // newUpstreamRequest returned out to the pool
 		rec.Status = http.StatusBadGateway
 		writeError(w, apiError{http.StatusBadGateway, typeUpstream, "bad_upstream_url", "", err.Error()})
 		return false

@@ -177,9 +177,14 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, rec *Record, re
 			if err != io.EOF {
 				if r.Context().Err() != nil {
 					rec.Status = statusClientClosed
-				} else {
-					rec.Status = http.StatusBadGateway // broken mid-stream
+					return
 				}
+				// The upstream broke mid-stream. Abort the client's
+				// connection too, so that it sees a truncated stream rather
+				// than one that ended cleanly without [DONE].
+				rec.Status = http.StatusBadGateway
+				h.log.Warn("upstream stream broke", "request", rec.RequestID, "deployment", rec.Deployment, "err", err)
+				panic(http.ErrAbortHandler)
 			}
 			if fl != nil {
 				fl.Flush()

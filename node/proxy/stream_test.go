@@ -1,0 +1,346 @@
+package proxy_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/cmd/mockllm/mock"
+	"github.com/tollgate/tollgate/node/proxy"
+	"github.com/tollgate/tollgate/routing"
+)
+
+type chunk struct {
+	Object  string `json:"object"`
+	Model   string `json:"model"`
+	Choices []struct {
+		Delta struct {
+			Content string `json:"content"`
+		} `json:"delta"`
+		Text         string  `json:"text"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens     int64 `json:"prompt_tokens"`
+		CompletionTokens int64 `json:"completion_tokens"`
+		TotalTokens      int64 `json:"total_tokens"`
+	} `json:"usage"`
+}
+
+// TestStreamEventsArriveIncrementally: the first event reaches the client
+// while the upstream is still streaming.
+func TestStreamEventsArriveIncrementally(t *testing.T) {
+	t.Parallel()
+	ms, url := startMock(t, mock.Options{})
+	depID := uniq("dep")
+	route := newRoute(t, "incr", dep(depID, url, "mock-up?chunks=5&interval=100ms"))
+	_, secret := newKey(t, route)
+	g := startGateway(t, proxy.Config{})
+
+	resp, sse := g.openStream(t, context.Background(), "/v1/chat/completions", secret, chatBody(route, `"stream":true`))
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	for h, want := range map[string]string{
+		"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
+		"X-Tollgate-Deployment": depID,
+	} {
+		if got := resp.Header.Get(h); got != want {
+			t.Errorf("%s: %q, want %q", h, got, want)
+		}
+	}
+	if !requestIDPattern.MatchString(resp.Header.Get("X-Request-Id")) {
+		t.Errorf("X-Request-Id %q", resp.Header.Get("X-Request-Id"))
+	}
+	first, err := sse.next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The mock sends its last chunk 400ms after its first.
+	if st := ms.Stats(); st.Completed != 0 || st.InFlight != 1 {
+		t.Fatalf("the first event was only readable after the upstream finished (completed %d, in flight %d)", st.Completed, st.InFlight)
+	}
+	rest, err := sse.all()
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := append([]string{first}, rest...)
+	if len(events) != 6 || events[5] != "[DONE]" {
+		t.Fatalf("events %q", events)
+	}
+	var text strings.Builder
+	for i, ev := range events[:5] {
+		var c chunk
+		if err := json.Unmarshal([]byte(ev), &c); err != nil {
+			t.Fatalf("event %d %q: %v", i, ev, err)
+		}
+		if c.Object != "chat.completion.chunk" || c.Model != "mock-up" || len(c.Choices) != 1 {
+			t.Errorf("event %d: %s", i, ev)
+		}
+		text.WriteString(c.Choices[0].Delta.Content)
+	}
+	if text.String() != "Hello from mockllm. This is" {
+		t.Errorf("streamed text %q", text.String())
+	}
+	rec := g.rec.wait(t, resp.Header.Get("X-Request-Id"))
+	want := routing.Usage{PromptTokens: chatPromptTokens, CompletionTokens: 5, TotalTokens: chatPromptTokens + 5, Present: true}
+	if rec.Status != 200 || !rec.Stream || rec.Usage != want || rec.Deployment != depID {
+		t.Errorf("Record %+v, want usage %+v", rec, want)
+	}
+}
+
+// TestStreamRelaysEachEventImmediately uses an upstream that sends its next
+// event only once the client has read the previous one from the gateway:
+// it deadlocks (and times out) unless every event is flushed on its own.
+func TestStreamRelaysEachEventImmediately(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+		rc := http.NewResponseController(w)
+		for i := range 3 {
+			// A comment line, a multi-line-free event, CRLF line ends.
+			fmt.Fprintf(w, ": keep-alive\r\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"c%d\"}}]}\r\n\r\n", i)
+			_ = rc.Flush()
+			select {
+			case <-gate:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		fmt.Fprint(w, "data: [DONE]\r\n\r\n")
+	}))
+	t.Cleanup(up.Close)
+	route := newRoute(t, "gated", dep(uniq("dep"), up.URL, "m"))
+	_, secret := newKey(t, route)
+	g := startGateway(t, proxy.Config{})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, sse := g.openStream(t, ctx, "/v1/chat/completions", secret, chatBody(route, `"stream":true`))
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream; charset=utf-8" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	for i := range 3 {
+		ev, err := sse.next()
+		if err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		if want := fmt.Sprintf("<non-data line : keep-alive>\n{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"c%d\"}}]}", i); ev != want {
+			t.Fatalf("event %d %q, want %q", i, ev, want)
+		}
+		gate <- struct{}{}
+	}
+	rest, err := sse.all()
+	if err != nil || len(rest) != 1 || rest[0] != "[DONE]" {
+		t.Fatalf("rest %q, %v", rest, err)
+	}
+}
+
+func TestStreamUsage(t *testing.T) {
+	t.Parallel()
+	ms, url := startMock(t, mock.Options{Chunks: 3})
+	route := newRoute(t, "susage", dep(uniq("dep"), url, "mock-up"))
+	_, secret := newKey(t, route)
+	g := startGateway(t, proxy.Config{})
+	q, _ := json.Marshal(route)
+	completion := func(extra string) string {
+		return `{"model":` + string(q) + `,"prompt":"Say hi","stream":true` + extra + `}`
+	}
+	cases := []struct {
+		name, path, body string
+		asked            bool
+		prompt           int64
+	}{
+		{"chat, absent", "/v1/chat/completions", chatBody(route, `"stream":true`), false, chatPromptTokens},
+		{"chat, false", "/v1/chat/completions", chatBody(route, `"stream":true`, `"stream_options":{"include_usage":false}`), false, chatPromptTokens},
+		{"chat, null", "/v1/chat/completions", chatBody(route, `"stream":true`, `"stream_options":null`), false, chatPromptTokens},
+		{"chat, empty options", "/v1/chat/completions", chatBody(route, `"stream_options":{}`, `"stream":true`), false, chatPromptTokens},
+		{"chat, true", "/v1/chat/completions", chatBody(route, `"stream":true`, `"stream_options":{"include_usage":true}`), true, chatPromptTokens},
+		{"completions, absent", "/v1/completions", completion(""), false, 2},
+		{"completions, true", "/v1/completions", completion(`,"stream_options":{"include_usage":true}`), true, 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, sse := g.openStream(t, context.Background(), tc.path, secret, tc.body)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			events, err := sse.all()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The upstream was always asked for usage.
+			var up struct {
+				StreamOptions struct {
+					IncludeUsage bool `json:"include_usage"`
+				} `json:"stream_options"`
+			}
+			if err := json.Unmarshal(ms.Stats().LastBody, &up); err != nil || !up.StreamOptions.IncludeUsage {
+				t.Errorf("upstream body %s does not ask for usage", ms.Stats().LastBody)
+			}
+			wantEvents := 3 + 1
+			if tc.asked {
+				wantEvents++
+			}
+			if len(events) != wantEvents || events[len(events)-1] != "[DONE]" {
+				t.Fatalf("events %q", events)
+			}
+			for i, ev := range events[:3] {
+				var c chunk
+				if err := json.Unmarshal([]byte(ev), &c); err != nil {
+					t.Fatalf("event %d %q: %v", i, ev, err)
+				}
+				if len(c.Choices) != 1 {
+					t.Errorf("event %d: %s", i, ev)
+				}
+				if hasUsage := strings.Contains(ev, `"usage":null`); hasUsage != tc.asked {
+					t.Errorf("event %d %s: \"usage\":null present %v, want %v", i, ev, hasUsage, tc.asked)
+				}
+				if !tc.asked && strings.Contains(ev, "usage") {
+					t.Errorf("event %d mentions usage: %s", i, ev)
+				}
+			}
+			want := routing.Usage{PromptTokens: tc.prompt, CompletionTokens: 3, TotalTokens: tc.prompt + 3, Present: true}
+			if tc.asked {
+				var c chunk
+				if err := json.Unmarshal([]byte(events[3]), &c); err != nil {
+					t.Fatal(err)
+				}
+				if len(c.Choices) != 0 || c.Usage == nil || c.Usage.PromptTokens != want.PromptTokens ||
+					c.Usage.CompletionTokens != want.CompletionTokens || c.Usage.TotalTokens != want.TotalTokens {
+					t.Errorf("usage chunk %s, want usage %+v", events[3], want)
+				}
+			}
+			rec := g.rec.wait(t, resp.Header.Get("X-Request-Id"))
+			if rec.Usage != want || rec.Status != 200 || !rec.Stream {
+				t.Errorf("Record %+v, want usage %+v", rec, want)
+			}
+		})
+	}
+}
+
+func TestClientDisconnectCancelsUpstream(t *testing.T) {
+	t.Parallel()
+	ms, url := startMock(t, mock.Options{})
+	_, secret := newKey(t)
+	g := startGateway(t, proxy.Config{})
+
+	t.Run("mid-stream", func(t *testing.T) {
+		route := newRoute(t, "disc-stream", dep(uniq("dep"), url, "m?chunks=100000&interval=10ms"))
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		before := ms.Stats().Cancelled
+		resp, sse := g.openStream(t, ctx, "/v1/chat/completions", secret, chatBody(route, `"stream":true`))
+		for range 3 {
+			if _, err := sse.next(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cancel()
+		waitFor(t, "the upstream request to be cancelled", func() bool { return ms.Stats().Cancelled == before+1 })
+		rec := g.rec.wait(t, resp.Header.Get("X-Request-Id"))
+		if rec.Status != 499 || !rec.Stream {
+			t.Errorf("Record %+v", rec)
+		}
+	})
+	t.Run("waiting for headers", func(t *testing.T) {
+		route := newRoute(t, "disc-wait", dep(uniq("dep"), url, "m?latency=1m"))
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		before := ms.Stats()
+		done := make(chan error, 1)
+		go func() {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.URL+"/v1/chat/completions", strings.NewReader(chatBody(route)))
+			req.Header.Set("Authorization", "Bearer "+secret)
+			resp, err := g.client.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			done <- err
+		}()
+		waitFor(t, "the request to reach the upstream", func() bool { return ms.Stats().Requests == before.Requests+1 })
+		cancel()
+		if err := <-done; err == nil {
+			t.Error("request succeeded")
+		}
+		waitFor(t, "the upstream request to be cancelled", func() bool { return ms.Stats().Cancelled == before.Cancelled+1 })
+		rec := g.rec.next(t) // the only request of this gateway left
+		if rec.Status != 499 {
+			t.Errorf("Record %+v", rec)
+		}
+	})
+	t.Cleanup(func() { waitFor(t, "no upstream request in flight", func() bool { return ms.Stats().InFlight == 0 }) })
+}
+
+// TestStreamBrokenMidStream: the upstream dies after half of the stream.
+func TestStreamBrokenMidStream(t *testing.T) {
+	t.Parallel()
+	_, url := startMock(t, mock.Options{})
+	route := newRoute(t, "midreset", dep(uniq("dep"), url, "m?chunks=10&fault=reset-mid-stream"))
+	_, secret := newKey(t, route)
+	g := startGateway(t, proxy.Config{})
+	resp, sse := g.openStream(t, context.Background(), "/v1/chat/completions", secret, chatBody(route, `"stream":true`))
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	events, _ := sse.all() // how the stream ends is up to the gateway
+	if len(events) != 5 {
+		t.Errorf("events %q, want the 5 the upstream sent", events)
+	}
+	for _, ev := range events {
+		if ev == "[DONE]" {
+			t.Error("[DONE] relayed for a broken stream")
+		}
+	}
+	rec := g.rec.wait(t, resp.Header.Get("X-Request-Id"))
+	if rec.Status != 502 || rec.Usage.Present {
+		t.Errorf("Record %+v", rec)
+	}
+}
+
+// TestMalformedUpstreamStream: odd or truncated data lines from the
+// upstream must be relayed, not crash the handler mid-stream (a crash shows
+// as a panic in the gateway's server log, which startGateway checks).
+func TestMalformedUpstreamStream(t *testing.T) {
+	t.Parallel()
+	const first = `data: {"choices":[{"index":0,"delta":{"content":"ok"}}]}` + "\n\n"
+	cases := []struct{ name, line string }{
+		{"choices is a number", `data: {"choices":0,"usage":{"prompt_tokens":1}}` + "\n\n"}, // valid JSON
+		{"usage chunk cut off", `data: {"id":"c","choices":[],"usage":{"prompt_tokens":5,"`},
+		{"chunk cut off after usage", `data: {"usage":{"prompt_tokens":5},"`},
+	}
+	_, secret := newKey(t)
+	g := startGateway(t, proxy.Config{})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, first+tc.line)
+			}))
+			t.Cleanup(up.Close)
+			route := newRoute(t, "badstream", dep(uniq("dep"), up.URL, "m"))
+			resp, sse := g.openStream(t, context.Background(), "/v1/chat/completions", secret, chatBody(route, `"stream":true`))
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			events, _ := sse.all()
+			if len(events) == 0 {
+				t.Fatal("no events relayed")
+			}
+			rec := g.rec.wait(t, resp.Header.Get("X-Request-Id"))
+			if rec.Status == 0 {
+				t.Errorf("Record without status (the handler did not finish normally): %+v", rec)
+			}
+		})
+	}
+}
