@@ -113,13 +113,19 @@ func mockLLM(t testing.TB) string {
 // gateway is one tollgate process.
 type gateway struct {
 	*proc
-	dir, http, admin, raft, token string
+	id, dir, http, admin, raft, gossip, token string
+	args                                      []string // extra flags of every start
+}
+
+func newGateway(t testing.TB, id, dir, token string, extra ...string) *gateway {
+	return &gateway{id: id, dir: dir, http: freePort(t), admin: freePort(t), raft: freePort(t),
+		gossip: freePort(t), token: token, args: extra}
 }
 
 func startGateway(t testing.TB, dir, token string, extra ...string) *gateway {
 	t.Helper()
-	g := &gateway{dir: dir, http: freePort(t), admin: freePort(t), raft: freePort(t), token: token}
-	g.start(t, extra...)
+	g := newGateway(t, "", dir, token, extra...)
+	g.start(t)
 	return g
 }
 
@@ -127,14 +133,43 @@ func startGateway(t testing.TB, dir, token string, extra ...string) *gateway {
 // waits until /readyz says 200.
 func (g *gateway) start(t testing.TB, extra ...string) {
 	t.Helper()
+	g.launch(t, extra...)
+	waitHTTP(t, "http://"+g.http+"/readyz", 200)
+}
+
+// launch starts the process without waiting for it to be ready.
+func (g *gateway) launch(t testing.TB, extra ...string) {
+	t.Helper()
 	var env []string
 	if g.token != "" {
 		env = append(env, "TOLLGATE_ADMIN_TOKEN="+g.token)
 	}
-	args := append([]string{"--data-dir", g.dir, "--http-addr", g.http, "--admin-addr", g.admin,
-		"--raft-addr", g.raft, "--log-level", "warn"}, extra...)
-	g.proc = startProc(t, "tollgate", env, bin.tollgate, args...)
-	waitHTTP(t, "http://"+g.http+"/readyz", 200)
+	args := []string{"--data-dir", g.dir, "--http-addr", g.http, "--admin-addr", g.admin,
+		"--raft-addr", g.raft, "--gossip-addr", g.gossip, "--log-level", "warn"}
+	if g.id != "" {
+		args = append(args, "--node-id", g.id)
+	}
+	args = append(append(args, g.args...), extra...)
+	name := "tollgate"
+	if g.id != "" {
+		name += " " + g.id
+	}
+	g.proc = startProc(t, name, env, bin.tollgate, args...)
+}
+
+// stop sends SIGTERM and waits for the process to exit, for up to a
+// minute.
+func (g *gateway) stop(t testing.TB) {
+	t.Helper()
+	_ = g.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-g.done:
+		if code := g.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("%s exited with %d after SIGTERM", g.name, code)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("%s did not exit within a minute of SIGTERM", g.name)
+	}
 }
 
 // ctl runs tollctl against the gateway and returns stdout; it fails the
@@ -176,10 +211,10 @@ func (g *gateway) createKey(t testing.TB, args ...string) (id, secret string) {
 
 var client = &http.Client{Timeout: 30 * time.Second}
 
-// waitHTTP polls url until it answers want, for up to 20 seconds.
+// waitHTTP polls url until it answers want, for up to 30 seconds.
 func waitHTTP(t testing.TB, url string, want int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	var last string
 	for time.Now().Before(deadline) {
 		resp, err := client.Get(url)
@@ -194,7 +229,7 @@ func waitHTTP(t testing.TB, url string, want int) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("%s did not answer %d within 20s (last: %s)", url, want, last)
+	t.Fatalf("%s did not answer %d within 30s (last: %s)", url, want, last)
 }
 
 // post sends a JSON body with a bearer key and returns status and body.
@@ -267,4 +302,16 @@ func streamEvents(t testing.TB, ctx context.Context, url, key, body string) []ev
 		t.Fatalf("reading stream: %v", err)
 	}
 	return events
+}
+
+// waitFor polls cond every 50 ms until it holds or timeout passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/tollgate/tollgate/node/admin"
 	"github.com/tollgate/tollgate/node/proxy"
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 	"github.com/tollgate/tollgate/raftstore"
 )
 
@@ -46,8 +47,29 @@ type Config struct {
 	// RaftAdvertise is the Raft address other nodes dial. Default: RaftAddr,
 	// with 127.0.0.1 when its host is empty or unspecified.
 	RaftAdvertise string
+	// GossipAddr is the gossip (memberlist, UDP and TCP) listen address.
+	// Default ":4300".
+	GossipAddr string
+	// GossipAdvertise is the gossip address other nodes reach; its host may
+	// be a name, resolved at start. Default: memberlist's choice.
+	GossipAdvertise string
+	// Join lists gossip addresses of existing members to join.
+	Join []string
+	// BootstrapExpect, when above 1, forms a new cluster once that many
+	// nodes without Raft state have met through gossip.
+	BootstrapExpect int
+	// DeadNodeGrace is how long a member gossip considers dead stays in
+	// Raft before the leader removes it. Default 10m.
+	DeadNodeGrace time.Duration
+	// DrainDelay is how long /readyz reports 503 on shutdown while the node
+	// still serves, so that load balancers stop sending before connections
+	// close. Negative: 5s when the cluster has other members, else none.
+	DrainDelay time.Duration
+	// FastGossip uses memberlist's local-network timings (tests).
+	FastGossip bool
 	// AdminToken is used on first start (from TOLLGATE_ADMIN_TOKEN); when
-	// empty a token is generated and printed once.
+	// empty a token is generated and printed once (not on a node that joins
+	// an existing cluster: it uses the cluster's tokens).
 	AdminToken string
 	// MaxBodyBytes limits request bodies. Default 8 MiB.
 	MaxBodyBytes int64
@@ -87,6 +109,11 @@ type Node struct {
 	ready      atomic.Bool
 	draining   atomic.Bool
 	closeOnce  sync.Once
+
+	gossip           *gossip
+	meta             memberMeta // this node's gossip metadata (membership goroutine only, after New)
+	bootstrapPending atomic.Bool
+	peers            peers
 }
 
 // New opens the node's data dir and Raft store and binds its listeners; Run
@@ -108,6 +135,9 @@ func New(cfg Config) (*Node, error) {
 			if n.store != nil {
 				_ = n.store.Close()
 			}
+			if n.gossip != nil {
+				_ = n.gossip.ml.Shutdown()
+			}
 		}
 	}()
 	if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
@@ -120,9 +150,10 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	single := len(cfg.Join) == 0 && cfg.BootstrapExpect <= 1
 	n.store, err = raftstore.Open(raftstore.Config{
 		Dir: filepath.Join(cfg.DataDir, "raft"), NodeID: n.cfg.NodeID,
-		BindAddr: cfg.RaftAddr, AdvertiseAddr: adv, Bootstrap: true,
+		BindAddr: cfg.RaftAddr, AdvertiseAddr: adv, Bootstrap: single,
 		Logger: cfg.Logger, LogLevel: cfg.Raft.LogLevel,
 		HeartbeatTimeout: cfg.Raft.HeartbeatTimeout, ElectionTimeout: cfg.Raft.ElectionTimeout,
 		LeaderLeaseTimeout: cfg.Raft.LeaderLeaseTimeout, CommitTimeout: cfg.Raft.CommitTimeout,
@@ -130,7 +161,16 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n.adminToken, err = n.loadAdminToken(); err != nil {
+	if n.adminToken, err = n.loadAdminToken(!single && cfg.BootstrapExpect <= 1); err != nil {
+		return nil, err
+	}
+	advHost, _, _ := net.SplitHostPort(adv)
+	n.meta = memberMeta{ID: n.cfg.NodeID, HTTP: reachable(n.httpLn.Addr().String(), advHost),
+		Admin: reachable(n.adminLn.Addr().String(), advHost), Raft: n.store.Addr(),
+		Expect: cfg.BootstrapExpect, Fresh: n.store.Fresh()}
+	n.bootstrapPending.Store(n.store.Fresh() && cfg.BootstrapExpect > 1)
+	if n.gossip, err = newGossip(gossipConfig{NodeID: n.cfg.NodeID, BindAddr: cfg.GossipAddr,
+		AdvertiseAddr: cfg.GossipAdvertise, Meta: n.meta, Fast: cfg.FastGossip, Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
 
@@ -154,10 +194,12 @@ func New(cfg Config) (*Node, error) {
 
 	adm := admin.New(admin.Config{Store: n.store, BootstrapToken: n.adminToken, Logger: cfg.Logger})
 	n.grpcSrv = grpc.NewServer(
-		grpc.ChainUnaryInterceptor(adm.UnaryInterceptor()),
+		grpc.ChainUnaryInterceptor(adm.UnaryInterceptor(), n.forwardInterceptor),
 		grpc.ChainStreamInterceptor(adm.StreamInterceptor()),
+		grpc.MaxRecvMsgSize(256<<20), grpc.MaxSendMsgSize(256<<20),
 	)
 	adm.Register(n.grpcSrv)
+	pb.RegisterClusterServiceServer(n.grpcSrv, &clusterAPI{n: n})
 	ok = true
 	return n, nil
 }
@@ -174,6 +216,12 @@ func applyDefaults(c *Config) {
 	}
 	if c.RaftAddr == "" {
 		c.RaftAddr = ":4200"
+	}
+	if c.GossipAddr == "" {
+		c.GossipAddr = ":4300"
+	}
+	if c.DeadNodeGrace <= 0 {
+		c.DeadNodeGrace = 10 * time.Minute
 	}
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 30 * time.Second
@@ -199,6 +247,18 @@ func advertiseAddr(bind, adv string) (string, error) {
 		host = "127.0.0.1"
 	}
 	return net.JoinHostPort(host, port), nil
+}
+
+// reachable returns addr with an unspecified host replaced by host.
+func reachable(addr, host string) string {
+	h, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(h); h == "" || (ip != nil && ip.IsUnspecified()) {
+		h = host
+	}
+	return net.JoinHostPort(h, port)
 }
 
 // loadNodeID returns the node id: the configured one, else the one saved
@@ -229,7 +289,7 @@ func loadNodeID(dir, configured string) (string, error) {
 // loadAdminToken returns the admin token saved in the data dir, or on
 // first start the configured or a generated one, which it saves (0600) and,
 // when generated, prints once.
-func (n *Node) loadAdminToken() (string, error) {
+func (n *Node) loadAdminToken(joining bool) (string, error) {
 	path := filepath.Join(n.cfg.DataDir, "admin-token")
 	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) > 0 {
 		return strings.TrimSpace(string(b)), nil
@@ -237,6 +297,10 @@ func (n *Node) loadAdminToken() (string, error) {
 		return "", fmt.Errorf("read admin token: %w", err)
 	}
 	tok, generated := n.cfg.AdminToken, false
+	if tok == "" && joining {
+		n.log.Info("joining an existing cluster without TOLLGATE_ADMIN_TOKEN: use the cluster's admin token")
+		return "", nil
+	}
 	if tok == "" {
 		tok, generated = "tga-"+randomToken(24), true
 	}
@@ -289,6 +353,10 @@ func (n *Node) Run(ctx context.Context) error {
 			errc <- fmt.Errorf("admin API: %w", err)
 		}
 	}()
+	mctx, stopMembership := context.WithCancel(context.Background())
+	defer stopMembership()
+	go n.joinLoop(mctx)
+	go n.runMembership(mctx)
 	go n.becomeReady(ctx)
 
 	var runErr error
@@ -296,8 +364,30 @@ func (n *Node) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case runErr = <-errc:
 	}
-	n.shutdown()
+	n.shutdown(stopMembership)
 	return runErr
+}
+
+// joinLoop contacts the --join addresses until one answers.
+func (n *Node) joinLoop(ctx context.Context) {
+	if len(n.cfg.Join) == 0 {
+		return
+	}
+	backoff := 200 * time.Millisecond
+	for {
+		k, err := n.gossip.join(n.cfg.Join)
+		if k > 0 {
+			n.log.Info("joined the cluster through gossip", "contacted", k)
+			return
+		}
+		n.log.Warn("no --join address answered yet; retrying", "join", n.cfg.Join, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
 }
 
 // becomeReady waits until the store has caught up, finishes first-start
@@ -324,16 +414,46 @@ func (n *Node) becomeReady(ctx context.Context) {
 	n.log.Info("tollgate ready", "node", n.cfg.NodeID, "http", n.HTTPAddr(), "admin", n.AdminAddr(), "raft", n.store.Addr())
 }
 
-// shutdown turns /readyz off, lets in-flight requests and streams finish
-// within DrainTimeout, then stops the admin API and Raft.
-func (n *Node) shutdown() {
+// shutdown turns /readyz off and keeps serving for the drain delay, so the
+// load balancer stops sending; a leader hands leadership over meanwhile.
+// Then in-flight requests and streams finish within DrainTimeout, the node
+// leaves gossip, and the admin API and Raft stop.
+func (n *Node) shutdown(stopMembership func()) {
 	n.draining.Store(true)
+	n.log.Info("draining", "node", n.cfg.NodeID)
+	delay := n.cfg.DrainDelay
+	if delay < 0 {
+		delay = 0
+		if srvs, err := n.store.Servers(); err == nil && len(srvs) > 1 {
+			delay = 5 * time.Second
+		}
+	}
+	transferred := make(chan struct{})
+	go func() {
+		defer close(transferred)
+		if n.store.IsLeader() {
+			if srvs, err := n.store.Servers(); err == nil && len(srvs) > 1 {
+				if err := n.store.TransferLeadership(); err != nil {
+					n.log.Warn("leadership transfer", "err", err)
+				} else {
+					n.log.Info("handed leadership over")
+				}
+			}
+		}
+	}()
+	time.Sleep(delay)
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.DrainTimeout)
 	defer cancel()
 	if err := n.httpSrv.Shutdown(ctx); err != nil {
 		n.log.Warn("drain timed out; closing remaining connections", "err", err)
 		_ = n.httpSrv.Close()
 	}
+	select {
+	case <-transferred:
+	case <-ctx.Done():
+	}
+	stopMembership()
+	n.gossip.leave(time.Second)
 	done := make(chan struct{})
 	go func() { n.grpcSrv.GracefulStop(); close(done) }()
 	select {
@@ -349,6 +469,8 @@ func (n *Node) Close() {
 	n.closeOnce.Do(func() {
 		_ = n.httpSrv.Close()
 		n.grpcSrv.Stop()
+		_ = n.gossip.ml.Shutdown()
+		n.peers.close()
 		if err := n.store.Close(); err != nil {
 			n.log.Warn("raft shutdown", "err", err)
 		}

@@ -16,13 +16,10 @@ var openAISeedModels = []string{"gpt-4.1", "gpt-4.1-mini", "gpt-4o", "gpt-4o-min
 // firstStartSetup registers the admin token in the replicated state and,
 // on a fresh cluster, seeds the starter routes.
 func (n *Node) firstStartSetup(ctx context.Context) error {
-	st := n.store.State()
-	if h := raftstore.HashSecret(n.adminToken); !st.HasAdminToken(h) {
-		if err := n.apply(ctx, &pb.Command{Op: &pb.Command_AddAdminToken{
-			AddAdminToken: &pb.AddAdminTokenCommand{TokenHash: h[:]}}}); err != nil {
-			return fmt.Errorf("register admin token: %w", err)
-		}
+	if err := n.registerAdminToken(ctx); err != nil {
+		return err
 	}
+	st := n.store.State()
 	if !n.store.Fresh() || !n.cfg.Seed || len(st.RouteNames()) > 0 {
 		return nil
 	}
@@ -52,4 +49,21 @@ func addDeploymentCmd(route string, d *pb.Deployment) *pb.Command {
 func (n *Node) apply(ctx context.Context, c *pb.Command) error {
 	_, err := n.store.Apply(ctx, c)
 	return err
+}
+
+// registerAdminToken adds this node's admin token to the replicated state
+// if it is not there yet (leader only), so that it works on every node.
+func (n *Node) registerAdminToken(ctx context.Context) error {
+	if n.adminToken == "" {
+		return nil
+	}
+	h := raftstore.HashSecret(n.adminToken)
+	if n.store.State().HasAdminToken(h) {
+		return nil
+	}
+	if err := n.apply(ctx, &pb.Command{Op: &pb.Command_AddAdminToken{
+		AddAdminToken: &pb.AddAdminTokenCommand{TokenHash: h[:]}}}); err != nil {
+		return fmt.Errorf("register admin token: %w", err)
+	}
+	return nil
 }

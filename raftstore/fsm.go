@@ -206,6 +206,8 @@ func applyCommand(cur *State, cmd *pb.Command) (*State, applyResult) {
 		next, err = deleteCredential(cur, op.DeleteCredential.GetName())
 	case *pb.Command_AddAdminToken:
 		next, err = addAdminToken(cur, op.AddAdminToken.GetTokenHash())
+	case *pb.Command_Restore:
+		next, err = restoreState(cur, op.Restore.GetSnapshot())
 	default:
 		err = fmt.Errorf("unknown command %T: %w", op, ErrInvalid)
 	}

@@ -240,3 +240,7 @@ func newRouteView(r *pb.ModelRoute, creds map[string]*pb.StoredCredential) *Rout
 	}
 	return v
 }
+
+// Snapshot returns the whole state as a Snapshot message (what a Raft
+// snapshot holds and a restore reads).
+func (s *State) Snapshot() *pb.Snapshot { return snapshotOf(s) }

@@ -3,11 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	tollgatev1 "github.com/tollgate/tollgate/proto/tollgate/v1"
@@ -15,10 +20,18 @@ import (
 
 // clients bundles the admin API stubs over one connection.
 type clients struct {
-	keys   tollgatev1.KeyServiceClient
-	models tollgatev1.ModelServiceClient
-	creds  tollgatev1.CredentialServiceClient
+	keys    tollgatev1.KeyServiceClient
+	models  tollgatev1.ModelServiceClient
+	creds   tollgatev1.CredentialServiceClient
+	cluster tollgatev1.ClusterServiceClient
 }
+
+// Retry timing for calls that fail with codes.Unavailable: a node
+// restarting, or a Raft election in progress.
+const (
+	retryBaseDelay = 100 * time.Millisecond
+	retryMaxDelay  = time.Second
+)
 
 // api opens the connection on first use. The connection is lazy: nothing is
 // dialed until the first call, so connection failures surface as call errors.
@@ -28,6 +41,16 @@ func (a *app) api() (*clients, error) {
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithPerRPCCredentials(bearerToken(a.token)),
 			grpc.WithUserAgent("tollctl/"+buildVersion()),
+			// Reconnect to a restarting node as often as calls are retried,
+			// rather than after gRPC's default backoff of up to two minutes.
+			grpc.WithConnectParams(grpc.ConnectParams{
+				Backoff: backoff.Config{
+					BaseDelay: retryBaseDelay, Multiplier: 1.6, Jitter: 0.2, MaxDelay: retryMaxDelay,
+				},
+				MinConnectTimeout: 20 * time.Second, // gRPC's default
+			}),
+			// Retries run outermost, so the lagging check sees each attempt.
+			grpc.WithChainUnaryInterceptor(retryUnavailable, a.warnLagging),
 		)
 		if err != nil {
 			return nil, fmt.Errorf("invalid --addr %q: %v", a.addr, err)
@@ -35,10 +58,67 @@ func (a *app) api() (*clients, error) {
 		a.conn = conn
 	}
 	return &clients{
-		keys:   tollgatev1.NewKeyServiceClient(a.conn),
-		models: tollgatev1.NewModelServiceClient(a.conn),
-		creds:  tollgatev1.NewCredentialServiceClient(a.conn),
+		keys:    tollgatev1.NewKeyServiceClient(a.conn),
+		models:  tollgatev1.NewModelServiceClient(a.conn),
+		creds:   tollgatev1.NewCredentialServiceClient(a.conn),
+		cluster: tollgatev1.NewClusterServiceClient(a.conn),
 	}, nil
+}
+
+// retryUnavailable retries a call that fails with codes.Unavailable, with
+// jittered exponential backoff, until the context's deadline (--timeout).
+// Unavailable is what a node that is restarting gives (connection refused),
+// and what a write gets while the cluster elects a leader. Other codes are
+// returned at once. When no further attempt fits before the deadline, the
+// last error is returned, so the user sees why the calls failed rather than
+// a bare deadline.
+func retryUnavailable(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	delay := retryBaseDelay
+	for {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if status.Code(err) != codes.Unavailable {
+			return err
+		}
+		// Sleep between half and all of delay.
+		wait := delay/2 + rand.N(delay/2+1)
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		delay = min(2*delay, retryMaxDelay)
+	}
+}
+
+// mdLagging is the response header in which a write names the nodes that
+// had not applied it within the server's bounded wait.
+const mdLagging = "x-tollgate-lagging"
+
+// warnLagging warns on stderr when a successful call's response header says
+// that some nodes have not applied the write yet.
+func (a *app) warnLagging(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	var md metadata.MD
+	err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Header(&md))...)
+	if err != nil {
+		return err
+	}
+	var nodes []string
+	for _, v := range md.Get(mdLagging) {
+		for id := range strings.SplitSeq(v, ",") {
+			if id = strings.TrimSpace(id); id != "" {
+				nodes = append(nodes, id)
+			}
+		}
+	}
+	if len(nodes) > 0 {
+		fmt.Fprintf(a.stderr, "warning: not yet applied on node(s) %s (they lag or are unreachable)\n", strings.Join(nodes, ", "))
+	}
+	return nil
 }
 
 // callContext bounds the whole command by --timeout.

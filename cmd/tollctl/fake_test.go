@@ -28,10 +28,12 @@ var fakeTime = timestamppb.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 
 // fake is an in-memory admin API served by a real gRPC server.
 type fake struct {
-	addr   string
-	keys   *fakeKeys
-	models *fakeModels
-	creds  *fakeCreds
+	addr    string
+	keys    *fakeKeys
+	models  *fakeModels
+	creds   *fakeCreds
+	cluster *fakeCluster
+	inject  *injector
 }
 
 func startFake(t *testing.T) *fake {
@@ -40,19 +42,89 @@ func startFake(t *testing.T) *fake {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveFake(t, lis)
+}
+
+// serveFake serves a new fake on lis until the test ends.
+func serveFake(t *testing.T, lis net.Listener) *fake {
+	t.Helper()
 	f := &fake{
-		addr:   lis.Addr().String(),
-		keys:   &fakeKeys{secrets: map[string]string{}},
-		models: &fakeModels{routes: map[string]*tollgatev1.ModelRoute{}},
-		creds:  &fakeCreds{values: map[string]string{}},
+		addr:    lis.Addr().String(),
+		keys:    &fakeKeys{secrets: map[string]string{}},
+		models:  &fakeModels{routes: map[string]*tollgatev1.ModelRoute{}},
+		creds:   &fakeCreds{values: map[string]string{}},
+		cluster: newFakeCluster(),
+		inject:  &injector{calls: map[string]int{}, next: map[string][]error{}, always: map[string]error{}},
 	}
-	srv := grpc.NewServer(grpc.UnaryInterceptor(checkToken))
+	srv := grpc.NewServer(
+		grpc.ChainUnaryInterceptor(checkToken, f.inject.intercept),
+		grpc.MaxRecvMsgSize(256<<20), grpc.MaxSendMsgSize(256<<20), // as tollgate's
+	)
 	tollgatev1.RegisterKeyServiceServer(srv, f.keys)
 	tollgatev1.RegisterModelServiceServer(srv, f.models)
 	tollgatev1.RegisterCredentialServiceServer(srv, f.creds)
+	tollgatev1.RegisterClusterServiceServer(srv, f.cluster)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	return f
+}
+
+// injector makes chosen RPCs fail or report lagging nodes, and counts the
+// calls that passed authentication. Methods are full gRPC method names.
+type injector struct {
+	mu      sync.Mutex
+	calls   map[string]int
+	next    map[string][]error // errors for the next calls, in order
+	always  map[string]error   // error for every later call
+	lagging string             // x-tollgate-lagging header on successful calls
+}
+
+// failNext makes the next len(errs) calls of method fail with errs.
+func (in *injector) failNext(method string, errs ...error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.next[method] = append(in.next[method], errs...)
+}
+
+// failAlways makes every call of method fail with err.
+func (in *injector) failAlways(method string, err error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.always[method] = err
+}
+
+// setLagging makes successful calls name nodes in the lagging header.
+func (in *injector) setLagging(nodes string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.lagging = nodes
+}
+
+// count returns how many calls of method the server received.
+func (in *injector) count(method string) int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.calls[method]
+}
+
+func (in *injector) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	in.mu.Lock()
+	m := info.FullMethod
+	in.calls[m]++
+	err := in.always[m]
+	if q := in.next[m]; len(q) > 0 {
+		err, in.next[m] = q[0], q[1:]
+	}
+	lagging := in.lagging
+	in.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := h(ctx, req)
+	if err == nil && lagging != "" {
+		_ = grpc.SetHeader(ctx, metadata.Pairs("x-tollgate-lagging", lagging))
+	}
+	return resp, err
 }
 
 func checkToken(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
@@ -465,4 +537,89 @@ func (s *fakeKeys) secret(id string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.secrets[id]
+}
+
+// ---- ClusterService ----
+
+type fakeCluster struct {
+	tollgatev1.UnimplementedClusterServiceServer
+	mu       sync.Mutex
+	status   *tollgatev1.StatusResponse
+	snapshot []byte
+	index    uint64
+	restored []byte
+	removed  []string
+}
+
+// newFakeCluster answers as n1, the leader of a three-node cluster in
+// which n3 is unreachable, with n4 known to gossip but not to Raft.
+func newFakeCluster() *fakeCluster {
+	return &fakeCluster{
+		status: &tollgatev1.StatusResponse{
+			Node: "n1", Leader: "n1", Term: 7, AppliedIndex: 42, CommitIndex: 43, LastIndex: 44, RaftState: "leader",
+			Members: []*tollgatev1.Member{
+				{Id: "n1", Role: "voter", Leader: true, GossipState: "alive", Health: "healthy",
+					RaftAddress: "10.0.0.1:4300", GossipAddress: "10.0.0.1:4400", HttpAddress: "10.0.0.1:4000", AdminAddress: "10.0.0.1:4100"},
+				{Id: "n2", Role: "voter", GossipState: "alive", Health: "healthy",
+					RaftAddress: "10.0.0.2:4300", GossipAddress: "10.0.0.2:4400", HttpAddress: "10.0.0.2:4000", AdminAddress: "10.0.0.2:4100"},
+				{Id: "n3", Role: "nonvoter", GossipState: "unknown", Health: "unreachable", RaftAddress: "10.0.0.3:4300"},
+				{Id: "n4", Role: "none", GossipState: "alive", Health: "not in raft",
+					GossipAddress: "10.0.0.4:4400", HttpAddress: "10.0.0.4:4000", AdminAddress: "10.0.0.4:4100"},
+			},
+		},
+		snapshot: []byte("\x0a\x03snap\x00\xffbinary\n"),
+		index:    42,
+	}
+}
+
+func (s *fakeCluster) Status(context.Context, *tollgatev1.StatusRequest) (*tollgatev1.StatusResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return proto.Clone(s.status).(*tollgatev1.StatusResponse), nil
+}
+
+func (s *fakeCluster) RemoveNode(_ context.Context, req *tollgatev1.RemoveNodeRequest) (*tollgatev1.RemoveNodeResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := slices.IndexFunc(s.status.Members, func(m *tollgatev1.Member) bool { return m.Id == req.Id && m.Role != "none" })
+	if i < 0 {
+		return nil, status.Errorf(codes.NotFound, "node %q is not a raft member", req.Id)
+	}
+	s.status.Members = slices.Delete(s.status.Members, i, i+1)
+	s.removed = append(s.removed, req.Id)
+	return &tollgatev1.RemoveNodeResponse{}, nil
+}
+
+func (s *fakeCluster) SaveSnapshot(context.Context, *tollgatev1.SaveSnapshotRequest) (*tollgatev1.SaveSnapshotResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &tollgatev1.SaveSnapshotResponse{Data: slices.Clone(s.snapshot), Index: s.index}, nil
+}
+
+func (s *fakeCluster) RestoreSnapshot(_ context.Context, req *tollgatev1.RestoreSnapshotRequest) (*tollgatev1.RestoreSnapshotResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.restored = slices.Clone(req.Data)
+	return &tollgatev1.RestoreSnapshotResponse{Keys: 3, Routes: 2, Credentials: 1}, nil
+}
+
+// setSnapshot sets what SaveSnapshot returns.
+func (s *fakeCluster) setSnapshot(data []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.snapshot = data
+}
+
+// restoredData returns the data of the last RestoreSnapshot call.
+func (s *fakeCluster) restoredData() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.restored
+}
+
+// removedNodes returns the ids removed so far.
+func (s *fakeCluster) removedNodes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.removed)
 }

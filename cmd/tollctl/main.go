@@ -1,5 +1,6 @@
 // Command tollctl is the admin CLI for Tollgate. It talks only to the public
-// gRPC admin API (KeyService, ModelService, CredentialService).
+// gRPC admin API (KeyService, ModelService, CredentialService,
+// ClusterService).
 package main
 
 import (
@@ -104,17 +105,23 @@ func (a *app) rootCommand() *cobra.Command {
 		Use:   "tollctl",
 		Short: "Administer a Tollgate LLM gateway",
 		Long: `tollctl manages a Tollgate gateway through its gRPC admin API: virtual API
-keys, model routes with their upstream deployments, and provider credentials.
+keys, model routes with their upstream deployments, and provider credentials,
+and the cluster of gateway nodes that replicates them.
 
 Every call carries the admin token (--token or TOLLGATE_TOKEN) and goes to the
 admin address (--addr or TOLLGATE_ADDR). The connection is plaintext gRPC, so
 use it only on loopback or a private network.
 
+Any node of a cluster answers; changes are forwarded to the leader. Calls that
+find a node restarting or an election in progress are retried until --timeout.
+
 Output is a human table by default; use -o json for scripts.`,
 		Example: `  export TOLLGATE_TOKEN=...
   tollctl model add gpt-4o --provider openai --credential openai
   tollctl key create --name ci --models gpt-4o --expires-in 30d
-  tollctl key list -o json | jq -r '.[].id'`,
+  tollctl key list -o json | jq -r '.[].id'
+  tollctl cluster status
+  tollctl cluster snapshot save backup.snap`,
 		SilenceErrors:     true,
 		SilenceUsage:      true,
 		PersistentPreRunE: a.setup,
@@ -127,12 +134,16 @@ Output is a human table by default; use -o json for scripts.`,
 
 	root.AddGroup(
 		&cobra.Group{ID: "resources", Title: "Resource Commands:"},
+		&cobra.Group{ID: "cluster", Title: "Cluster Commands:"},
 		&cobra.Group{ID: "other", Title: "Other Commands:"},
 	)
 	for _, c := range []*cobra.Command{a.keyCommand(), a.modelCommand(), a.credentialCommand()} {
 		c.GroupID = "resources"
 		root.AddCommand(c)
 	}
+	c := a.clusterCommand()
+	c.GroupID = "cluster"
+	root.AddCommand(c)
 	v := a.versionCommand()
 	v.GroupID = "other"
 	root.AddCommand(v)

@@ -9,3 +9,7 @@ import "os"
 func readHidden(*os.File, func()) (string, bool, error) {
 	return "", false, nil
 }
+
+// isTerminal cannot tell on this platform and reports false, so commands
+// that would prompt ask for an explicit flag instead.
+func isTerminal(*os.File) bool { return false }

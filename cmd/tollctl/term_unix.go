@@ -52,3 +52,9 @@ func readHidden(f *os.File, prompt func()) (line string, isTerm bool, err error)
 	}
 	return line, true, err
 }
+
+// isTerminal reports whether f is a terminal.
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), ioctlGetTermios)
+	return err == nil
+}

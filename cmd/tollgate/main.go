@@ -33,6 +33,11 @@ func run(args []string, stderr io.Writer) int {
 
 Runs a Tollgate node. With no flags: a single-node cluster in ./tollgate-data,
 the OpenAI-compatible API on :4000 and the admin API (for tollctl) on :4100.
+
+A cluster: start three nodes with --bootstrap-expect 3 and --join listing the
+others' gossip addresses (and the same TOLLGATE_ADMIN_TOKEN); add a node to a
+running cluster with --join ANY-MEMBER:4300.
+
 On first start the admin token comes from TOLLGATE_ADMIN_TOKEN, or is
 generated, printed once and saved to DATA-DIR/admin-token (mode 0600).
 
@@ -44,6 +49,8 @@ Flags:
 	}
 	var (
 		cfg         node.Config
+		join        string
+		drainDelay  string
 		logLevel    string
 		maxBody     int64
 		noSeed      bool
@@ -58,6 +65,12 @@ Flags:
 	str(&cfg.AdminAddr, "admin-addr", "TOLLGATE_ADMIN_ADDR", ":4100", "listen address of the admin gRPC API")
 	str(&cfg.RaftAddr, "raft-addr", "TOLLGATE_RAFT_ADDR", ":4200", "listen address of the Raft transport")
 	str(&cfg.RaftAdvertise, "raft-advertise", "TOLLGATE_RAFT_ADVERTISE", "", "Raft address other nodes dial (default: raft-addr, 127.0.0.1 if its host is unspecified)")
+	str(&cfg.GossipAddr, "gossip-addr", "TOLLGATE_GOSSIP_ADDR", ":4300", "listen address of gossip (memberlist, UDP and TCP)")
+	str(&cfg.GossipAdvertise, "gossip-advertise", "TOLLGATE_GOSSIP_ADVERTISE", "", "gossip address other nodes reach; a host name is resolved at start (default: chosen from the interfaces)")
+	str(&join, "join", "TOLLGATE_JOIN", "", "comma-separated gossip addresses (host:port) of existing members to join")
+	fs.IntVar(&cfg.BootstrapExpect, "bootstrap-expect", int(envInt("TOLLGATE_BOOTSTRAP_EXPECT", 0)), "form a new cluster once this many nodes (started with the same value and --join list) have met [TOLLGATE_BOOTSTRAP_EXPECT]")
+	fs.DurationVar(&cfg.DeadNodeGrace, "dead-node-grace", envDuration("TOLLGATE_DEAD_NODE_GRACE", 10*time.Minute), "how long a node gossip reports dead stays a Raft member before the leader removes it [TOLLGATE_DEAD_NODE_GRACE]")
+	str(&drainDelay, "drain-delay", "TOLLGATE_DRAIN_DELAY", "auto", "on SIGTERM, how long /readyz reports 503 while the node still serves, so load balancers stop sending; auto: 5s in a cluster, 0 alone")
 	str(&logLevel, "log-level", "TOLLGATE_LOG_LEVEL", "info", "log level: debug, info, warn, error")
 	fs.Int64Var(&maxBody, "max-body-bytes", envInt("TOLLGATE_MAX_BODY_BYTES", 8<<20), "largest accepted request body in bytes; larger ones get 413 [TOLLGATE_MAX_BODY_BYTES]")
 	fs.DurationVar(&cfg.UpstreamTimeout, "upstream-timeout", envDuration("TOLLGATE_UPSTREAM_TIMEOUT", 10*time.Minute), "default timeout of an upstream call (a stream: until its first byte); a deployment may set its own [TOLLGATE_UPSTREAM_TIMEOUT]")
@@ -93,6 +106,24 @@ Flags:
 		return 2
 	}
 	cfg.MaxBodyBytes = maxBody
+	cfg.DrainDelay = -1
+	if drainDelay != "auto" {
+		d, err := time.ParseDuration(drainDelay)
+		if err != nil || d < 0 {
+			fmt.Fprintf(stderr, "tollgate: bad --drain-delay %q: want a duration such as 5s, or auto\n", drainDelay)
+			return 2
+		}
+		cfg.DrainDelay = d
+	}
+	for _, a := range strings.Split(join, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			cfg.Join = append(cfg.Join, a)
+		}
+	}
+	if cfg.BootstrapExpect < 0 {
+		fmt.Fprintln(stderr, "tollgate: --bootstrap-expect must not be negative")
+		return 2
+	}
 	cfg.AdminToken = os.Getenv("TOLLGATE_ADMIN_TOKEN")
 	cfg.OpenAIKey = os.Getenv("OPENAI_API_KEY")
 	cfg.Seed = !noSeed

@@ -40,6 +40,7 @@ type Command struct {
 	//	*Command_SetCredential
 	//	*Command_DeleteCredential
 	//	*Command_AddAdminToken
+	//	*Command_Restore
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -188,6 +189,15 @@ func (x *Command) GetAddAdminToken() *AddAdminTokenCommand {
 	return nil
 }
 
+func (x *Command) GetRestore() *RestoreCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Restore); ok {
+			return x.Restore
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -236,6 +246,10 @@ type Command_AddAdminToken struct {
 	AddAdminToken *AddAdminTokenCommand `protobuf:"bytes,40,opt,name=add_admin_token,json=addAdminToken,proto3,oneof"`
 }
 
+type Command_Restore struct {
+	Restore *RestoreCommand `protobuf:"bytes,50,opt,name=restore,proto3,oneof"`
+}
+
 func (*Command_CreateKey) isCommand_Op() {}
 
 func (*Command_UpdateKey) isCommand_Op() {}
@@ -257,6 +271,8 @@ func (*Command_SetCredential) isCommand_Op() {}
 func (*Command_DeleteCredential) isCommand_Op() {}
 
 func (*Command_AddAdminToken) isCommand_Op() {}
+
+func (*Command_Restore) isCommand_Op() {}
 
 // StoredKey is a key as the state machine keeps it.
 type StoredKey struct {
@@ -897,6 +913,52 @@ func (x *AddAdminTokenCommand) GetTokenHash() []byte {
 	return nil
 }
 
+// RestoreCommand replaces the whole state with a saved snapshot (admin
+// tokens are merged, so the operator who restores keeps access).
+type RestoreCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Snapshot      *Snapshot              `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreCommand) Reset() {
+	*x = RestoreCommand{}
+	mi := &file_tollgate_v1_raft_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreCommand) ProtoMessage() {}
+
+func (x *RestoreCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_raft_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreCommand.ProtoReflect.Descriptor instead.
+func (*RestoreCommand) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RestoreCommand) GetSnapshot() *Snapshot {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
 // Snapshot is the whole replicated state, as written by a Raft snapshot
 // and read back by a restore.
 type Snapshot struct {
@@ -913,7 +975,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_tollgate_v1_raft_proto_msgTypes[14]
+	mi := &file_tollgate_v1_raft_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +987,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_raft_proto_msgTypes[14]
+	mi := &file_tollgate_v1_raft_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1000,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{14}
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Snapshot) GetKeys() []*StoredKey {
@@ -980,7 +1042,7 @@ var File_tollgate_v1_raft_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\n" +
-	"\x16tollgate/v1/raft.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17tollgate/v1/admin.proto\x1a\x1btollgate/v1/resources.proto\"\xd8\x06\n" +
+	"\x16tollgate/v1/raft.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17tollgate/v1/admin.proto\x1a\x1btollgate/v1/resources.proto\"\x91\a\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"unix_nanos\x18\x01 \x01(\x03R\tunixNanos\x12>\n" +
@@ -999,7 +1061,8 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\fdelete_route\x18\x17 \x01(\v2\x1f.tollgate.v1.DeleteRouteCommandH\x00R\vdeleteRoute\x12J\n" +
 	"\x0eset_credential\x18\x1e \x01(\v2!.tollgate.v1.SetCredentialCommandH\x00R\rsetCredential\x12S\n" +
 	"\x11delete_credential\x18\x1f \x01(\v2$.tollgate.v1.DeleteCredentialCommandH\x00R\x10deleteCredential\x12K\n" +
-	"\x0fadd_admin_token\x18( \x01(\v2!.tollgate.v1.AddAdminTokenCommandH\x00R\raddAdminTokenB\x04\n" +
+	"\x0fadd_admin_token\x18( \x01(\v2!.tollgate.v1.AddAdminTokenCommandH\x00R\raddAdminToken\x127\n" +
+	"\arestore\x182 \x01(\v2\x1b.tollgate.v1.RestoreCommandH\x00R\arestoreB\x04\n" +
 	"\x02op\"P\n" +
 	"\tStoredKey\x12\"\n" +
 	"\x03key\x18\x01 \x01(\v2\x10.tollgate.v1.KeyR\x03key\x12\x1f\n" +
@@ -1040,7 +1103,9 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"5\n" +
 	"\x14AddAdminTokenCommand\x12\x1d\n" +
 	"\n" +
-	"token_hash\x18\x01 \x01(\fR\ttokenHash\"\xec\x01\n" +
+	"token_hash\x18\x01 \x01(\fR\ttokenHash\"C\n" +
+	"\x0eRestoreCommand\x121\n" +
+	"\bsnapshot\x18\x01 \x01(\v2\x15.tollgate.v1.SnapshotR\bsnapshot\"\xec\x01\n" +
 	"\bSnapshot\x12*\n" +
 	"\x04keys\x18\x01 \x03(\v2\x16.tollgate.v1.StoredKeyR\x04keys\x12/\n" +
 	"\x06routes\x18\x02 \x03(\v2\x17.tollgate.v1.ModelRouteR\x06routes\x12?\n" +
@@ -1060,7 +1125,7 @@ func file_tollgate_v1_raft_proto_rawDescGZIP() []byte {
 	return file_tollgate_v1_raft_proto_rawDescData
 }
 
-var file_tollgate_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_tollgate_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_tollgate_v1_raft_proto_goTypes = []any{
 	(*Command)(nil),                 // 0: tollgate.v1.Command
 	(*StoredKey)(nil),               // 1: tollgate.v1.StoredKey
@@ -1076,13 +1141,14 @@ var file_tollgate_v1_raft_proto_goTypes = []any{
 	(*SetCredentialCommand)(nil),    // 11: tollgate.v1.SetCredentialCommand
 	(*DeleteCredentialCommand)(nil), // 12: tollgate.v1.DeleteCredentialCommand
 	(*AddAdminTokenCommand)(nil),    // 13: tollgate.v1.AddAdminTokenCommand
-	(*Snapshot)(nil),                // 14: tollgate.v1.Snapshot
-	(*Key)(nil),                     // 15: tollgate.v1.Key
-	(*timestamppb.Timestamp)(nil),   // 16: google.protobuf.Timestamp
-	(*UpdateKeyRequest)(nil),        // 17: tollgate.v1.UpdateKeyRequest
-	(*Deployment)(nil),              // 18: tollgate.v1.Deployment
-	(*UpdateDeploymentRequest)(nil), // 19: tollgate.v1.UpdateDeploymentRequest
-	(*ModelRoute)(nil),              // 20: tollgate.v1.ModelRoute
+	(*RestoreCommand)(nil),          // 14: tollgate.v1.RestoreCommand
+	(*Snapshot)(nil),                // 15: tollgate.v1.Snapshot
+	(*Key)(nil),                     // 16: tollgate.v1.Key
+	(*timestamppb.Timestamp)(nil),   // 17: google.protobuf.Timestamp
+	(*UpdateKeyRequest)(nil),        // 18: tollgate.v1.UpdateKeyRequest
+	(*Deployment)(nil),              // 19: tollgate.v1.Deployment
+	(*UpdateDeploymentRequest)(nil), // 20: tollgate.v1.UpdateDeploymentRequest
+	(*ModelRoute)(nil),              // 21: tollgate.v1.ModelRoute
 }
 var file_tollgate_v1_raft_proto_depIdxs = []int32{
 	3,  // 0: tollgate.v1.Command.create_key:type_name -> tollgate.v1.CreateKeyCommand
@@ -1096,20 +1162,22 @@ var file_tollgate_v1_raft_proto_depIdxs = []int32{
 	11, // 8: tollgate.v1.Command.set_credential:type_name -> tollgate.v1.SetCredentialCommand
 	12, // 9: tollgate.v1.Command.delete_credential:type_name -> tollgate.v1.DeleteCredentialCommand
 	13, // 10: tollgate.v1.Command.add_admin_token:type_name -> tollgate.v1.AddAdminTokenCommand
-	15, // 11: tollgate.v1.StoredKey.key:type_name -> tollgate.v1.Key
-	16, // 12: tollgate.v1.StoredCredential.updated_at:type_name -> google.protobuf.Timestamp
-	1,  // 13: tollgate.v1.CreateKeyCommand.key:type_name -> tollgate.v1.StoredKey
-	17, // 14: tollgate.v1.UpdateKeyCommand.update:type_name -> tollgate.v1.UpdateKeyRequest
-	18, // 15: tollgate.v1.AddDeploymentCommand.deployment:type_name -> tollgate.v1.Deployment
-	19, // 16: tollgate.v1.UpdateDeploymentCommand.update:type_name -> tollgate.v1.UpdateDeploymentRequest
-	1,  // 17: tollgate.v1.Snapshot.keys:type_name -> tollgate.v1.StoredKey
-	20, // 18: tollgate.v1.Snapshot.routes:type_name -> tollgate.v1.ModelRoute
-	2,  // 19: tollgate.v1.Snapshot.credentials:type_name -> tollgate.v1.StoredCredential
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	14, // 11: tollgate.v1.Command.restore:type_name -> tollgate.v1.RestoreCommand
+	16, // 12: tollgate.v1.StoredKey.key:type_name -> tollgate.v1.Key
+	17, // 13: tollgate.v1.StoredCredential.updated_at:type_name -> google.protobuf.Timestamp
+	1,  // 14: tollgate.v1.CreateKeyCommand.key:type_name -> tollgate.v1.StoredKey
+	18, // 15: tollgate.v1.UpdateKeyCommand.update:type_name -> tollgate.v1.UpdateKeyRequest
+	19, // 16: tollgate.v1.AddDeploymentCommand.deployment:type_name -> tollgate.v1.Deployment
+	20, // 17: tollgate.v1.UpdateDeploymentCommand.update:type_name -> tollgate.v1.UpdateDeploymentRequest
+	15, // 18: tollgate.v1.RestoreCommand.snapshot:type_name -> tollgate.v1.Snapshot
+	1,  // 19: tollgate.v1.Snapshot.keys:type_name -> tollgate.v1.StoredKey
+	21, // 20: tollgate.v1.Snapshot.routes:type_name -> tollgate.v1.ModelRoute
+	2,  // 21: tollgate.v1.Snapshot.credentials:type_name -> tollgate.v1.StoredCredential
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_raft_proto_init() }
@@ -1131,6 +1199,7 @@ func file_tollgate_v1_raft_proto_init() {
 		(*Command_SetCredential)(nil),
 		(*Command_DeleteCredential)(nil),
 		(*Command_AddAdminToken)(nil),
+		(*Command_Restore)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1138,7 +1207,7 @@ func file_tollgate_v1_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_v1_raft_proto_rawDesc), len(file_tollgate_v1_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

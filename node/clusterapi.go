@@ -1,0 +1,160 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+	"github.com/tollgate/tollgate/raftstore"
+)
+
+// clusterAPI implements the ClusterService of the admin API.
+type clusterAPI struct {
+	pb.UnimplementedClusterServiceServer
+	n *Node
+}
+
+func (c *clusterAPI) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
+	n := c.n
+	p := n.store.Progress()
+	_, leader := n.store.Leader()
+	resp := &pb.StatusResponse{
+		Node: n.cfg.NodeID, Leader: leader, Term: p.Term, AppliedIndex: p.AppliedIndex,
+		CommitIndex: p.CommitIndex, LastIndex: p.LastIndex, RaftState: n.store.Stats()["state"],
+	}
+	if s := resp.RaftState; s != "" {
+		resp.RaftState = lower(s)
+	}
+	servers, err := n.store.Servers()
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	ms := n.gossip.snapshot()
+	seen := map[string]bool{}
+	for _, s := range servers {
+		seen[s.ID] = true
+		m := &pb.Member{Id: s.ID, Role: "nonvoter", Leader: s.ID == leader, RaftAddress: s.Address, GossipState: "unknown"}
+		if s.Voter {
+			m.Role = "voter"
+		}
+		if g, ok := ms[s.ID]; ok {
+			fillGossip(m, g)
+		}
+		if s.ID == n.cfg.NodeID {
+			m.GossipState = "alive"
+			m.GossipAddress, m.HttpAddress, m.AdminAddress = n.gossip.addr(), n.meta.HTTP, n.meta.Admin
+		}
+		switch m.GossipState {
+		case "alive":
+			m.Health = "healthy"
+		case "suspect":
+			m.Health = "suspect"
+		default:
+			m.Health = "unreachable"
+		}
+		resp.Members = append(resp.Members, m)
+	}
+	for _, id := range sortedIDs(ms) {
+		if seen[id] || ms[id].state != "alive" {
+			continue
+		}
+		m := &pb.Member{Id: id, Role: "none", Health: "not in raft"}
+		fillGossip(m, ms[id])
+		resp.Members = append(resp.Members, m)
+	}
+	return resp, nil
+}
+
+func fillGossip(m *pb.Member, g member) {
+	m.GossipState, m.GossipAddress = g.state, g.addr
+	m.HttpAddress, m.AdminAddress = g.meta.HTTP, g.meta.Admin
+}
+
+func lower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+func (c *clusterAPI) RemoveNode(ctx context.Context, req *pb.RemoveNodeRequest) (*pb.RemoveNodeResponse, error) {
+	n := c.n
+	if req.GetId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "node id is empty")
+	}
+	if req.GetId() == n.cfg.NodeID {
+		return nil, status.Error(codes.FailedPrecondition, "this node is the leader: stop it (SIGTERM hands leadership over) or remove it through another node once it is a follower")
+	}
+	servers, err := n.store.Servers()
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	found := false
+	for _, s := range servers {
+		found = found || s.ID == req.GetId()
+	}
+	if !found {
+		return nil, status.Errorf(codes.NotFound, "node %q is not a raft member", req.GetId())
+	}
+	if err := n.store.RemoveServer(req.GetId()); err != nil {
+		return nil, storeStatus(err)
+	}
+	n.log.Info("removed node on request", "node", req.GetId())
+	return &pb.RemoveNodeResponse{}, nil
+}
+
+func (c *clusterAPI) SaveSnapshot(ctx context.Context, _ *pb.SaveSnapshotRequest) (*pb.SaveSnapshotResponse, error) {
+	st := c.n.store.State()
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(st.Snapshot())
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &pb.SaveSnapshotResponse{Data: data, Index: st.Index}, nil
+}
+
+func (c *clusterAPI) RestoreSnapshot(ctx context.Context, req *pb.RestoreSnapshotRequest) (*pb.RestoreSnapshotResponse, error) {
+	var snap pb.Snapshot
+	if err := proto.Unmarshal(req.GetData(), &snap); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "not a Tollgate snapshot: %v", err)
+	}
+	if _, err := c.n.store.Apply(ctx, &pb.Command{Op: &pb.Command_Restore{Restore: &pb.RestoreCommand{Snapshot: &snap}}}); err != nil {
+		return nil, storeStatus(err)
+	}
+	return &pb.RestoreSnapshotResponse{Keys: uint64(len(snap.GetKeys())), Routes: uint64(len(snap.GetRoutes())),
+		Credentials: uint64(len(snap.GetCredentials()))}, nil
+}
+
+func (c *clusterAPI) WaitApplied(ctx context.Context, req *pb.WaitAppliedRequest) (*pb.WaitAppliedResponse, error) {
+	timeout := time.Duration(req.GetTimeoutMs()) * time.Millisecond
+	if timeout <= 0 || timeout > time.Minute {
+		timeout = appliedWait
+	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := c.n.store.WaitForIndex(wctx, req.GetIndex())
+	idx := c.n.store.State().Index
+	if err != nil {
+		return nil, status.Errorf(codes.DeadlineExceeded, "applied index %d, want %d", idx, req.GetIndex())
+	}
+	return &pb.WaitAppliedResponse{AppliedIndex: idx}, nil
+}
+
+func storeStatus(err error) error {
+	switch {
+	case errors.Is(err, raftstore.ErrNotLeader), errors.Is(err, raftstore.ErrClosed):
+		return status.Error(codes.Unavailable, err.Error()+"; retry")
+	case errors.Is(err, raftstore.ErrInvalid):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}

@@ -1,0 +1,272 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// memberMeta is what every node tells the others about itself through
+// gossip node metadata (memberlist limits it to 512 bytes).
+type memberMeta struct {
+	ID    string `json:"id"`
+	HTTP  string `json:"http"`
+	Admin string `json:"admin"`
+	Raft  string `json:"raft"`
+	// Expect is the node's --bootstrap-expect; zero when it does not
+	// bootstrap.
+	Expect int `json:"expect,omitempty"`
+	// Fresh is set while the node has no Raft state, i.e. has not yet
+	// bootstrapped or been added to a cluster.
+	Fresh bool `json:"fresh,omitempty"`
+}
+
+// member is a node as gossip last described it.
+type member struct {
+	meta   memberMeta
+	addr   string // gossip address
+	state  string // alive, suspect, dead, left
+	since  time.Time
+	parsed bool // meta decoded
+}
+
+// gossip runs memberlist and keeps a table of every node it has heard of,
+// including dead ones, which memberlist itself forgets.
+type gossip struct {
+	ml     *memberlist.Memberlist
+	log    *slog.Logger
+	meta   atomic.Pointer[[]byte]
+	events chan struct{} // a membership change happened (non-blocking send)
+
+	mu      sync.Mutex
+	members map[string]*member // by node name (= node id)
+}
+
+type gossipConfig struct {
+	NodeID        string
+	BindAddr      string // host:port
+	AdvertiseAddr string // host:port; empty: memberlist's choice
+	Meta          memberMeta
+	// Fast uses memberlist's local-network timings (tests).
+	Fast   bool
+	Logger *slog.Logger
+}
+
+func newGossip(cfg gossipConfig) (*gossip, error) {
+	g := &gossip{log: cfg.Logger, events: make(chan struct{}, 1), members: map[string]*member{}}
+	if err := g.setMeta(cfg.Meta); err != nil {
+		return nil, err
+	}
+	mc := memberlist.DefaultLANConfig()
+	if cfg.Fast {
+		mc = memberlist.DefaultLocalConfig()
+	}
+	mc.Name = cfg.NodeID
+	host, port, err := splitHostPort(cfg.BindAddr)
+	if err != nil {
+		return nil, fmt.Errorf("gossip address %q: %w", cfg.BindAddr, err)
+	}
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	mc.BindAddr, mc.BindPort = host, port
+	if cfg.AdvertiseAddr != "" {
+		ahost, aport, err := splitHostPort(cfg.AdvertiseAddr)
+		if err != nil {
+			return nil, fmt.Errorf("gossip advertise address %q: %w", cfg.AdvertiseAddr, err)
+		}
+		ip, err := resolveIP(ahost)
+		if err != nil {
+			return nil, fmt.Errorf("gossip advertise address %q: %w", cfg.AdvertiseAddr, err)
+		}
+		mc.AdvertiseAddr, mc.AdvertisePort = ip, aport
+	}
+	mc.Delegate = g
+	mc.Events = g
+	mc.Logger = log.New(levelWriter{cfg.Logger, "gossip"}, "", 0)
+	if g.ml, err = memberlist.Create(mc); err != nil {
+		return nil, fmt.Errorf("start gossip on %s: %w", cfg.BindAddr, err)
+	}
+	return g, nil
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil {
+		return "", 0, fmt.Errorf("bad port %q", ps)
+	}
+	return host, port, nil
+}
+
+func resolveIP(host string) (string, error) {
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.String(), nil
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil || len(ips) == 0 {
+		return "", fmt.Errorf("cannot resolve %q: %v", host, err)
+	}
+	return ips[0].String(), nil
+}
+
+func (g *gossip) setMeta(m memberMeta) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if len(b) > memberlist.MetaMaxSize {
+		return fmt.Errorf("gossip metadata is %d bytes, more than %d: shorten node id or addresses", len(b), memberlist.MetaMaxSize)
+	}
+	g.meta.Store(&b)
+	return nil
+}
+
+// updateMeta changes this node's metadata and tells the cluster.
+func (g *gossip) updateMeta(m memberMeta) {
+	if err := g.setMeta(m); err != nil {
+		g.log.Error("gossip metadata", "err", err)
+		return
+	}
+	if err := g.ml.UpdateNode(5 * time.Second); err != nil {
+		g.log.Warn("gossip metadata update", "err", err)
+	}
+}
+
+// join contacts existing members; it succeeds if any one answers.
+func (g *gossip) join(addrs []string) (int, error) { return g.ml.Join(addrs) }
+
+// addr returns the gossip address this node advertises.
+func (g *gossip) addr() string {
+	n := g.ml.LocalNode()
+	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
+}
+
+func (g *gossip) leave(timeout time.Duration) {
+	if err := g.ml.Leave(timeout); err != nil {
+		g.log.Warn("gossip leave", "err", err)
+	}
+	_ = g.ml.Shutdown()
+}
+
+// snapshot returns a copy of the member table, with suspect states from
+// memberlist's live view.
+func (g *gossip) snapshot() map[string]member {
+	suspect := map[string]bool{}
+	for _, n := range g.ml.Members() {
+		if n.State == memberlist.StateSuspect {
+			suspect[n.Name] = true
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make(map[string]member, len(g.members))
+	for id, m := range g.members {
+		c := *m
+		if c.state == "alive" && suspect[id] {
+			c.state = "suspect"
+		}
+		out[id] = c
+	}
+	return out
+}
+
+// sortedIDs returns the member ids in order.
+func sortedIDs(ms map[string]member) []string {
+	ids := make([]string, 0, len(ms))
+	for id := range ms {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func (g *gossip) record(n *memberlist.Node, state string) {
+	m := &member{addr: net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port))), state: state, since: time.Now()}
+	if err := json.Unmarshal(n.Meta, &m.meta); err == nil && m.meta.ID != "" {
+		m.parsed = true
+	} else {
+		g.log.Warn("gossip member without Tollgate metadata", "name", n.Name, "addr", m.addr)
+	}
+	g.mu.Lock()
+	if old, ok := g.members[n.Name]; ok && old.state == state {
+		m.since = old.since
+	}
+	g.members[n.Name] = m
+	g.mu.Unlock()
+	select {
+	case g.events <- struct{}{}:
+	default:
+	}
+}
+
+// NotifyJoin implements memberlist.EventDelegate.
+func (g *gossip) NotifyJoin(n *memberlist.Node) { g.record(n, "alive") }
+
+// NotifyLeave implements memberlist.EventDelegate.
+func (g *gossip) NotifyLeave(n *memberlist.Node) {
+	state := "dead"
+	if n.State == memberlist.StateLeft {
+		state = "left"
+	}
+	g.record(n, state)
+}
+
+// NotifyUpdate implements memberlist.EventDelegate.
+func (g *gossip) NotifyUpdate(n *memberlist.Node) { g.record(n, "alive") }
+
+// NodeMeta implements memberlist.Delegate.
+func (g *gossip) NodeMeta(limit int) []byte {
+	b := *g.meta.Load()
+	if len(b) > limit {
+		return nil
+	}
+	return b
+}
+
+// NotifyMsg implements memberlist.Delegate; no user messages yet.
+func (g *gossip) NotifyMsg([]byte) {}
+
+// GetBroadcasts implements memberlist.Delegate.
+func (g *gossip) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+
+// LocalState implements memberlist.Delegate.
+func (g *gossip) LocalState(join bool) []byte { return nil }
+
+// MergeRemoteState implements memberlist.Delegate.
+func (g *gossip) MergeRemoteState(buf []byte, join bool) {}
+
+// levelWriter turns the "[LEVEL] message" lines of hashicorp libraries
+// into slog records of the matching level.
+type levelWriter struct {
+	l         *slog.Logger
+	component string
+}
+
+func (w levelWriter) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	level := slog.LevelInfo
+	for prefix, l := range map[string]slog.Level{"[DEBUG]": slog.LevelDebug, "[INFO]": slog.LevelInfo, "[WARN]": slog.LevelWarn, "[ERR]": slog.LevelError} {
+		if i := strings.Index(msg, prefix); i >= 0 {
+			level = l
+			msg = strings.TrimSpace(msg[i+len(prefix):])
+			break
+		}
+	}
+	w.l.Log(context.Background(), level, msg, "component", w.component)
+	return len(p), nil
+}

@@ -1,0 +1,207 @@
+package node
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/tollgate/tollgate/raftstore"
+)
+
+// maxVoters is the largest number of Raft voters; further nodes join as
+// non-voters.
+const maxVoters = 5
+
+// reconcileInterval is how often membership is reconciled even without a
+// gossip event (events can be dropped: the channel never blocks gossip).
+const reconcileInterval = time.Second
+
+// runMembership drives cluster formation and Raft membership from gossip:
+// every node tries to bootstrap while it is pending, and the leader adds
+// nodes gossip sees and removes nodes that have been dead for the grace
+// period.
+func (n *Node) runMembership(ctx context.Context) {
+	t := time.NewTicker(reconcileInterval)
+	defer t.Stop()
+	missing := map[string]time.Time{} // raft members not alive in gossip, since
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.gossip.events:
+		case <-t.C:
+		}
+		n.markJoined()
+		if n.bootstrapPending.Load() {
+			n.tryBootstrap()
+		}
+		if n.store.IsLeader() {
+			if err := n.registerAdminToken(ctx); err != nil {
+				n.log.Warn("register admin token", "err", err)
+			}
+			n.reconcile(missing)
+		} else {
+			clear(missing)
+		}
+	}
+}
+
+// markJoined clears the Fresh flag in gossip once this node has Raft state
+// (a leader is known and it is a member).
+func (n *Node) markJoined() {
+	if !n.meta.Fresh {
+		return
+	}
+	if addr, _ := n.store.Leader(); addr == "" {
+		return
+	}
+	n.meta.Fresh = false
+	n.bootstrapPending.Store(false)
+	n.gossip.updateMeta(n.meta)
+}
+
+// tryBootstrap forms a new cluster once --bootstrap-expect nodes that have
+// no Raft state have met. Every one of them computes the same voter set
+// (the first N by node id), so they bootstrap identical configurations and
+// form one cluster. If any member already belongs to a cluster, this node
+// waits to be added by that cluster's leader instead.
+func (n *Node) tryBootstrap() {
+	expect := n.cfg.BootstrapExpect
+	ms := n.gossip.snapshot()
+	var fresh []member
+	for _, id := range sortedIDs(ms) {
+		m := ms[id]
+		if m.state != "alive" || !m.parsed {
+			continue
+		}
+		if !m.meta.Fresh {
+			n.log.Info("found an existing cluster member; waiting to be added", "member", id)
+			n.bootstrapPending.Store(false)
+			return
+		}
+		if m.meta.Expect != expect {
+			n.log.Warn("member has a different --bootstrap-expect; ignoring it for bootstrap", "member", id, "its", m.meta.Expect, "ours", expect)
+			continue
+		}
+		fresh = append(fresh, m)
+	}
+	if len(fresh) < expect {
+		return
+	}
+	fresh = fresh[:expect]
+	var servers []raftstore.Server
+	self := false
+	for _, m := range fresh {
+		servers = append(servers, raftstore.Server{ID: m.meta.ID, Address: m.meta.Raft, Voter: true})
+		self = self || m.meta.ID == n.cfg.NodeID
+	}
+	if !self {
+		return // more fresh nodes than expected: the first N form the cluster and add us
+	}
+	n.log.Info("bootstrapping the cluster", "voters", len(servers))
+	if err := n.store.BootstrapWith(servers); err != nil {
+		n.log.Error("bootstrap", "err", err)
+		return
+	}
+	n.bootstrapPending.Store(false)
+}
+
+// reconcile runs on the leader: it makes the Raft configuration follow
+// gossip. Alive nodes are added (voters up to maxVoters, then non-voters);
+// a node whose Raft address changed is re-added; a member that gossip has
+// not seen alive for DeadNodeGrace is removed, but only while the voters
+// that remain alive are still a majority.
+func (n *Node) reconcile(missing map[string]time.Time) {
+	servers, err := n.store.Servers()
+	if err != nil {
+		n.log.Warn("reconcile: read raft configuration", "err", err)
+		return
+	}
+	ms := n.gossip.snapshot()
+	inRaft := map[string]raftstore.Server{}
+	voters := 0
+	for _, s := range servers {
+		inRaft[s.ID] = s
+		if s.Voter {
+			voters++
+		}
+	}
+	alive := func(id string) bool {
+		m, ok := ms[id]
+		return id == n.cfg.NodeID || (ok && (m.state == "alive" || m.state == "suspect"))
+	}
+
+	for _, id := range sortedIDs(ms) {
+		m := ms[id]
+		if m.state != "alive" || !m.parsed || m.meta.Raft == "" || id == n.cfg.NodeID {
+			continue
+		}
+		s, ok := inRaft[id]
+		switch {
+		case !ok:
+			voter := voters < maxVoters
+			if err := n.store.AddServer(raftstore.Server{ID: id, Address: m.meta.Raft, Voter: voter}); err != nil {
+				n.log.Warn("add node to raft", "node", id, "err", err)
+				continue
+			}
+			if voter {
+				voters++
+			}
+			n.log.Info("added node to raft", "node", id, "voter", voter)
+		case s.Address != m.meta.Raft:
+			n.log.Info("node's raft address changed; re-adding", "node", id, "old", s.Address, "new", m.meta.Raft)
+			if err := n.store.RemoveServer(id); err == nil {
+				_ = n.store.AddServer(raftstore.Server{ID: id, Address: m.meta.Raft, Voter: s.Voter})
+			}
+		case !s.Voter && voters < maxVoters:
+			if err := n.store.AddServer(raftstore.Server{ID: id, Address: s.Address, Voter: true}); err == nil {
+				voters++
+				n.log.Info("promoted node to voter", "node", id)
+			}
+		}
+	}
+
+	now := time.Now()
+	aliveVoters := 0
+	for _, s := range servers {
+		if s.Voter && alive(s.ID) {
+			aliveVoters++
+		}
+	}
+	for id := range missing {
+		if _, ok := inRaft[id]; !ok || alive(id) {
+			delete(missing, id)
+		}
+	}
+	var dead []string
+	for _, s := range servers {
+		if alive(s.ID) {
+			continue
+		}
+		if _, ok := missing[s.ID]; !ok {
+			missing[s.ID] = now
+		}
+		if now.Sub(missing[s.ID]) >= n.cfg.DeadNodeGrace {
+			dead = append(dead, s.ID)
+		}
+	}
+	sort.Strings(dead)
+	for _, id := range dead {
+		s := inRaft[id]
+		remaining := voters
+		if s.Voter {
+			remaining--
+		}
+		if s.Voter && aliveVoters < remaining/2+1 {
+			n.log.Warn("not removing dead node: the remaining voters would not be a live majority", "node", id)
+			continue
+		}
+		if err := n.store.RemoveServer(id); err != nil {
+			n.log.Warn("remove dead node", "node", id, "err", err)
+			continue
+		}
+		voters = remaining
+		delete(missing, id)
+		n.log.Info("removed dead node from raft after the grace period", "node", id, "grace", n.cfg.DeadNodeGrace)
+	}
+}
