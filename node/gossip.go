@@ -92,6 +92,9 @@ func newGossip(cfg gossipConfig) (*gossip, error) {
 		}
 		mc.AdvertiseAddr, mc.AdvertisePort = ip, aport
 	}
+	// A node that crashed and comes back under its name with a new address
+	// (usual for containers) may reclaim its name after this long.
+	mc.DeadNodeReclaimTime = 10 * time.Second
 	mc.Delegate = g
 	mc.Events = g
 	mc.Logger = log.New(levelWriter{cfg.Logger, "gossip"}, "", 0)

@@ -368,7 +368,9 @@ func (n *Node) Run(ctx context.Context) error {
 	return runErr
 }
 
-// joinLoop contacts the --join addresses until one answers.
+// joinLoop contacts the --join addresses until a member other than this
+// node is known (the list may name this node itself, which alone does not
+// make a cluster).
 func (n *Node) joinLoop(ctx context.Context) {
 	if len(n.cfg.Join) == 0 {
 		return
@@ -376,11 +378,11 @@ func (n *Node) joinLoop(ctx context.Context) {
 	backoff := 200 * time.Millisecond
 	for {
 		k, err := n.gossip.join(n.cfg.Join)
-		if k > 0 {
-			n.log.Info("joined the cluster through gossip", "contacted", k)
+		if n.gossip.ml.NumMembers() > 1 {
+			n.log.Info("joined the cluster through gossip", "contacted", k, "members", n.gossip.ml.NumMembers())
 			return
 		}
-		n.log.Warn("no --join address answered yet; retrying", "join", n.cfg.Join, "err", err)
+		n.log.Warn("no other member reached through --join yet; retrying", "join", n.cfg.Join, "err", err)
 		select {
 		case <-ctx.Done():
 			return
