@@ -1,0 +1,322 @@
+// Package prices knows what model calls cost.
+//
+// The built-in table is the price list published by pydantic/genai-prices
+// (MIT licence, data/LICENSE; see the repository's NOTICE for the commit),
+// embedded as data/genai-prices-data.json. Load reads a table in the same
+// format, so an operator can use a newer list without a rebuild.
+//
+// Money is integer. A Price holds micro-dollars (1e-6 USD) per million
+// tokens; Price.Cost returns nano-dollars (1e-9 USD).
+//
+// How the genai-prices data is read:
+//
+//   - A model name is matched lower-cased, and the string clauses of the
+//     match rules (equals, starts_with, ends_with, contains) compare without
+//     regard to case; regex clauses are compiled case-insensitive. (Upstream
+//     lower-cases the name but not the clauses, so 84 entries of the
+//     built-in table whose rules all have capitals, such as Together's
+//     "meta-llama/Llama-3.3-70B-Instruct-Turbo", never match there.)
+//   - The provider comes from the deployment (its kind, else its base URL
+//     against api_pattern), never from the model name: a provider's
+//     model_match is checked at load but not applied. It is upstream's guess
+//     of a provider from a bare model name, not a filter (OpenAI's rejects
+//     its own text-embedding-3-small), and guessing would price a
+//     self-hosted or unknown endpoint as the vendor's API.
+//   - The first model of the provider whose rule matches wins, as upstream;
+//     failing that, each of the provider's fallback_model_providers is tried
+//     (one level), e.g. azure falls back to openai and anthropic.
+//   - Tiered prices (a higher rate once a prompt passes a token threshold)
+//     are read at their base rate.
+//   - A list of conditional prices is resolved when Lookup runs, as
+//     upstream does: the last entry whose constraint holds now (a start_date
+//     reached, or a UTC time-of-day window such as DeepSeek's) wins, and
+//     the first entry applies when none does. An entry carrying conditions
+//     this package does not know (from a newer format) is never chosen.
+//   - Only input_mtok, output_mtok and cache_read_mtok are used. Cache
+//     writes, audio and per-request fees are not part of Price.
+//   - A model listed with no prices at all (OpenRouter's ":free" models,
+//     OpenAI's moderation endpoint) is known and free: Price{} with ok=true.
+package prices
+
+import (
+	_ "embed"
+	"math"
+	"math/bits"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Price is what a model costs, in micro-dollars (1e-6 USD) per million
+// tokens: $0.15 per million input tokens is InputMicros 150000.
+type Price struct {
+	// InputMicros prices uncached prompt tokens.
+	InputMicros int64
+	// OutputMicros prices completion tokens (reasoning tokens included).
+	OutputMicros int64
+	// CachedInputMicros prices prompt tokens read from the provider's
+	// prompt cache; 0 means they cost InputMicros.
+	CachedInputMicros int64
+}
+
+// Cost returns the cost in nano-dollars (1e-9 USD) of a call with usage
+// in OpenAI's sense: promptTokens includes cachedTokens. It computes
+//
+//	((prompt-cached)*in + cached*cachedIn + completion*out) / 1000
+//
+// exactly and rounds half up. Negative counts and prices count as zero,
+// cached is clamped to [0, prompt], and a result beyond int64 saturates at
+// math.MaxInt64. The result is never negative.
+func (p Price) Cost(promptTokens, completionTokens, cachedTokens int64) int64 {
+	prompt := max(promptTokens, 0)
+	completion := max(completionTokens, 0)
+	cached := min(max(cachedTokens, 0), prompt)
+	in := max(p.InputMicros, 0)
+	out := max(p.OutputMicros, 0)
+	cachedIn := p.CachedInputMicros
+	if cachedIn <= 0 {
+		cachedIn = in
+	}
+	// Each product is below 2^126, so the sum of three and the rounding
+	// term fit in 128 bits.
+	var hi, lo uint64
+	hi, lo = mulAdd(hi, lo, uint64(prompt-cached), uint64(in))
+	hi, lo = mulAdd(hi, lo, uint64(cached), uint64(cachedIn))
+	hi, lo = mulAdd(hi, lo, uint64(completion), uint64(out))
+	var carry uint64
+	lo, carry = bits.Add64(lo, 500, 0)
+	hi += carry
+	if hi >= 1000 { // the quotient would not fit in 64 bits
+		return math.MaxInt64
+	}
+	q, _ := bits.Div64(hi, lo, 1000)
+	if q > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(q)
+}
+
+// mulAdd returns (hi:lo) + a*b as a 128-bit number.
+func mulAdd(hi, lo, a, b uint64) (uint64, uint64) {
+	ph, pl := bits.Mul64(a, b)
+	var carry uint64
+	lo, carry = bits.Add64(lo, pl, 0)
+	hi, _ = bits.Add64(hi, ph, carry)
+	return hi, lo
+}
+
+// Match is the result of a Lookup.
+type Match struct {
+	Price Price
+	// Provider is the genai-prices id of the provider the deployment was
+	// recognised as ("openai", "groq", "azure", ...), or "tollgate" for the
+	// demo provider. For a model priced through a fallback provider (an
+	// OpenAI model on Azure) it stays the deployment's provider.
+	Provider string
+	// Model is the genai-prices id of the model entry that matched; for the
+	// demo provider, the model name asked for.
+	Model string
+}
+
+// DemoProvider is the Provider of a Match for the "demo" provider kind,
+// whose calls are free.
+const DemoProvider = "tollgate"
+
+// kindProviders maps Tollgate provider kinds to genai-prices provider ids
+// where the kind names the vendor.
+var kindProviders = map[string]string{
+	"openai":       "openai",
+	"anthropic":    "anthropic",
+	"gemini":       "google",
+	"bedrock":      "aws",
+	"azure-openai": "azure",
+}
+
+// genericKinds are provider kinds that say nothing about who serves the
+// API: only the base URL identifies the provider.
+var genericKinds = map[string]bool{
+	"":                  true,
+	"openai-compatible": true,
+}
+
+// maxCached bounds the lookup cache; lookups beyond it are still answered,
+// just not remembered.
+const maxCached = 1 << 14
+
+// Table is a parsed price list. It is safe for concurrent use.
+type Table struct {
+	providers []*provider
+	byID      map[string]*provider
+	models    int // model entries, for tests and diagnostics
+
+	cache  sync.Map // cacheKey -> *entry
+	cached atomic.Int64
+
+	// now is the clock conditional prices are resolved against.
+	now func() time.Time
+}
+
+type cacheKey struct {
+	kind, baseURL, model string
+}
+
+// entry is a remembered Lookup result; m is nil for "no price".
+type entry struct {
+	m        *model
+	provider string
+}
+
+//go:embed data/genai-prices-data.json
+var builtinJSON string
+
+var (
+	builtinOnce  sync.Once
+	builtinTable *Table
+)
+
+// Builtin returns the table embedded in the binary. It is parsed on first
+// use; a broken embedded file panics (a test guarantees it is not).
+func Builtin() *Table {
+	builtinOnce.Do(func() {
+		t, err := Load(strings.NewReader(builtinJSON))
+		if err != nil {
+			panic("prices: embedded genai-prices-data.json: " + err.Error())
+		}
+		builtinTable = t
+	})
+	return builtinTable
+}
+
+// Lookup finds the price of model as served by a deployment of Tollgate
+// provider kind kind with API root baseURL.
+//
+// The provider is chosen by kind when the kind names a vendor (openai,
+// anthropic, gemini → google, bedrock → aws, azure-openai → azure, or a
+// genai-prices provider id or provider_match such as "groq" or "xai");
+// for "openai-compatible" and when that fails, by the first provider whose
+// api_pattern matches the start of baseURL (https://api.groq.com/openai/v1
+// is groq). Within the provider the models' match rules decide.
+//
+// The "demo" kind is free: Price{} with ok=true and Provider "tollgate".
+// An unknown provider or model returns ok=false: the caller must treat the
+// call as unpriced, not as free.
+//
+// Results are cached per (kind, baseURL, model); a cached lookup does not
+// allocate.
+func (t *Table) Lookup(kind, baseURL, model string) (Match, bool) {
+	if kind == "demo" {
+		return Match{Provider: DemoProvider, Model: model}, true
+	}
+	k := cacheKey{kind, baseURL, model}
+	v, ok := t.cache.Load(k)
+	if !ok {
+		v = t.remember(k, t.resolve(kind, baseURL, model))
+	}
+	e := v.(*entry)
+	if e.m == nil {
+		return Match{}, false
+	}
+	return Match{Price: e.m.priceAt(t.now), Provider: e.provider, Model: e.m.id}, true
+}
+
+// remember stores e under k unless the cache is full, and returns the
+// entry that is now cached (or e).
+func (t *Table) remember(k cacheKey, e *entry) any {
+	if t.cached.Load() >= maxCached {
+		return e
+	}
+	v, loaded := t.cache.LoadOrStore(k, e)
+	if !loaded {
+		t.cached.Add(1)
+	}
+	return v
+}
+
+// resolve does the uncached work of Lookup.
+func (t *Table) resolve(kind, baseURL, model string) *entry {
+	p := t.providerFor(kind, baseURL)
+	if p == nil || model == "" {
+		return &entry{}
+	}
+	name := strings.ToLower(strings.TrimSpace(model))
+	if m := p.find(name); m != nil {
+		return &entry{m: m, provider: p.id}
+	}
+	for _, fb := range p.fallbacks {
+		if m := fb.find(name); m != nil {
+			return &entry{m: m, provider: p.id}
+		}
+	}
+	return &entry{}
+}
+
+// providerFor picks the provider of a deployment: by kind, else by URL.
+func (t *Table) providerFor(kind, baseURL string) *provider {
+	kind = strings.ToLower(strings.TrimSpace(kind))
+	if !genericKinds[kind] {
+		if id, ok := kindProviders[kind]; ok {
+			if p := t.byID[id]; p != nil {
+				return p
+			}
+		} else if p := t.byID[kind]; p != nil {
+			return p
+		} else {
+			for _, p := range t.providers {
+				if p.providerMatch != nil && p.providerMatch.match(kind) {
+					return p
+				}
+			}
+		}
+	}
+	if baseURL = strings.TrimSpace(baseURL); baseURL == "" {
+		return nil
+	}
+	for _, p := range t.providers {
+		if p.api.MatchString(baseURL) {
+			return p
+		}
+	}
+	return nil
+}
+
+// find returns the first model whose rule matches the lower-cased name.
+func (p *provider) find(name string) *model {
+	for i := range p.models {
+		if p.models[i].match.match(name) {
+			return &p.models[i]
+		}
+	}
+	return nil
+}
+
+// priceAt resolves the model's price at the clock's current time.
+func (m *model) priceAt(now func() time.Time) Price {
+	if len(m.cond) == 0 {
+		return m.price
+	}
+	at := now().UTC()
+	unix := at.Unix()
+	h, mi, s := at.Clock()
+	sec := int64(h*3600 + mi*60 + s)
+	for i := len(m.cond) - 1; i >= 0; i-- {
+		if m.cond[i].activeAt(unix, sec) {
+			return m.cond[i].price
+		}
+	}
+	return m.cond[0].price
+}
+
+func (c *condPrice) activeAt(unix, secOfDay int64) bool {
+	switch c.kind {
+	case condStartDate:
+		return unix >= c.start
+	case condTimeOfDay:
+		if c.start <= c.end {
+			return secOfDay >= c.start && secOfDay < c.end
+		}
+		return secOfDay >= c.start || secOfDay < c.end // wraps midnight
+	default:
+		return true
+	}
+}
