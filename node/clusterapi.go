@@ -108,6 +108,7 @@ func (c *clusterAPI) RemoveNode(ctx context.Context, req *pb.RemoveNodeRequest) 
 		return nil, storeStatus(err)
 	}
 	n.log.Info("removed node on request", "node", req.GetId())
+	n.releaseLeases(req.GetId())
 	return &pb.RemoveNodeResponse{}, nil
 }
 

@@ -41,6 +41,8 @@ func init() {
 		pb.ModelService_RemoveDeployment_FullMethodName, pb.ModelService_DeleteModel_FullMethodName,
 		pb.CredentialService_SetCredential_FullMethodName, pb.CredentialService_DeleteCredential_FullMethodName,
 		pb.ClusterService_RemoveNode_FullMethodName, pb.ClusterService_RestoreSnapshot_FullMethodName,
+		pb.TeamService_CreateTeam_FullMethodName, pb.TeamService_UpdateTeam_FullMethodName,
+		pb.TeamService_DeleteTeam_FullMethodName,
 	} {
 		writeMethods[m] = true
 	}
@@ -182,12 +184,7 @@ func (n *Node) waitAllApplied(ctx context.Context, idx uint64) []string {
 		return nil
 	}
 	ms := n.gossip.snapshot()
-	in, _ := metadata.FromIncomingContext(ctx)
-	out := metadata.MD{}
-	if a := in.Get("authorization"); len(a) > 0 {
-		out.Set("authorization", a...)
-	}
-	wctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(context.WithoutCancel(ctx), out), appliedWait)
+	wctx, cancel := context.WithTimeout(n.internalContext(context.WithoutCancel(ctx)), appliedWait)
 	defer cancel()
 	var mu sync.Mutex
 	var lag []string

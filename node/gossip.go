@@ -7,6 +7,7 @@ import (
 	"log"
 	"log/slog"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/tollgate/tollgate/ratelimit"
 )
 
 // memberMeta is what every node tells the others about itself through
@@ -44,10 +47,17 @@ type member struct {
 // gossip runs memberlist and keeps a table of every node it has heard of,
 // including dead ones, which memberlist itself forgets.
 type gossip struct {
-	ml     *memberlist.Memberlist
-	log    *slog.Logger
-	meta   atomic.Pointer[[]byte]
-	events chan struct{} // a membership change happened (non-blocking send)
+	ml *memberlist.Memberlist
+	// limiter receives the rate-limit usage other nodes gossip; queue
+	// carries this node's (a newer message for a bucket supersedes the
+	// older one still queued).
+	limiter *ratelimit.Limiter
+	queue   *memberlist.TransmitLimitedQueue
+	// numNodes is the live cluster size for the queue's retransmits.
+	numNodes atomic.Int32
+	log      *slog.Logger
+	meta     atomic.Pointer[[]byte]
+	events   chan struct{} // a membership change happened (non-blocking send)
 
 	mu      sync.Mutex
 	members map[string]*member // by node name (= node id)
@@ -58,13 +68,14 @@ type gossipConfig struct {
 	BindAddr      string // host:port
 	AdvertiseAddr string // host:port; empty: memberlist's choice
 	Meta          memberMeta
+	Limiter       *ratelimit.Limiter
 	// Fast uses memberlist's local-network timings (tests).
 	Fast   bool
 	Logger *slog.Logger
 }
 
 func newGossip(cfg gossipConfig) (*gossip, error) {
-	g := &gossip{log: cfg.Logger, events: make(chan struct{}, 1), members: map[string]*member{}}
+	g := &gossip{log: cfg.Logger, events: make(chan struct{}, 1), members: map[string]*member{}, limiter: cfg.Limiter}
 	if err := g.setMeta(cfg.Meta); err != nil {
 		return nil, err
 	}
@@ -73,6 +84,8 @@ func newGossip(cfg gossipConfig) (*gossip, error) {
 		mc = memberlist.DefaultLocalConfig()
 	}
 	mc.Name = cfg.NodeID
+	// Rate-limit usage rides on gossip: send it every 100 ms.
+	mc.GossipInterval = min(mc.GossipInterval, 100*time.Millisecond)
 	host, port, err := splitHostPort(cfg.BindAddr)
 	if err != nil {
 		return nil, fmt.Errorf("gossip address %q: %w", cfg.BindAddr, err)
@@ -98,6 +111,8 @@ func newGossip(cfg gossipConfig) (*gossip, error) {
 	mc.Delegate = g
 	mc.Events = g
 	mc.Logger = log.New(levelWriter{cfg.Logger, "gossip"}, "", 0)
+	g.numNodes.Store(1)
+	g.queue = &memberlist.TransmitLimitedQueue{RetransmitMult: 2, NumNodes: func() int { return int(g.numNodes.Load()) }}
 	if g.ml, err = memberlist.Create(mc); err != nil {
 		return nil, fmt.Errorf("start gossip on %s: %w", cfg.BindAddr, err)
 	}
@@ -241,17 +256,71 @@ func (g *gossip) NodeMeta(limit int) []byte {
 	return b
 }
 
-// NotifyMsg implements memberlist.Delegate; no user messages yet.
-func (g *gossip) NotifyMsg([]byte) {}
+// NotifyMsg implements memberlist.Delegate: user messages carry
+// rate-limit usage.
+func (g *gossip) NotifyMsg(b []byte) {
+	if g.limiter == nil || len(b) == 0 {
+		return
+	}
+	if err := g.limiter.Merge(b); err != nil {
+		g.log.Debug("bad rate-limit gossip message", "err", err)
+	}
+}
 
 // GetBroadcasts implements memberlist.Delegate.
-func (g *gossip) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (g *gossip) GetBroadcasts(overhead, limit int) [][]byte {
+	return g.queue.GetBroadcasts(overhead, limit)
+}
 
-// LocalState implements memberlist.Delegate.
-func (g *gossip) LocalState(join bool) []byte { return nil }
+// LocalState implements memberlist.Delegate: the periodic full exchange
+// of rate-limit usage.
+func (g *gossip) LocalState(join bool) []byte {
+	if g.limiter == nil {
+		return nil
+	}
+	return g.limiter.FullState()
+}
 
 // MergeRemoteState implements memberlist.Delegate.
-func (g *gossip) MergeRemoteState(buf []byte, join bool) {}
+func (g *gossip) MergeRemoteState(buf []byte, join bool) {
+	if g.limiter == nil || len(buf) == 0 {
+		return
+	}
+	if err := g.limiter.MergeFull(buf); err != nil {
+		g.log.Debug("bad rate-limit state from a peer", "err", err)
+	}
+}
+
+// runRateGossip queues this node's changed rate-limit usage every 100 ms
+// and keeps the limiter's member list in step with gossip.
+func (g *gossip) runRateGossip(ctx context.Context, self string) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	var last []string
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ids := []string{self}
+		for _, n := range g.ml.Members() {
+			if n.Name != self && (n.State == memberlist.StateAlive || n.State == memberlist.StateSuspect) {
+				ids = append(ids, n.Name)
+			}
+		}
+		sort.Strings(ids)
+		if !slices.Equal(ids, last) {
+			g.limiter.SetMembers(ids)
+			g.numNodes.Store(int32(len(ids)))
+			last = ids
+		}
+		for _, m := range g.limiter.Delta(512) {
+			g.queue.QueueBroadcast(m)
+		}
+		g.queue.Prune(256)
+	}
+}
 
 // levelWriter turns the "[LEVEL] message" lines of hashicorp libraries
 // into slog records of the matching level.

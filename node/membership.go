@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 	"github.com/tollgate/tollgate/raftstore"
 )
 
@@ -38,6 +39,9 @@ func (n *Node) runMembership(ctx context.Context) {
 		if n.store.IsLeader() {
 			if err := n.registerAdminToken(ctx); err != nil {
 				n.log.Warn("register admin token", "err", err)
+			}
+			if err := n.ensureClusterSecret(ctx); err != nil {
+				n.log.Warn("set cluster secret", "err", err)
 			}
 			n.reconcile(missing)
 		} else {
@@ -104,6 +108,17 @@ func (n *Node) tryBootstrap() {
 		return
 	}
 	n.bootstrapPending.Store(false)
+}
+
+// releaseLeases returns a removed node's budget leases to the pool. Spend
+// it made but had not reported is then counted on top if it ever reports
+// it, so only an explicit removal does this.
+func (n *Node) releaseLeases(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := n.store.Apply(ctx, &pb.Command{Op: &pb.Command_ReleaseNode{ReleaseNode: &pb.ReleaseNodeCommand{Node: id}}}); err != nil {
+		n.log.Warn("release the leases of a removed node", "node", id, "err", err)
+	}
 }
 
 // reconcile runs on the leader: it makes the Raft configuration follow
@@ -202,6 +217,10 @@ func (n *Node) reconcile(missing map[string]time.Time) {
 		}
 		voters = remaining
 		delete(missing, id)
+		// Its budget leases stay counted: it may have spent part of them
+		// without reporting, and will report when it comes back. An
+		// operator who knows it will not come back releases them with
+		// tollctl cluster remove.
 		n.log.Info("removed dead node from raft after the grace period", "node", id, "grace", n.cfg.DeadNodeGrace)
 	}
 }

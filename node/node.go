@@ -24,10 +24,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 
+	"github.com/tollgate/tollgate/ledger"
 	"github.com/tollgate/tollgate/node/admin"
+	"github.com/tollgate/tollgate/node/budget"
 	"github.com/tollgate/tollgate/node/proxy"
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 	"github.com/tollgate/tollgate/raftstore"
+	"github.com/tollgate/tollgate/ratelimit"
 )
 
 // Config configures a node. Zero values take the documented defaults.
@@ -67,6 +70,15 @@ type Config struct {
 	DrainDelay time.Duration
 	// FastGossip uses memberlist's local-network timings (tests).
 	FastGossip bool
+	// LedgerRetention is how long raw spend records are kept. Default 30
+	// days.
+	LedgerRetention time.Duration
+	// PricesFile, when set, replaces the built-in price table (same JSON
+	// format as the embedded genai-prices data).
+	PricesFile string
+	// BudgetOutputCap is the completion tokens a budget reservation assumes
+	// when a request sets no max_tokens. Default 4096.
+	BudgetOutputCap int64
 	// AdminToken is used on first start (from TOLLGATE_ADMIN_TOKEN); when
 	// empty a token is generated and printed once (not on a node that joins
 	// an existing cluster: it uses the cluster's tokens).
@@ -110,6 +122,10 @@ type Node struct {
 	draining   atomic.Bool
 	closeOnce  sync.Once
 
+	limiter          *ratelimit.Limiter
+	ledger           *ledger.Ledger
+	budgets          *budget.Manager
+	pricing          pricing
 	gossip           *gossip
 	meta             memberMeta // this node's gossip metadata (membership goroutine only, after New)
 	bootstrapPending atomic.Bool
@@ -137,6 +153,9 @@ func New(cfg Config) (*Node, error) {
 			}
 			if n.gossip != nil {
 				_ = n.gossip.ml.Shutdown()
+			}
+			if n.ledger != nil {
+				_ = n.ledger.Close()
 			}
 		}
 	}()
@@ -169,16 +188,27 @@ func New(cfg Config) (*Node, error) {
 		Admin: reachable(n.adminLn.Addr().String(), advHost), Raft: n.store.Addr(),
 		Expect: cfg.BootstrapExpect, Fresh: n.store.Fresh()}
 	n.bootstrapPending.Store(n.store.Fresh() && cfg.BootstrapExpect > 1)
+	n.limiter = ratelimit.New(ratelimit.Config{NodeID: n.cfg.NodeID})
 	if n.gossip, err = newGossip(gossipConfig{NodeID: n.cfg.NodeID, BindAddr: cfg.GossipAddr,
-		AdvertiseAddr: cfg.GossipAdvertise, Meta: n.meta, Fast: cfg.FastGossip, Logger: cfg.Logger}); err != nil {
+		AdvertiseAddr: cfg.GossipAdvertise, Meta: n.meta, Limiter: n.limiter, Fast: cfg.FastGossip, Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
+
+	if n.pricing.table, err = loadPrices(cfg.PricesFile); err != nil {
+		return nil, err
+	}
+	if n.ledger, err = ledger.Open(ledger.Config{Dir: filepath.Join(cfg.DataDir, "ledger"), NodeID: n.cfg.NodeID,
+		Retention: cfg.LedgerRetention, Logger: cfg.Logger}); err != nil {
+		return nil, fmt.Errorf("open ledger: %w", err)
+	}
+	n.budgets = n.newBudgets()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	dataPlane := proxy.New(proxy.Config{
 		State: n.store, MaxBodyBytes: cfg.MaxBodyBytes, UpstreamTimeout: cfg.UpstreamTimeout,
-		Recorders: []proxy.Recorder{proxy.NewMetrics(reg)}, Logger: cfg.Logger,
+		Recorders: []proxy.Recorder{ledgerRecorder{n.ledger, n.cfg.NodeID, cfg.Logger}, proxy.NewMetrics(reg)},
+		Pricing:   n.pricing, Budgets: n.budgets, Limiter: n.limiter, OutputCap: cfg.BudgetOutputCap, Logger: cfg.Logger,
 	})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -192,7 +222,8 @@ func New(cfg Config) (*Node, error) {
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 	}
 
-	adm := admin.New(admin.Config{Store: n.store, BootstrapToken: n.adminToken, Logger: cfg.Logger})
+	adm := admin.New(admin.Config{Store: n.store, BootstrapToken: n.adminToken, Logger: cfg.Logger,
+		Prices: n.pricing.apiPrice})
 	n.grpcSrv = grpc.NewServer(
 		grpc.ChainUnaryInterceptor(adm.UnaryInterceptor(), n.forwardInterceptor),
 		grpc.ChainStreamInterceptor(adm.StreamInterceptor()),
@@ -200,6 +231,7 @@ func New(cfg Config) (*Node, error) {
 	)
 	adm.Register(n.grpcSrv)
 	pb.RegisterClusterServiceServer(n.grpcSrv, &clusterAPI{n: n})
+	pb.RegisterSpendServiceServer(n.grpcSrv, &spendAPI{n: n})
 	ok = true
 	return n, nil
 }
@@ -357,6 +389,8 @@ func (n *Node) Run(ctx context.Context) error {
 	defer stopMembership()
 	go n.joinLoop(mctx)
 	go n.runMembership(mctx)
+	go n.runSpendReports(mctx)
+	go n.gossip.runRateGossip(mctx, n.cfg.NodeID)
 	go n.becomeReady(ctx)
 
 	var runErr error
@@ -455,6 +489,10 @@ func (n *Node) shutdown(stopMembership func()) {
 	case <-ctx.Done():
 	}
 	stopMembership()
+	// Report what this node spent while it still can reach the leader.
+	fctx, fcancel := context.WithTimeout(context.Background(), 3*time.Second)
+	n.flushSpend(fctx)
+	fcancel()
 	n.gossip.leave(time.Second)
 	done := make(chan struct{})
 	go func() { n.grpcSrv.GracefulStop(); close(done) }()
@@ -473,6 +511,9 @@ func (n *Node) Close() {
 		n.grpcSrv.Stop()
 		_ = n.gossip.ml.Shutdown()
 		n.peers.close()
+		if err := n.ledger.Close(); err != nil {
+			n.log.Warn("ledger close", "err", err)
+		}
 		if err := n.store.Close(); err != nil {
 			n.log.Warn("raft shutdown", "err", err)
 		}

@@ -19,6 +19,9 @@ func (n *Node) firstStartSetup(ctx context.Context) error {
 	if err := n.registerAdminToken(ctx); err != nil {
 		return err
 	}
+	if err := n.ensureClusterSecret(ctx); err != nil {
+		return fmt.Errorf("set cluster secret: %w", err)
+	}
 	st := n.store.State()
 	if !n.store.Fresh() || !n.cfg.Seed || len(st.RouteNames()) > 0 {
 		return nil
@@ -49,6 +52,16 @@ func addDeploymentCmd(route string, d *pb.Deployment) *pb.Command {
 func (n *Node) apply(ctx context.Context, c *pb.Command) error {
 	_, err := n.store.Apply(ctx, c)
 	return err
+}
+
+// ensureClusterSecret sets the secret nodes authenticate each other with,
+// once per cluster (leader only).
+func (n *Node) ensureClusterSecret(ctx context.Context) error {
+	if n.store.State().ClusterSecret() != "" {
+		return nil
+	}
+	return n.apply(ctx, &pb.Command{Op: &pb.Command_SetClusterSecret{
+		SetClusterSecret: &pb.SetClusterSecretCommand{Secret: randomToken(32)}}})
 }
 
 // registerAdminToken adds this node's admin token to the replicated state

@@ -78,7 +78,17 @@ func createKey(cur *State, c *pb.CreateKeyCommand, ts *timestamppb.Timestamp) (*
 	if _, ok := cur.keysByHash[h]; ok {
 		return nil, nil, fmt.Errorf("key %q: secret collides with another key: %w", id, ErrAlreadyExists)
 	}
+	if t := sk.GetKey().GetTeamId(); t != "" && cur.teams[t] == nil {
+		return nil, nil, fmt.Errorf("team %q does not exist: %w", t, ErrFailedPrecondition)
+	}
+	if err := ValidateBudget(sk.GetKey().GetBudget()); err != nil {
+		return nil, nil, err
+	}
+	if err := ValidateRateLimits(sk.GetKey().GetLimits()); err != nil {
+		return nil, nil, err
+	}
 	sk = proto.Clone(sk).(*pb.StoredKey)
+	sk.Key.Limits = emptyToNil(sk.Key.Limits)
 	sk.Key.CreatedAt, sk.Key.UpdatedAt, sk.Key.RevokedAt = ts, ts, nil
 	next := cur.copyKeys()
 	next.putKey(sk)
@@ -103,15 +113,26 @@ func updateKey(cur *State, u *pb.UpdateKeyRequest, ts *timestamppb.Timestamp) (*
 	} else if u.ExpiresAt != nil {
 		k.ExpiresAt = u.GetExpiresAt()
 	}
-	for mk, mv := range u.GetMetadata() {
-		if mv == "" {
-			delete(k.Metadata, mk)
-			continue
+	mergeMetadata(&k.Metadata, u.GetMetadata())
+	if u.TeamId != nil {
+		if t := u.GetTeamId(); t != "" && cur.teams[t] == nil {
+			return nil, nil, fmt.Errorf("team %q does not exist: %w", t, ErrFailedPrecondition)
 		}
-		if k.Metadata == nil {
-			k.Metadata = map[string]string{}
+		k.TeamId = u.GetTeamId()
+	}
+	if u.GetClearBudget() {
+		k.Budget = nil
+	} else if u.Budget != nil {
+		if err := ValidateBudget(u.GetBudget()); err != nil {
+			return nil, nil, err
 		}
-		k.Metadata[mk] = mv
+		k.Budget = u.GetBudget()
+	}
+	if u.Limits != nil {
+		if err := ValidateRateLimits(u.GetLimits()); err != nil {
+			return nil, nil, err
+		}
+		k.Limits = emptyToNil(u.GetLimits())
 	}
 	k.UpdatedAt = ts
 	next := cur.copyKeys()
@@ -167,7 +188,7 @@ func validateDeployment(d *pb.Deployment) error {
 	if d.GetProvider() == "" {
 		return fmt.Errorf("deployment %q: provider is empty: %w", d.GetId(), ErrInvalid)
 	}
-	return nil
+	return ValidateRateLimits(d.GetLimits())
 }
 
 func addDeployment(cur *State, c *pb.AddDeploymentCommand, ts *timestamppb.Timestamp) (*State, proto.Message, error) {
@@ -237,6 +258,9 @@ func updateDeployment(cur *State, u *pb.UpdateDeploymentRequest, ts *timestamppb
 	}
 	if u.TimeoutMs != nil {
 		d.TimeoutMs = u.GetTimeoutMs()
+	}
+	if u.Limits != nil {
+		d.Limits = emptyToNil(u.GetLimits())
 	}
 	if err := validateDeployment(d); err != nil {
 		return nil, nil, err
@@ -335,6 +359,9 @@ func restoreState(cur *State, snap *pb.Snapshot) (*State, error) {
 	}
 	for h := range cur.adminTokens {
 		next.adminTokens[h] = struct{}{}
+	}
+	if cur.clusterSecret != "" { // the running cluster's own secret stays
+		next.clusterSecret = cur.clusterSecret
 	}
 	return next, nil
 }

@@ -126,7 +126,28 @@ func (s *fsmSnapshot) Release() {}
 // snapshotOf returns the whole state as a Snapshot message, in a stable
 // order.
 func snapshotOf(st *State) *pb.Snapshot {
-	snap := &pb.Snapshot{Index: st.Index, Keys: st.Keys(), Routes: st.RouteConfigs(), Credentials: st.Credentials()}
+	snap := &pb.Snapshot{Index: st.Index, Keys: st.Keys(), Routes: st.RouteConfigs(), Credentials: st.Credentials(),
+		Teams: st.Teams(), ClusterSecret: st.clusterSecret}
+	st.WalkRollups(0, 1<<62, func(r *pb.SpendRollup) bool {
+		snap.Rollups = append(snap.Rollups, r)
+		return true
+	})
+	pks := make([]string, 0, len(st.periods))
+	for k := range st.periods {
+		pks = append(pks, k)
+	}
+	sort.Strings(pks)
+	for _, k := range pks {
+		snap.BudgetPeriods = append(snap.BudgetPeriods, st.periods[k])
+	}
+	nodes := make([]string, 0, len(st.nodeSeqs))
+	for n := range st.nodeSeqs {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	for _, n := range nodes {
+		snap.NodeSeqs = append(snap.NodeSeqs, &pb.NodeSeq{Node: n, Seq: st.nodeSeqs[n]})
+	}
 	for h := range st.adminTokens {
 		snap.AdminTokenHashes = append(snap.AdminTokenHashes, append([]byte(nil), h[:]...))
 	}
@@ -154,6 +175,21 @@ func stateFromSnapshot(snap *pb.Snapshot) (*State, error) {
 		st.routeSrc[r.GetName()] = r
 	}
 	st.rebuildRoutes()
+	for _, t := range snap.GetTeams() {
+		st.putTeam(t)
+	}
+	txn := st.rollups.Txn()
+	for _, r := range snap.GetRollups() {
+		txn.Insert(rollupKey(r), r)
+	}
+	st.rollups = txn.Commit()
+	for _, bp := range snap.GetBudgetPeriods() {
+		st.periods[periodKey(bp.GetBudget(), bp.GetPeriodStart())] = bp
+	}
+	for _, ns := range snap.GetNodeSeqs() {
+		st.nodeSeqs[ns.GetNode()] = ns.GetSeq()
+	}
+	st.clusterSecret = snap.GetClusterSecret()
 	for _, b := range snap.GetAdminTokenHashes() {
 		h, err := hash32(b)
 		if err != nil {
@@ -208,6 +244,22 @@ func applyCommand(cur *State, cmd *pb.Command) (*State, applyResult) {
 		next, err = addAdminToken(cur, op.AddAdminToken.GetTokenHash())
 	case *pb.Command_Restore:
 		next, err = restoreState(cur, op.Restore.GetSnapshot())
+	case *pb.Command_CreateTeam:
+		next, val, err = createTeam(cur, op.CreateTeam, ts)
+	case *pb.Command_UpdateTeam:
+		next, val, err = updateTeam(cur, op.UpdateTeam.GetUpdate(), ts)
+	case *pb.Command_DeleteTeam:
+		next, err = deleteTeam(cur, op.DeleteTeam.GetId())
+	case *pb.Command_SpendReport:
+		next, err = spendReport(cur, op.SpendReport)
+	case *pb.Command_GrantLease:
+		next, val, err = grantLease(cur, op.GrantLease)
+	case *pb.Command_ReturnLease:
+		next, err = returnLease(cur, op.ReturnLease)
+	case *pb.Command_ReleaseNode:
+		next, err = releaseNode(cur, op.ReleaseNode.GetNode())
+	case *pb.Command_SetClusterSecret:
+		next, err = setClusterSecret(cur, op.SetClusterSecret.GetSecret())
 	default:
 		err = fmt.Errorf("unknown command %T: %w", op, ErrInvalid)
 	}

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 
+	iradix "github.com/hashicorp/go-immutable-radix"
+
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 )
 
@@ -23,6 +25,13 @@ type State struct {
 	routeNames  []string          // sorted
 	creds       map[string]*pb.StoredCredential
 	adminTokens map[[32]byte]struct{}
+
+	teams         map[string]*pb.Team
+	teamViews     map[string]*Team
+	rollups       *iradix.Tree                // rollupKey → *pb.SpendRollup
+	periods       map[string]*pb.BudgetPeriod // periodKey → accounting
+	nodeSeqs      map[string]uint64           // last spend report per node
+	clusterSecret string
 }
 
 // Key is the data plane's view of a virtual key, with what an auth check
@@ -33,9 +42,15 @@ type Key struct {
 	// ExpiresAt is the expiry in Unix nanoseconds; zero means never.
 	ExpiresAt int64
 	Revoked   bool
-	allowAll  bool
-	exact     map[string]struct{}
-	patterns  []string
+	// TeamID is the key's team, empty for none.
+	TeamID string
+	// Budget is the key's own budget, nil for none.
+	Budget *Limit
+	// Limits are the key's own rate limits, nil for none.
+	Limits   *RateLimits
+	allowAll bool
+	exact    map[string]struct{}
+	patterns []string
 }
 
 // Allows reports whether the key may use the model route named model.
@@ -81,6 +96,12 @@ type Deployment struct {
 	Credential        string
 	CredentialName    string
 	CredentialMissing bool
+	// Price overrides the built-in price; nil for none.
+	Price *pb.Price
+	// Limits protect the upstream; nil for none.
+	Limits *RateLimits
+	// LimitBucket names the deployment's rate-limit bucket.
+	LimitBucket string
 }
 
 func emptyState() *State {
@@ -91,6 +112,11 @@ func emptyState() *State {
 		routes:      map[string]*Route{},
 		creds:       map[string]*pb.StoredCredential{},
 		adminTokens: map[[32]byte]struct{}{},
+		teams:       map[string]*pb.Team{},
+		teamViews:   map[string]*Team{},
+		rollups:     iradix.New(),
+		periods:     map[string]*pb.BudgetPeriod{},
+		nodeSeqs:    map[string]uint64{},
 	}
 }
 
@@ -194,7 +220,8 @@ func MatchPattern(pattern, name string) bool {
 
 func newKeyView(sk *pb.StoredKey) *Key {
 	k := sk.GetKey()
-	v := &Key{ID: k.GetId(), Name: k.GetName(), Revoked: k.GetRevokedAt() != nil}
+	v := &Key{ID: k.GetId(), Name: k.GetName(), Revoked: k.GetRevokedAt() != nil,
+		TeamID: k.GetTeamId(), Budget: limitOf(KeyBudgetID(k.GetId()), k.GetBudget()), Limits: rateLimitsOf(k.GetLimits())}
 	if e := k.GetExpiresAt(); e != nil {
 		v.ExpiresAt = e.AsTime().UnixNano()
 	}
@@ -228,6 +255,9 @@ func newRouteView(r *pb.ModelRoute, creds map[string]*pb.StoredCredential) *Rout
 			Priority:       d.GetPriority(),
 			TimeoutMillis:  d.GetTimeoutMs(),
 			CredentialName: d.GetCredential(),
+			Price:          d.GetPrice(),
+			Limits:         rateLimitsOf(d.GetLimits()),
+			LimitBucket:    "dep:" + r.GetName() + "/" + d.GetId(),
 		}
 		if n := d.GetCredential(); n != "" {
 			if c, ok := creds[n]; ok {

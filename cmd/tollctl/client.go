@@ -24,6 +24,8 @@ type clients struct {
 	models  tollgatev1.ModelServiceClient
 	creds   tollgatev1.CredentialServiceClient
 	cluster tollgatev1.ClusterServiceClient
+	teams   tollgatev1.TeamServiceClient
+	spend   tollgatev1.SpendServiceClient
 }
 
 // Retry timing for calls that fail with codes.Unavailable: a node
@@ -62,6 +64,8 @@ func (a *app) api() (*clients, error) {
 		models:  tollgatev1.NewModelServiceClient(a.conn),
 		creds:   tollgatev1.NewCredentialServiceClient(a.conn),
 		cluster: tollgatev1.NewClusterServiceClient(a.conn),
+		teams:   tollgatev1.NewTeamServiceClient(a.conn),
+		spend:   tollgatev1.NewSpendServiceClient(a.conn),
 	}, nil
 }
 

@@ -27,11 +27,19 @@ type deploymentFlags struct {
 	provider, baseURL, upstreamModel, credential string
 	weight, priority                             uint32
 	timeout                                      string
+	// Prices in dollars per million tokens; model add only.
+	inputPrice, outputPrice, cachedPrice string
+	limits                               limitFlags
+}
+
+func newDeploymentFlags() *deploymentFlags {
+	return &deploymentFlags{limits: limitFlags{what: "deployment"}}
 }
 
 // register adds the flags; add selects the help texts for model add, where
 // unset flags get defaults, rather than model update, where they stay as is.
-func (d *deploymentFlags) register(f *pflag.FlagSet, add bool) {
+func (d *deploymentFlags) register(cmd *cobra.Command, add bool) {
+	f := cmd.Flags()
 	baseURL, upstream, timeout := "API root including the version path, e.g. http://127.0.0.1:8000/v1 (default for openai: "+openAIBaseURL+"; not used by demo)",
 		"model name sent upstream (default: NAME)",
 		"upstream request timeout for this deployment, e.g. 30s or 2m (default: the node's)"
@@ -47,11 +55,42 @@ func (d *deploymentFlags) register(f *pflag.FlagSet, add bool) {
 	f.Uint32Var(&d.weight, "weight", 0, "relative share of traffic among deployments of the same priority (0 means 1)")
 	f.Uint32Var(&d.priority, "priority", 0, "lower is preferred; higher priorities serve only when all lower ones failed")
 	f.StringVar(&d.timeout, "upstream-timeout", "", timeout)
+	if add {
+		f.StringVar(&d.inputPrice, "input-price", "", "price override: dollars per million prompt tokens, e.g. 2.50 (default: the built-in price of the upstream model, see model prices)")
+		f.StringVar(&d.outputPrice, "output-price", "", "price override: dollars per million completion tokens, e.g. 10; needed with --input-price")
+		f.StringVar(&d.cachedPrice, "cached-price", "", "price override: dollars per million cached prompt tokens, e.g. 1.25 (default: the input price)")
+	}
+	d.limits.register(cmd, !add)
+}
+
+// price builds the price override of model add, nil without price flags.
+func (d *deploymentFlags) price(f *pflag.FlagSet) (*tollgatev1.Price, error) {
+	in, out, cached := f.Changed("input-price"), f.Changed("output-price"), f.Changed("cached-price")
+	if !in && !out && !cached {
+		return nil, nil
+	}
+	if !in || !out {
+		return nil, usageErrorf("a price override needs both --input-price and --output-price (dollars per million tokens)")
+	}
+	p := &tollgatev1.Price{}
+	var err error
+	if p.InputMicrosPerMtok, err = moneyFlag("input-price", d.inputPrice, microDecimals); err != nil {
+		return nil, err
+	}
+	if p.OutputMicrosPerMtok, err = moneyFlag("output-price", d.outputPrice, microDecimals); err != nil {
+		return nil, err
+	}
+	if cached {
+		if p.CachedInputMicrosPerMtok, err = moneyFlag("cached-price", d.cachedPrice, microDecimals); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
 }
 
 func (a *app) modelAddCommand() *cobra.Command {
 	var (
-		d  deploymentFlags
+		d  = newDeploymentFlags()
 		id string
 	)
 	cmd := &cobra.Command{
@@ -63,11 +102,26 @@ does not exist yet.
 Without --deployment, the deployment id is the provider name, with -2, -3 ...
 appended if that id is already taken in the route. --upstream-model defaults
 to NAME. --base-url is the API root including /v1; it is required except for
-the demo provider and defaults to ` + openAIBaseURL + ` for openai.`,
+the demo provider and defaults to ` + openAIBaseURL + ` for openai.
+
+Spend is counted with the built-in price of the upstream model when Tollgate
+knows it. --input-price and --output-price (with --cached-price optional)
+override it, in dollars per million tokens, up to 6 decimals; use them for
+self-hosted or unknown models, or negotiated prices. The price cannot be
+changed by model update: remove and add the deployment again. See
+tollctl model prices for the price each deployment uses.
+
+--rpm, --tpm and --max-parallel protect the upstream, cluster-wide: requests
+per minute, tokens (prompt plus completion) per minute and requests in
+flight at once. A deployment at one of its limits is skipped in favour of
+the others; 0 means unlimited.`,
 		Example: `  tollctl model add gpt-4o --provider openai --credential openai
   tollctl model add llama --provider openai-compatible --base-url http://127.0.0.1:8000/v1 \
       --upstream-model meta-llama/Llama-3.1-8B --deployment local-vllm --weight 3 --upstream-timeout 2m
-  tollctl model add echo --provider demo`,
+  tollctl model add echo --provider demo
+  tollctl model add llama --provider openai-compatible --base-url http://127.0.0.1:8000/v1 \
+      --input-price 0.20 --output-price 0.60
+  tollctl model add gpt-4o --provider openai --credential openai --rpm 500 --tpm 30000 --max-parallel 20`,
 		Args: exactArgs("name"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
 			name := args[0]
@@ -97,7 +151,7 @@ the demo provider and defaults to ` + openAIBaseURL + ` for openai.`,
 			return a.printRoute(fmt.Sprintf("Added deployment %s to model %s.", dep.Id, name), resp.GetRoute())
 		}),
 	}
-	d.register(cmd.Flags(), true)
+	d.register(cmd, true)
 	cmd.Flags().StringVar(&id, "deployment", "", "deployment id, unique within the route (default: derived from the provider)")
 	_ = cmd.MarkFlagRequired("provider")
 	return cmd
@@ -138,6 +192,14 @@ func (d *deploymentFlags) deployment(f *pflag.FlagSet, name string) (*tollgatev1
 		}
 		dep.TimeoutMs = ms
 	}
+	price, err := d.price(f)
+	if err != nil {
+		return nil, err
+	}
+	dep.Price = price
+	if dep.Limits, err = d.limits.create(); err != nil {
+		return nil, err
+	}
 	return dep, nil
 }
 
@@ -164,7 +226,7 @@ func deriveDeploymentID(ctx context.Context, models tollgatev1.ModelServiceClien
 
 func (a *app) modelUpdateCommand() *cobra.Command {
 	var (
-		d  deploymentFlags
+		d  = newDeploymentFlags()
 		id string
 	)
 	cmd := &cobra.Command{
@@ -173,9 +235,15 @@ func (a *app) modelUpdateCommand() *cobra.Command {
 		Long: `Change settings of one deployment. Only the flags you give are sent;
 everything else stays as it is. --deployment may be left out when the route
 has exactly one deployment. Use --credential "" to stop sending a credential
-and --upstream-timeout 0 to go back to the node's default timeout.`,
+and --upstream-timeout 0 to go back to the node's default timeout.
+
+Rate limits are replaced as a whole: --rpm, --tpm and --max-parallel you
+leave out keep their current values, so --rpm 600 alone changes only the
+requests per minute; 0 removes that one limit. --no-limits removes them all.`,
 		Example: `  tollctl model update gpt-4o --deployment openai --weight 3 --priority 1
-  tollctl model update llama --base-url http://10.0.0.7:8000/v1 --upstream-timeout 90s`,
+  tollctl model update llama --base-url http://10.0.0.7:8000/v1 --upstream-timeout 90s
+  tollctl model update gpt-4o --deployment openai --rpm 1000 --max-parallel 0
+  tollctl model update llama --no-limits`,
 		Args: exactArgs("name"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
 			req, err := d.update(cmd.Flags(), args[0])
@@ -189,11 +257,16 @@ and --upstream-timeout 0 to go back to the node's default timeout.`,
 			ctx, cancel := a.callContext(cmd)
 			defer cancel()
 			req.DeploymentId = id
-			if id == "" {
-				if req.DeploymentId, err = onlyDeployment(ctx, api.models, req.Model); err != nil {
+			// Limits left out are taken from the current deployment.
+			var cur *tollgatev1.RateLimits
+			if id == "" || d.limits.needCurrent(cmd.Flags()) {
+				dep, err := findDeployment(ctx, api.models, req.Model, id)
+				if err != nil {
 					return err
 				}
+				req.DeploymentId, cur = dep.GetId(), dep.GetLimits()
 			}
+			req.Limits = d.limits.update(cmd.Flags(), cur)
 			resp, err := api.models.UpdateDeployment(ctx, req)
 			if err != nil {
 				return err
@@ -201,12 +274,13 @@ and --upstream-timeout 0 to go back to the node's default timeout.`,
 			return a.printRoute(fmt.Sprintf("Updated deployment %s of model %s.", req.DeploymentId, req.Model), resp.GetRoute())
 		}),
 	}
-	d.register(cmd.Flags(), false)
+	d.register(cmd, false)
 	cmd.Flags().StringVar(&id, "deployment", "", "id of the deployment to change (default: the route's only deployment)")
 	return cmd
 }
 
-// update builds an UpdateDeploymentRequest holding only the changed flags.
+// update builds an UpdateDeploymentRequest holding only the changed flags,
+// without the limits, which may need the current deployment.
 func (d *deploymentFlags) update(f *pflag.FlagSet, model string) (*tollgatev1.UpdateDeploymentRequest, error) {
 	req := &tollgatev1.UpdateDeploymentRequest{Model: model}
 	if f.Changed("provider") {
@@ -241,28 +315,40 @@ func (d *deploymentFlags) update(f *pflag.FlagSet, model string) (*tollgatev1.Up
 		}
 		req.TimeoutMs = &ms
 	}
+	if err := d.limits.check(); err != nil {
+		return nil, err
+	}
 	if req.Provider == nil && req.BaseUrl == nil && req.UpstreamModel == nil && req.Credential == nil &&
-		req.Weight == nil && req.Priority == nil && req.TimeoutMs == nil {
-		return nil, usageErrorf("nothing to update: give at least one of --provider, --base-url, --upstream-model, --credential, --weight, --priority, --upstream-timeout")
+		req.Weight == nil && req.Priority == nil && req.TimeoutMs == nil && !d.limits.none && !d.limits.changed(f) {
+		return nil, usageErrorf("nothing to update: give at least one of --provider, --base-url, --upstream-model, --credential, --weight, --priority, --upstream-timeout, --rpm, --tpm, --max-parallel, --no-limits")
 	}
 	return req, nil
 }
 
-// onlyDeployment returns the id of a route's single deployment.
-func onlyDeployment(ctx context.Context, models tollgatev1.ModelServiceClient, model string) (string, error) {
+// findDeployment returns deployment id of a route, or with id "" the
+// route's single deployment.
+func findDeployment(ctx context.Context, models tollgatev1.ModelServiceClient, model, id string) (*tollgatev1.Deployment, error) {
 	resp, err := models.GetModel(ctx, &tollgatev1.GetModelRequest{Model: model})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	deps := resp.GetRoute().GetDeployments()
+	if id != "" {
+		for _, d := range deps {
+			if d.GetId() == id {
+				return d, nil
+			}
+		}
+		return nil, status.Errorf(codes.NotFound, "model %s has no deployment %s", model, id)
+	}
 	if len(deps) == 1 {
-		return deps[0].GetId(), nil
+		return deps[0], nil
 	}
 	ids := make([]string, 0, len(deps))
 	for _, d := range deps {
 		ids = append(ids, d.GetId())
 	}
-	return "", usageErrorf("model %s has %d deployments (%s): choose one with --deployment", model, len(deps), strings.Join(ids, ", "))
+	return nil, usageErrorf("model %s has %d deployments (%s): choose one with --deployment", model, len(deps), strings.Join(ids, ", "))
 }
 
 func checkProvider(p string) error {

@@ -126,6 +126,12 @@ func TestUsageErrors(t *testing.T) {
 		{"cluster", "remove", "a", "b"},
 		{"cluster", "snapshot", "save"},
 		{"cluster", "snapshot", "restore"},
+		{"team", "frobnicate"},
+		{"team", "get"},
+		{"team", "delete"},
+		{"spend", "frobnicate"},
+		{"spend", "report", "--since", "later"},
+		{"model", "prices", "a", "b"},
 	} {
 		r := f.run(t, args...)
 		if r.code != 2 {
@@ -143,7 +149,7 @@ func TestHelp(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d", r.code)
 	}
-	for _, want := range []string{"Resource Commands:", "key ", "model ", "credential ", "Cluster Commands:", "cluster ", "Other Commands:", "version", "TOLLGATE_TOKEN"} {
+	for _, want := range []string{"Resource Commands:", "key ", "team ", "model ", "credential ", "Spend Commands:", "spend ", "Cluster Commands:", "cluster ", "Other Commands:", "version", "TOLLGATE_TOKEN"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("help lacks %q:\n%s", want, r.stdout)
 		}

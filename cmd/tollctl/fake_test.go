@@ -33,6 +33,8 @@ type fake struct {
 	models  *fakeModels
 	creds   *fakeCreds
 	cluster *fakeCluster
+	teams   *fakeTeams
+	spend   *fakeSpend
 	inject  *injector
 }
 
@@ -48,9 +50,13 @@ func startFake(t *testing.T) *fake {
 // serveFake serves a new fake on lis until the test ends.
 func serveFake(t *testing.T, lis net.Listener) *fake {
 	t.Helper()
+	statuses := &fakeStatuses{m: map[string]*tollgatev1.BudgetStatus{}}
+	keys := &fakeKeys{secrets: map[string]string{}, statuses: statuses}
 	f := &fake{
 		addr:    lis.Addr().String(),
-		keys:    &fakeKeys{secrets: map[string]string{}},
+		keys:    keys,
+		teams:   &fakeTeams{keys: keys, statuses: statuses},
+		spend:   &fakeSpend{},
 		models:  &fakeModels{routes: map[string]*tollgatev1.ModelRoute{}},
 		creds:   &fakeCreds{values: map[string]string{}},
 		cluster: newFakeCluster(),
@@ -64,6 +70,8 @@ func serveFake(t *testing.T, lis net.Listener) *fake {
 	tollgatev1.RegisterModelServiceServer(srv, f.models)
 	tollgatev1.RegisterCredentialServiceServer(srv, f.creds)
 	tollgatev1.RegisterClusterServiceServer(srv, f.cluster)
+	tollgatev1.RegisterTeamServiceServer(srv, f.teams)
+	tollgatev1.RegisterSpendServiceServer(srv, f.spend)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	return f
@@ -177,7 +185,9 @@ type fakeKeys struct {
 	keys       []*tollgatev1.Key
 	secrets    map[string]string
 	n          int
+	lastCreate *tollgatev1.CreateKeyRequest
 	lastUpdate *tollgatev1.UpdateKeyRequest
+	statuses   *fakeStatuses
 }
 
 func (s *fakeKeys) newSecret(id string) string {
@@ -206,6 +216,7 @@ func (s *fakeKeys) add(k *tollgatev1.Key) {
 func (s *fakeKeys) CreateKey(_ context.Context, req *tollgatev1.CreateKeyRequest) (*tollgatev1.CreateKeyResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.lastCreate = proto.Clone(req).(*tollgatev1.CreateKeyRequest)
 	if req.Name == "" {
 		return nil, status.Error(codes.InvalidArgument, "name is required")
 	}
@@ -214,6 +225,7 @@ func (s *fakeKeys) CreateKey(_ context.Context, req *tollgatev1.CreateKeyRequest
 	k := &tollgatev1.Key{
 		Id: id, Name: req.Name, SecretPrefix: secret[:8], Models: req.Models,
 		CreatedAt: fakeTime, UpdatedAt: fakeTime, ExpiresAt: req.ExpiresAt, Metadata: req.Metadata,
+		TeamId: req.TeamId, Budget: req.Budget, Limits: storedLimits(req.Limits),
 	}
 	s.keys = append(s.keys, k)
 	return &tollgatev1.CreateKeyResponse{Key: proto.Clone(k).(*tollgatev1.Key), Secret: secret}, nil
@@ -238,7 +250,14 @@ func (s *fakeKeys) GetKey(_ context.Context, req *tollgatev1.GetKeyRequest) (*to
 	if err != nil {
 		return nil, err
 	}
-	return &tollgatev1.GetKeyResponse{Key: proto.Clone(k).(*tollgatev1.Key)}, nil
+	resp := &tollgatev1.GetKeyResponse{Key: proto.Clone(k).(*tollgatev1.Key)}
+	if k.Budget != nil {
+		resp.BudgetStatus = s.statuses.get("key:" + k.Id)
+	}
+	if k.TeamId != "" {
+		resp.TeamBudgetStatus = s.statuses.get("team:" + k.TeamId)
+	}
+	return resp, nil
 }
 
 func (s *fakeKeys) UpdateKey(_ context.Context, req *tollgatev1.UpdateKeyRequest) (*tollgatev1.UpdateKeyResponse, error) {
@@ -260,6 +279,18 @@ func (s *fakeKeys) UpdateKey(_ context.Context, req *tollgatev1.UpdateKeyRequest
 	}
 	if req.ClearExpiresAt {
 		k.ExpiresAt = nil
+	}
+	if req.TeamId != nil {
+		k.TeamId = *req.TeamId
+	}
+	if req.Budget != nil {
+		k.Budget = req.Budget
+	}
+	if req.ClearBudget {
+		k.Budget = nil
+	}
+	if req.Limits != nil {
+		k.Limits = storedLimits(req.Limits)
 	}
 	for name, v := range req.Metadata {
 		if k.Metadata == nil {
@@ -384,6 +415,9 @@ func (s *fakeModels) UpdateDeployment(_ context.Context, req *tollgatev1.UpdateD
 	}
 	if req.TimeoutMs != nil {
 		d.TimeoutMs = *req.TimeoutMs
+	}
+	if req.Limits != nil {
+		d.Limits = storedLimits(req.Limits)
 	}
 	return &tollgatev1.UpdateDeploymentResponse{Route: cloneRoute(r)}, nil
 }
@@ -622,4 +656,291 @@ func (s *fakeCluster) removedNodes() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.removed)
+}
+
+// lastCreateReq returns the last CreateKey request the server received.
+func (s *fakeKeys) lastCreateReq() *tollgatev1.CreateKeyRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastCreate
+}
+
+// teamKeys returns the ids of a team's keys.
+func (s *fakeKeys) teamKeys(team string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	for _, k := range s.keys {
+		if k.TeamId == team {
+			ids = append(ids, k.Id)
+		}
+	}
+	return ids
+}
+
+// ---- budget statuses ----
+
+// fakeStatuses holds the BudgetStatus the fake reports per budget,
+// "key:ID" or "team:ID", as a test sets it.
+type fakeStatuses struct {
+	mu sync.Mutex
+	m  map[string]*tollgatev1.BudgetStatus
+}
+
+func (s *fakeStatuses) set(budget string, st *tollgatev1.BudgetStatus) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[budget] = st
+}
+
+func (s *fakeStatuses) get(budget string) *tollgatev1.BudgetStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st, ok := s.m[budget]; ok {
+		return proto.Clone(st).(*tollgatev1.BudgetStatus)
+	}
+	return nil
+}
+
+// ---- TeamService ----
+
+type fakeTeams struct {
+	tollgatev1.UnimplementedTeamServiceServer
+	keys       *fakeKeys
+	statuses   *fakeStatuses
+	mu         sync.Mutex
+	teams      []*tollgatev1.Team
+	lastCreate *tollgatev1.CreateTeamRequest
+	lastUpdate *tollgatev1.UpdateTeamRequest
+	calls      []string
+}
+
+func (s *fakeTeams) find(id string) (*tollgatev1.Team, int, error) {
+	i := slices.IndexFunc(s.teams, func(t *tollgatev1.Team) bool { return t.Id == id })
+	if i < 0 {
+		return nil, 0, status.Errorf(codes.NotFound, "team %s not found", id)
+	}
+	return s.teams[i], i, nil
+}
+
+// storedLimits is what the fake stores for rate limits: nil when there
+// are none (all zero).
+func storedLimits(l *tollgatev1.RateLimits) *tollgatev1.RateLimits {
+	if l.GetRpm() == 0 && l.GetTpm() == 0 && l.GetMaxParallel() == 0 {
+		return nil
+	}
+	return proto.Clone(l).(*tollgatev1.RateLimits)
+}
+
+func validBudget(b *tollgatev1.Budget) error {
+	if b == nil {
+		return nil
+	}
+	if b.LimitNanos <= 0 || !slices.Contains([]string{"day", "week", "month", "total"}, b.Period) {
+		return status.Errorf(codes.InvalidArgument, "invalid budget %v", b)
+	}
+	return nil
+}
+
+func (s *fakeTeams) CreateTeam(_ context.Context, req *tollgatev1.CreateTeamRequest) (*tollgatev1.CreateTeamResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, "CreateTeam")
+	s.lastCreate = proto.Clone(req).(*tollgatev1.CreateTeamRequest)
+	if req.Name == "" {
+		return nil, status.Error(codes.InvalidArgument, "name is required")
+	}
+	if err := validBudget(req.Budget); err != nil {
+		return nil, err
+	}
+	t := &tollgatev1.Team{Id: fmt.Sprintf("team_%04x", len(s.teams)+1), Name: req.Name, Budget: req.Budget,
+		Metadata: req.Metadata, CreatedAt: fakeTime, UpdatedAt: fakeTime, Limits: storedLimits(req.Limits)}
+	s.teams = append(s.teams, t)
+	return &tollgatev1.CreateTeamResponse{Team: proto.Clone(t).(*tollgatev1.Team)}, nil
+}
+
+func (s *fakeTeams) ListTeams(context.Context, *tollgatev1.ListTeamsRequest) (*tollgatev1.ListTeamsResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, "ListTeams")
+	resp := &tollgatev1.ListTeamsResponse{}
+	for _, t := range s.teams {
+		resp.Teams = append(resp.Teams, proto.Clone(t).(*tollgatev1.Team))
+	}
+	return resp, nil
+}
+
+func (s *fakeTeams) GetTeam(_ context.Context, req *tollgatev1.GetTeamRequest) (*tollgatev1.GetTeamResponse, error) {
+	s.mu.Lock()
+	s.calls = append(s.calls, "GetTeam")
+	t, _, err := s.find(req.Id)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	resp := &tollgatev1.GetTeamResponse{Team: proto.Clone(t).(*tollgatev1.Team)}
+	s.mu.Unlock()
+	if t.Budget != nil {
+		resp.BudgetStatus = s.statuses.get("team:" + req.Id)
+	}
+	resp.KeyIds = s.keys.teamKeys(req.Id)
+	return resp, nil
+}
+
+func (s *fakeTeams) UpdateTeam(_ context.Context, req *tollgatev1.UpdateTeamRequest) (*tollgatev1.UpdateTeamResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, "UpdateTeam")
+	s.lastUpdate = proto.Clone(req).(*tollgatev1.UpdateTeamRequest)
+	t, _, err := s.find(req.Id)
+	if err != nil {
+		return nil, err
+	}
+	if err := validBudget(req.Budget); err != nil {
+		return nil, err
+	}
+	if req.Name != nil {
+		t.Name = *req.Name
+	}
+	if req.ClearBudget {
+		t.Budget = nil
+	} else if req.Budget != nil {
+		t.Budget = req.Budget
+	}
+	if req.Limits != nil {
+		t.Limits = storedLimits(req.Limits)
+	}
+	for name, v := range req.Metadata {
+		if t.Metadata == nil {
+			t.Metadata = map[string]string{}
+		}
+		if v == "" {
+			delete(t.Metadata, name)
+		} else {
+			t.Metadata[name] = v
+		}
+	}
+	return &tollgatev1.UpdateTeamResponse{Team: proto.Clone(t).(*tollgatev1.Team)}, nil
+}
+
+func (s *fakeTeams) DeleteTeam(_ context.Context, req *tollgatev1.DeleteTeamRequest) (*tollgatev1.DeleteTeamResponse, error) {
+	if ids := s.keys.teamKeys(req.Id); len(ids) > 0 {
+		return nil, status.Errorf(codes.FailedPrecondition, "team %s still has %d key(s)", req.Id, len(ids))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, "DeleteTeam")
+	_, i, err := s.find(req.Id)
+	if err != nil {
+		return nil, err
+	}
+	s.teams = slices.Delete(s.teams, i, i+1)
+	return &tollgatev1.DeleteTeamResponse{}, nil
+}
+
+// team returns a copy of a stored team, or nil.
+func (s *fakeTeams) team(id string) *tollgatev1.Team {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, _, err := s.find(id)
+	if err != nil {
+		return nil
+	}
+	return proto.Clone(t).(*tollgatev1.Team)
+}
+
+// lastRequests returns the last CreateTeam and UpdateTeam requests.
+func (s *fakeTeams) lastRequests() (*tollgatev1.CreateTeamRequest, *tollgatev1.UpdateTeamRequest) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastCreate, s.lastUpdate
+}
+
+// takeCalls returns and clears the RPC names received so far.
+func (s *fakeTeams) takeCalls() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.calls
+	s.calls = nil
+	return c
+}
+
+// ---- ModelService.ListPrices ----
+
+// builtinPrices are the fake's built-in prices by upstream model.
+var builtinPrices = map[string]*tollgatev1.Price{
+	"gpt-4o":      {InputMicrosPerMtok: 2_500_000, OutputMicrosPerMtok: 10_000_000, CachedInputMicrosPerMtok: 1_250_000},
+	"gpt-4o-mini": {InputMicrosPerMtok: 150_000, OutputMicrosPerMtok: 600_000},
+}
+
+func (s *fakeModels) ListPrices(_ context.Context, req *tollgatev1.ListPricesRequest) (*tollgatev1.ListPricesResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.called("ListPrices")
+	names := slices.Sorted(maps.Keys(s.routes))
+	if req.Model != "" {
+		if _, err := s.route(req.Model); err != nil {
+			return nil, err
+		}
+		names = []string{req.Model}
+	}
+	resp := &tollgatev1.ListPricesResponse{}
+	for _, name := range names {
+		for _, d := range s.routes[name].Deployments {
+			r := &tollgatev1.PriceRow{Model: name, Deployment: d.Id, Provider: d.Provider, UpstreamModel: d.UpstreamModel, Source: "unknown"}
+			switch p, ok := builtinPrices[d.UpstreamModel]; {
+			case d.Price != nil:
+				r.Price, r.Source = proto.Clone(d.Price).(*tollgatev1.Price), "override"
+			case ok:
+				r.Price, r.Source = proto.Clone(p).(*tollgatev1.Price), "built-in "+d.Provider+"/"+d.UpstreamModel
+			}
+			resp.Prices = append(resp.Prices, r)
+		}
+	}
+	return resp, nil
+}
+
+// ---- SpendService ----
+
+// fakeSpend answers with what a test set and records the requests.
+type fakeSpend struct {
+	tollgatev1.UnimplementedSpendServiceServer
+	mu         sync.Mutex
+	report     *tollgatev1.SpendReportResponse
+	logs       *tollgatev1.SpendLogsResponse
+	lastReport *tollgatev1.SpendReportRequest
+	lastLogs   *tollgatev1.SpendLogsRequest
+}
+
+func (s *fakeSpend) SpendReport(_ context.Context, req *tollgatev1.SpendReportRequest) (*tollgatev1.SpendReportResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastReport = proto.Clone(req).(*tollgatev1.SpendReportRequest)
+	if s.report == nil {
+		return &tollgatev1.SpendReportResponse{Total: &tollgatev1.SpendReportRow{Group: "total"}}, nil
+	}
+	return proto.Clone(s.report).(*tollgatev1.SpendReportResponse), nil
+}
+
+func (s *fakeSpend) SpendLogs(_ context.Context, req *tollgatev1.SpendLogsRequest) (*tollgatev1.SpendLogsResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastLogs = proto.Clone(req).(*tollgatev1.SpendLogsRequest)
+	if s.logs == nil {
+		return &tollgatev1.SpendLogsResponse{}, nil
+	}
+	return proto.Clone(s.logs).(*tollgatev1.SpendLogsResponse), nil
+}
+
+func (s *fakeSpend) set(report *tollgatev1.SpendReportResponse, logs *tollgatev1.SpendLogsResponse) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.report, s.logs = report, logs
+}
+
+// lastRequests returns the last SpendReport and SpendLogs requests.
+func (s *fakeSpend) lastRequests() (*tollgatev1.SpendReportRequest, *tollgatev1.SpendLogsRequest) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastReport, s.lastLogs
 }

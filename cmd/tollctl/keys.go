@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -17,8 +18,13 @@ func (a *app) keyCommand() *cobra.Command {
 		"Manage virtual API keys",
 		`Virtual API keys are what clients send to the gateway instead of provider
 keys. A key can be limited to some models, can expire, and carries free-form
-labels. Its secret is shown only when the key is created or rotated.`,
+labels. A key can belong to a team (see tollctl team) and can have a budget
+and rate limits of its own; a request must fit both the key's and the team's
+budget and limits. Its secret is shown only when the key is created or
+rotated.`,
 		`  tollctl key create --name ci --models gpt-4o,gpt-4o-mini --expires-in 30d
+  tollctl key create --name notebook --team team_3f2a9c --budget 25 --period week
+  tollctl key create --name batch --rpm 600 --tpm 100000 --max-parallel 8
   tollctl key list --all`)
 	cmd.AddCommand(a.keyCreateCommand(), a.keyListCommand(), a.keyGetCommand(),
 		a.keyUpdateCommand(), a.keyRevokeCommand(), a.keyRotateCommand())
@@ -31,20 +37,41 @@ func (a *app) keyCreateCommand() *cobra.Command {
 		models    []string
 		expiresIn string
 		meta      []string
+		team      string
+		b         = budgetFlags{what: "key"}
+		l         = limitFlags{what: "key"}
 	)
 	cmd := &cobra.Command{
 		Use:   "create --name NAME",
 		Short: "Create a key and print its secret once",
 		Long: `Create a virtual API key. The secret is printed once and cannot be shown
 again: only its hash is stored. With -o json the output is one flat object
-holding the key's fields plus "secret".`,
+holding the key's fields plus "secret".
+
+--team puts the key in a team, whose budget then applies to it too. --budget
+gives the key a budget of its own, in dollars per --period (day, week, month
+or total); requests for models without a known price are refused by the
+budget unless --allow-unpriced is given.
+
+--rpm, --tpm and --max-parallel give the key rate limits of its own,
+cluster-wide: requests per minute, tokens (prompt plus completion) per
+minute, and requests in flight at once. 0 means unlimited; a team's limits
+still apply.`,
 		Example: `  tollctl key create --name ci --models gpt-4o --expires-in 30d --meta team=infra
+  tollctl key create --name batch --rpm 600 --tpm 100000 --max-parallel 8
+  tollctl key create --name notebook --team team_3f2a9c --budget 25 --period week
   SECRET=$(tollctl key create --name batch -o json | jq -r .secret)`,
 		Args: exactArgs(),
 		RunE: a.action(func(cmd *cobra.Command, _ []string) error {
-			req := &tollgatev1.CreateKeyRequest{Name: name, Models: cleanList(models)}
+			req := &tollgatev1.CreateKeyRequest{Name: name, Models: cleanList(models), TeamId: team}
 			var err error
 			if req.Metadata, err = parseLabels(meta); err != nil {
+				return err
+			}
+			if req.Budget, err = b.create(cmd.Flags()); err != nil {
+				return err
+			}
+			if req.Limits, err = l.create(); err != nil {
 				return err
 			}
 			if cmd.Flags().Changed("expires-in") {
@@ -70,6 +97,9 @@ holding the key's fields plus "secret".`,
 	f.StringSliceVar(&models, "models", nil, "comma-separated model allow-list; names or patterns with '*' (default: all models)")
 	f.StringVar(&expiresIn, "expires-in", "", "lifetime such as 12h, 30d or 2w (default: never expires)")
 	f.StringArrayVar(&meta, "meta", nil, "label as key=value; repeat for more")
+	f.StringVar(&team, "team", "", "id of the team the key belongs to (default: none)")
+	b.register(cmd, false)
+	l.register(cmd, false)
 	_ = cmd.MarkFlagRequired("name")
 	return cmd
 }
@@ -80,7 +110,9 @@ func (a *app) keyListCommand() *cobra.Command {
 		Use:   "list",
 		Short: "List keys",
 		Long: `List virtual API keys. Revoked keys are hidden unless --all is given.
-STATUS is active, expired or revoked.`,
+STATUS is active, expired or revoked. TEAM is the id of the key's team, "-"
+for none. LIMITS are the key's own rate limits, e.g. "600rpm 100000tpm 8par"
+(requests and tokens per minute, requests in flight), "-" for none.`,
 		Example: `  tollctl key list
   tollctl key list --all -o json | jq -r '.[] | select(.revoked_at == null) | .id'`,
 		Args: exactArgs(),
@@ -107,10 +139,10 @@ STATUS is active, expired or revoked.`,
 				return nil
 			}
 			tw := newTable(a.stdout)
-			row(tw, "ID", "NAME", "PREFIX", "MODELS", "EXPIRES", "STATUS", "CREATED")
+			row(tw, "ID", "NAME", "TEAM", "PREFIX", "MODELS", "EXPIRES", "STATUS", "CREATED", "LIMITS")
 			for _, k := range resp.GetKeys() {
-				row(tw, k.GetId(), orDash(k.GetName()), orDash(k.GetSecretPrefix()), fmtModels(k.GetModels()),
-					fmtExpiry(k.GetExpiresAt()), a.keyStatus(k), fmtTime(k.GetCreatedAt()))
+				row(tw, k.GetId(), orDash(k.GetName()), orDash(k.GetTeamId()), orDash(k.GetSecretPrefix()), fmtModels(k.GetModels()),
+					fmtExpiry(k.GetExpiresAt()), a.keyStatus(k), fmtTime(k.GetCreatedAt()), fmtLimits(k.GetLimits()))
 			}
 			return tw.Flush()
 		}),
@@ -121,16 +153,54 @@ STATUS is active, expired or revoked.`,
 
 func (a *app) keyGetCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:     "get ID",
-		Short:   "Show one key",
-		Long:    `Show a key's details: name, secret prefix, models, expiry, status and labels.`,
-		Example: `  tollctl key get key_3f2a9c`,
-		Args:    exactArgs("id"),
+		Use:   "get ID",
+		Short: "Show one key and its budget status",
+		Long: `Show a key's details: name, secret prefix, team, models, expiry, status,
+budget, rate limits and labels, and the state of the key's own budget and of its team's
+budget in the current period, cluster-wide: spent (settled by the nodes),
+leased (granted to nodes and not settled yet), remaining (limit minus spent)
+and when the period resets.
+
+With -o json the output is one flat object holding the key's fields plus
+"budget_status" and "team_budget_status" (null without such a budget; money
+in integer nano-dollars, times in Unix seconds).`,
+		Example: `  tollctl key get key_3f2a9c
+  tollctl key get key_3f2a9c -o json | jq .team_budget_status.remaining_nanos`,
+		Args: exactArgs("id"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
-			return a.keyCall(cmd, "", func(api *clients, ctx context.Context) (*tollgatev1.Key, error) {
-				resp, err := api.keys.GetKey(ctx, &tollgatev1.GetKeyRequest{Id: args[0]})
-				return resp.GetKey(), err
-			})
+			api, err := a.api()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.callContext(cmd)
+			defer cancel()
+			resp, err := api.keys.GetKey(ctx, &tollgatev1.GetKeyRequest{Id: args[0]})
+			if err != nil {
+				return err
+			}
+			k := resp.GetKey()
+			if a.jsonOutput() {
+				raw, err := protoJSON(k)
+				if err != nil {
+					return err
+				}
+				for _, f := range []struct {
+					name string
+					st   *tollgatev1.BudgetStatus
+				}{{"budget_status", resp.GetBudgetStatus()}, {"team_budget_status", resp.GetTeamBudgetStatus()}} {
+					st, err := protoJSON(f.st)
+					if err == nil {
+						raw, err = withRawField(raw, f.name, st)
+					}
+					if err != nil {
+						return err
+					}
+				}
+				return writeJSON(a.stdout, raw)
+			}
+			tw := newTable(a.stdout)
+			a.keyRows(tw, k, resp)
+			return tw.Flush()
 		}),
 	}
 }
@@ -143,16 +213,36 @@ func (a *app) keyUpdateCommand() *cobra.Command {
 		expiresIn string
 		noExpiry  bool
 		meta      []string
+		team      string
+		b         = budgetFlags{what: "key"}
+		l         = limitFlags{what: "key"}
 	)
 	cmd := &cobra.Command{
 		Use:   "update ID",
-		Short: "Change a key's name, models, expiry or labels",
+		Short: "Change a key's name, models, expiry, team, budget, rate limits or labels",
 		Long: `Change a key. Only the flags you give are sent; everything else stays as
 it is. --models replaces the allow-list, --all-models clears it. --meta merges
-labels into the existing ones; an empty value (--meta team=) deletes a label.`,
+labels into the existing ones; an empty value (--meta team=) deletes a label.
+--team moves the key to another team; --team "" takes it out of its team.
+
+A budget is replaced as a whole, so budget settings you leave out are taken
+from the key's current budget: --budget alone changes the limit and keeps the
+period, --period alone changes the period, --allow-unpriced=true or =false
+alone changes only that. A key without a budget needs both --budget and
+--period. --no-budget removes the key's own budget (a team budget still
+applies).
+
+Rate limits are replaced as a whole too: --rpm, --tpm and --max-parallel
+you leave out keep their current values, so --rpm 600 alone changes only the
+requests per minute; 0 removes that one limit. --no-limits removes all of
+the key's own limits (a team's limits still apply).`,
 		Example: `  tollctl key update key_3f2a9c --models gpt-4o,claude-*
   tollctl key update key_3f2a9c --expires-in 90d --meta owner=alice
-  tollctl key update key_3f2a9c --all-models --no-expiry`,
+  tollctl key update key_3f2a9c --all-models --no-expiry
+  tollctl key update key_3f2a9c --team team_3f2a9c --budget 50 --period month
+  tollctl key update key_3f2a9c --team "" --no-budget
+  tollctl key update key_3f2a9c --rpm 600 --max-parallel 0
+  tollctl key update key_3f2a9c --no-limits`,
 		Args: exactArgs("id"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
 			f := cmd.Flags()
@@ -175,10 +265,38 @@ labels into the existing ones; an empty value (--meta team=) deletes a label.`,
 			if req.Metadata, err = parseLabels(meta); err != nil {
 				return err
 			}
-			if req.Name == nil && req.Models == nil && req.ExpiresAt == nil && !req.ClearExpiresAt && req.Metadata == nil {
-				return usageErrorf("nothing to update: give at least one of --name, --models, --all-models, --expires-in, --no-expiry, --meta")
+			if f.Changed("team") {
+				req.TeamId = &team
+			}
+			req.ClearBudget = b.none
+			if err := b.check(f); err != nil {
+				return err
+			}
+			if err := l.check(); err != nil {
+				return err
+			}
+			if req.Name == nil && req.Models == nil && req.ExpiresAt == nil && !req.ClearExpiresAt && req.Metadata == nil &&
+				req.TeamId == nil && !req.ClearBudget && !b.changed(f) && !l.none && !l.changed(f) {
+				return usageErrorf("nothing to update: give at least one of --name, --models, --all-models, --expires-in, --no-expiry, --team, --budget, --period, --allow-unpriced, --no-budget, --rpm, --tpm, --max-parallel, --no-limits, --meta")
 			}
 			return a.keyCall(cmd, "Updated", func(api *clients, ctx context.Context) (*tollgatev1.Key, error) {
+				// Settings left out of a budget or of the limits are
+				// taken from the current key.
+				var cur *tollgatev1.Key
+				if (b.changed(f) && !b.complete(f)) || l.needCurrent(f) {
+					resp, err := api.keys.GetKey(ctx, &tollgatev1.GetKeyRequest{Id: req.Id})
+					if err != nil {
+						return nil, err
+					}
+					cur = resp.GetKey()
+				}
+				if b.changed(f) {
+					var err error
+					if req.Budget, err = b.merge(f, req.Id, cur.GetBudget()); err != nil {
+						return nil, err
+					}
+				}
+				req.Limits = l.update(f, cur.GetLimits())
 				resp, err := api.keys.UpdateKey(ctx, req)
 				return resp.GetKey(), err
 			})
@@ -191,6 +309,9 @@ labels into the existing ones; an empty value (--meta team=) deletes a label.`,
 	f.StringVar(&expiresIn, "expires-in", "", "new lifetime from now, such as 12h, 30d or 2w")
 	f.BoolVar(&noExpiry, "no-expiry", false, "remove the expiry")
 	f.StringArrayVar(&meta, "meta", nil, "set label key=value, or delete it with key=; repeat for more")
+	f.StringVar(&team, "team", "", `move the key to this team; "" takes it out of its team`)
+	b.register(cmd, true)
+	l.register(cmd, true)
 	cmd.MarkFlagsMutuallyExclusive("models", "all-models")
 	cmd.MarkFlagsMutuallyExclusive("expires-in", "no-expiry")
 	return cmd
@@ -286,9 +407,31 @@ func (a *app) printSecret(verb string, k *tollgatev1.Key, secret string) error {
 // printKey shows one key as aligned "Field: value" lines.
 func (a *app) printKey(k *tollgatev1.Key) error {
 	tw := newTable(a.stdout)
+	a.keyRows(tw, k, nil)
+	return tw.Flush()
+}
+
+// keyRows writes a key's fields as "Field: value" rows, with the budget
+// status lines of get when it is not nil.
+func (a *app) keyRows(tw io.Writer, k *tollgatev1.Key, get *tollgatev1.GetKeyResponse) {
 	row(tw, "ID:", k.GetId())
 	row(tw, "Name:", orDash(k.GetName()))
 	row(tw, "Prefix:", orDash(k.GetSecretPrefix()))
+	row(tw, "Team:", orDash(k.GetTeamId()))
+	row(tw, "Budget:", fmtBudget(k.GetBudget()))
+	if get != nil {
+		if st := get.GetBudgetStatus(); st != nil {
+			row(tw, "Budget status:", fmtBudgetStatus(st))
+		}
+		if k.GetTeamId() != "" {
+			team := "none"
+			if st := get.GetTeamBudgetStatus(); st != nil {
+				team = fmtBudgetStatus(st)
+			}
+			row(tw, "Team budget:", team)
+		}
+	}
+	row(tw, "Limits:", fmtLimits(k.GetLimits()))
 	row(tw, "Models:", fmtModels(k.GetModels()))
 	row(tw, "Status:", a.keyStatus(k))
 	row(tw, "Expires:", fmtExpiry(k.GetExpiresAt()))
@@ -298,7 +441,6 @@ func (a *app) printKey(k *tollgatev1.Key) error {
 	row(tw, "Created:", fmtTime(k.GetCreatedAt()))
 	row(tw, "Updated:", fmtTime(k.GetUpdatedAt()))
 	row(tw, "Labels:", fmtLabels(k.GetMetadata()))
-	return tw.Flush()
 }
 
 // keyStatus is revoked, expired or active.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate/tollgate/proto/tollgate/v1"
@@ -112,12 +113,12 @@ func TestKeyList(t *testing.T) {
 	if len(lines) != 3 || !strings.HasPrefix(lines[0], "ID") {
 		t.Fatalf("want header and 2 rows:\n%s", r.stdout)
 	}
-	for _, col := range []string{"NAME", "PREFIX", "MODELS", "EXPIRES", "STATUS", "CREATED"} {
+	for _, col := range []string{"NAME", "TEAM", "PREFIX", "MODELS", "EXPIRES", "STATUS", "CREATED"} {
 		if !strings.Contains(lines[0], col) {
 			t.Errorf("header lacks %s: %q", col, lines[0])
 		}
 	}
-	if fields := strings.Fields(lines[1]); fields[0] != active || fields[1] != "active-one" || fields[3] != "gpt-4o" || fields[5] != "active" {
+	if fields := strings.Fields(lines[1]); fields[0] != active || fields[1] != "active-one" || fields[2] != "-" || fields[4] != "gpt-4o" || fields[6] != "active" {
 		t.Errorf("row = %q", lines[1])
 	}
 	if !strings.Contains(lines[2], "old-one") || !strings.Contains(lines[2], "expired") {
@@ -237,5 +238,155 @@ func TestKeyRotate(t *testing.T) {
 	r = f.mustRun(t, "key", "rotate", id)
 	if !strings.Contains(r.stdout, "Secret: "+f.keys.secret(id)) || !strings.Contains(r.stdout, "cannot be retrieved again") {
 		t.Errorf("rotate table:\n%s", r.stdout)
+	}
+}
+
+func TestKeyCreateTeamAndBudget(t *testing.T) {
+	f := startFake(t)
+	r := f.mustRun(t, "key", "create", "--name", "nb", "--team", "team_0001", "--budget", "25.5", "--period", "week", "--allow-unpriced")
+	req := f.keys.lastCreateReq()
+	want := &tollgatev1.Budget{LimitNanos: 25_500_000_000, Period: "week", AllowUnpriced: true}
+	if req.TeamId != "team_0001" || !proto.Equal(req.Budget, want) {
+		t.Errorf("create sent team %q budget %v", req.TeamId, req.Budget)
+	}
+	for _, want := range []string{"Team:", "team_0001", "$25.5000 per week (unpriced models allowed)"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+
+	f.mustRun(t, "key", "create", "--name", "tiny", "--budget", "$0.000000001", "--period", "total")
+	if req := f.keys.lastCreateReq(); req.TeamId != "" || !proto.Equal(req.Budget, &tollgatev1.Budget{LimitNanos: 1, Period: "total"}) {
+		t.Errorf("tiny budget sent team %q budget %v", req.TeamId, req.Budget)
+	}
+	f.mustRun(t, "key", "create", "--name", "none")
+	if req := f.keys.lastCreateReq(); req.Budget != nil || req.TeamId != "" {
+		t.Errorf("no budget flags sent %v", req)
+	}
+
+	m := decodeObject(t, f.mustRun(t, "key", "create", "--name", "j", "--budget", "1", "--period", "day", "-o", "json").stdout)
+	if b := m["budget"].(map[string]any); b["limit_nanos"] != "1000000000" || b["period"] != "day" || m["secret"] == nil {
+		t.Errorf("json = %v", m)
+	}
+
+	for _, args := range [][]string{
+		{"key", "create", "--name", "x", "--budget", "10"},
+		{"key", "create", "--name", "x", "--period", "day"},
+		{"key", "create", "--name", "x", "--allow-unpriced"},
+		{"key", "create", "--name", "x", "--budget", "-1", "--period", "day"},
+		{"key", "create", "--name", "x", "--budget", "1e3", "--period", "day"},
+		{"key", "create", "--name", "x", "--budget", "1.0000000001", "--period", "day"},
+		{"key", "create", "--name", "x", "--budget", "5", "--period", "hour"},
+	} {
+		if r := f.run(t, args...); r.code != 2 {
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, r.code, r.stderr)
+		}
+	}
+}
+
+func TestKeyUpdateTeamAndBudget(t *testing.T) {
+	f := startFake(t)
+	id, _ := createKey(t, f, "--name", "svc", "--team", "team_a")
+
+	f.mustRun(t, "key", "update", id, "--team", "team_b")
+	req := f.keys.lastUpdateReq()
+	if req.TeamId == nil || *req.TeamId != "team_b" || req.Budget != nil || req.ClearBudget || req.Name != nil {
+		t.Errorf("--team sent %v", req)
+	}
+	f.mustRun(t, "key", "update", id, "--team", "")
+	if req := f.keys.lastUpdateReq(); req.TeamId == nil || *req.TeamId != "" {
+		t.Errorf(`--team "" sent %v`, req)
+	}
+	if f.keys.key(id).TeamId != "" {
+		t.Error("key still in a team")
+	}
+
+	// The key has no budget yet: --budget needs --period.
+	if r := f.run(t, "key", "update", id, "--budget", "5"); r.code != 2 || !strings.Contains(r.stderr, "no budget yet") {
+		t.Errorf("--budget without period: exit %d stderr %q", r.code, r.stderr)
+	}
+	f.mustRun(t, "key", "update", id, "--budget", "12.34", "--period", "month")
+	req = f.keys.lastUpdateReq()
+	if !proto.Equal(req.Budget, &tollgatev1.Budget{LimitNanos: 12_340_000_000, Period: "month"}) || req.TeamId != nil || req.ClearBudget {
+		t.Errorf("--budget --period sent %v", req)
+	}
+	// Now it has one: the period and allow_unpriced are kept.
+	f.mustRun(t, "key", "update", id, "--allow-unpriced")
+	if req := f.keys.lastUpdateReq(); !proto.Equal(req.Budget, &tollgatev1.Budget{LimitNanos: 12_340_000_000, Period: "month", AllowUnpriced: true}) {
+		t.Errorf("--allow-unpriced sent %v", req.Budget)
+	}
+	f.mustRun(t, "key", "update", id, "--budget", "$0.75")
+	if req := f.keys.lastUpdateReq(); !proto.Equal(req.Budget, &tollgatev1.Budget{LimitNanos: 750_000_000, Period: "month", AllowUnpriced: true}) {
+		t.Errorf("--budget sent %v", req.Budget)
+	}
+
+	r := f.mustRun(t, "key", "update", id, "--no-budget", "-o", "json")
+	req = f.keys.lastUpdateReq()
+	if !req.ClearBudget || req.Budget != nil {
+		t.Errorf("--no-budget sent %v", req)
+	}
+	if m := decodeObject(t, r.stdout); m["budget"] != nil {
+		t.Errorf("budget not removed: %v", m)
+	}
+
+	for _, args := range [][]string{
+		{"key", "update", id, "--no-budget", "--budget", "5"},
+		{"key", "update", id, "--no-budget", "--period", "day"},
+		{"key", "update", id, "--budget", "five", "--period", "day"},
+		{"key", "update", id, "--period", "year"},
+	} {
+		if r := f.run(t, args...); r.code != 2 {
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, r.code, r.stderr)
+		}
+	}
+}
+
+func TestKeyGetBudgetStatus(t *testing.T) {
+	f := startFake(t)
+	id, _ := createKey(t, f, "--name", "svc", "--team", "team_0001", "--budget", "25", "--period", "week")
+	f.keys.statuses.set("key:"+id, &tollgatev1.BudgetStatus{
+		LimitNanos: 25_000_000_000, Period: "week", PeriodStart: 1793577600, ResetAt: 1794182400,
+		SpentNanos: 1_234_560_000, LeasedNanos: 500_000_000, RemainingNanos: 23_765_440_000,
+	})
+	f.keys.statuses.set("team:team_0001", &tollgatev1.BudgetStatus{
+		LimitNanos: 1_000_000_000_000, Period: "total", SpentNanos: 999_999_950_000, RemainingNanos: 50_000,
+	})
+	r := f.mustRun(t, "key", "get", id)
+	for _, want := range []string{
+		"Budget status:", "$1.2346 spent, $0.5000 leased, $23.7654 remaining of $25.0000 per week; resets 2026-11-09T00:00:00Z",
+		"Team budget:", "$1000.0000 spent, $0.0000 leased, $0.0001 remaining of $1000.0000 in total; never resets",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("get lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	m := decodeObject(t, f.mustRun(t, "key", "get", id, "-o", "json").stdout)
+	if m["id"] != id || m["team_id"] != "team_0001" {
+		t.Errorf("json = %v", m)
+	}
+	if st := m["budget_status"].(map[string]any); st["spent_nanos"] != "1234560000" || st["period"] != "week" {
+		t.Errorf("budget_status = %v", st)
+	}
+	if st := m["team_budget_status"].(map[string]any); st["remaining_nanos"] != "50000" || st["reset_at"] != "0" {
+		t.Errorf("team_budget_status = %v", st)
+	}
+
+	// A key without budget or team: no status lines, nulls in JSON.
+	plain, _ := createKey(t, f, "--name", "plain")
+	r = f.mustRun(t, "key", "get", plain)
+	if strings.Contains(r.stdout, "Budget status:") || strings.Contains(r.stdout, "Team budget:") {
+		t.Errorf("plain key:\n%s", r.stdout)
+	}
+	m = decodeObject(t, f.mustRun(t, "key", "get", plain, "-o", "json").stdout)
+	if v, ok := m["budget_status"]; !ok || v != nil {
+		t.Errorf("budget_status = %v (present %v)", v, ok)
+	}
+	if v, ok := m["team_budget_status"]; !ok || v != nil {
+		t.Errorf("team_budget_status = %v (present %v)", v, ok)
+	}
+	// In a team without a budget.
+	f.mustRun(t, "key", "update", plain, "--team", "team_x")
+	if r := f.mustRun(t, "key", "get", plain); !strings.Contains(r.stdout, "Team budget:") || !strings.Contains(r.stdout, "none") {
+		t.Errorf("team without budget:\n%s", r.stdout)
 	}
 }

@@ -1,6 +1,6 @@
 // Command tollctl is the admin CLI for Tollgate. It talks only to the public
-// gRPC admin API (KeyService, ModelService, CredentialService,
-// ClusterService).
+// gRPC admin API (KeyService, TeamService, ModelService, CredentialService,
+// SpendService, ClusterService).
 package main
 
 import (
@@ -105,8 +105,14 @@ func (a *app) rootCommand() *cobra.Command {
 		Use:   "tollctl",
 		Short: "Administer a Tollgate LLM gateway",
 		Long: `tollctl manages a Tollgate gateway through its gRPC admin API: virtual API
-keys, model routes with their upstream deployments, and provider credentials,
-and the cluster of gateway nodes that replicates them.
+keys and the teams they belong to, with their budgets; model routes with their
+upstream deployments and prices; provider credentials; spend reports and
+request logs; and the cluster of gateway nodes that replicates them.
+
+Money is given and shown in dollars (budgets like 100 or 12.50, prices in
+dollars per million tokens); JSON output keeps the API's integer units:
+nano-dollars (1e-9 USD) for spend and budgets, micro-dollars per million
+tokens for prices.
 
 Every call carries the admin token (--token or TOLLGATE_TOKEN) and goes to the
 admin address (--addr or TOLLGATE_ADDR). The connection is plaintext gRPC, so
@@ -120,6 +126,8 @@ Output is a human table by default; use -o json for scripts.`,
   tollctl model add gpt-4o --provider openai --credential openai
   tollctl key create --name ci --models gpt-4o --expires-in 30d
   tollctl key list -o json | jq -r '.[].id'
+  tollctl team create --name research --budget 500 --period month
+  tollctl spend report --by team --since 7d
   tollctl cluster status
   tollctl cluster snapshot save backup.snap`,
 		SilenceErrors:     true,
@@ -134,13 +142,17 @@ Output is a human table by default; use -o json for scripts.`,
 
 	root.AddGroup(
 		&cobra.Group{ID: "resources", Title: "Resource Commands:"},
+		&cobra.Group{ID: "spend", Title: "Spend Commands:"},
 		&cobra.Group{ID: "cluster", Title: "Cluster Commands:"},
 		&cobra.Group{ID: "other", Title: "Other Commands:"},
 	)
-	for _, c := range []*cobra.Command{a.keyCommand(), a.modelCommand(), a.credentialCommand()} {
+	for _, c := range []*cobra.Command{a.keyCommand(), a.teamCommand(), a.modelCommand(), a.credentialCommand()} {
 		c.GroupID = "resources"
 		root.AddCommand(c)
 	}
+	s := a.spendCommand()
+	s.GroupID = "spend"
+	root.AddCommand(s)
 	c := a.clusterCommand()
 	c.GroupID = "cluster"
 	root.AddCommand(c)

@@ -19,9 +19,10 @@ and credential. Deployments of the same priority share traffic by weight;
 higher priorities are used only when the lower ones fail.`,
 		`  tollctl model add gpt-4o --provider openai --credential openai
   tollctl model add llama --provider openai-compatible --base-url http://127.0.0.1:8000/v1 --upstream-model meta-llama/Llama-3.1-8B
-  tollctl model list`)
+  tollctl model list
+  tollctl model prices`)
 	cmd.AddCommand(a.modelAddCommand(), a.modelUpdateCommand(), a.modelRemoveCommand(),
-		a.modelListCommand(), a.modelGetCommand())
+		a.modelListCommand(), a.modelGetCommand(), a.modelPricesCommand())
 	return cmd
 }
 
@@ -71,7 +72,9 @@ func (a *app) modelListCommand() *cobra.Command {
 		Use:   "list",
 		Short: "List model routes, one row per deployment",
 		Long: `List all model routes with their deployments, one table row per
-deployment. With -o json, print an array of routes.`,
+deployment. LIMITS are a deployment's rate limits, e.g.
+"600rpm 100000tpm 8par" (requests and tokens per minute, requests in
+flight), "-" for none. With -o json, print an array of routes.`,
 		Example: `  tollctl model list
   tollctl model list -o json | jq -r '.[].name'`,
 		Args: exactArgs(),
@@ -98,14 +101,15 @@ deployment. With -o json, print an array of routes.`,
 				return nil
 			}
 			tw := newTable(a.stdout)
-			row(tw, "MODEL", "DEPLOYMENT", "PROVIDER", "UPSTREAM-MODEL", "BASE-URL", "WEIGHT", "PRIORITY", "CREDENTIAL")
+			row(tw, "MODEL", "DEPLOYMENT", "PROVIDER", "UPSTREAM-MODEL", "BASE-URL", "WEIGHT", "PRIORITY", "CREDENTIAL", "LIMITS")
 			for _, r := range resp.GetRoutes() {
 				for _, d := range r.GetDeployments() {
 					row(tw, r.GetName(), d.GetId(), d.GetProvider(), d.GetUpstreamModel(), orDash(d.GetBaseUrl()),
-						fmtWeight(d.GetWeight()), strconv.FormatUint(uint64(d.GetPriority()), 10), orDash(d.GetCredential()))
+						fmtWeight(d.GetWeight()), strconv.FormatUint(uint64(d.GetPriority()), 10), orDash(d.GetCredential()),
+						fmtLimits(d.GetLimits()))
 				}
 				if len(r.GetDeployments()) == 0 {
-					row(tw, r.GetName(), "-", "-", "-", "-", "-", "-", "-")
+					row(tw, r.GetName(), "-", "-", "-", "-", "-", "-", "-", "-")
 				}
 			}
 			return tw.Flush()
@@ -115,9 +119,10 @@ deployment. With -o json, print an array of routes.`,
 
 func (a *app) modelGetCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:     "get NAME",
-		Short:   "Show one model route and its deployments",
-		Long:    `Show a model route: its deployments with all their settings.`,
+		Use:   "get NAME",
+		Short: "Show one model route and its deployments",
+		Long: `Show a model route: its deployments with all their settings, including
+their rate limits (LIMITS, e.g. "600rpm 100000tpm 8par", "-" for none).`,
 		Example: `  tollctl model get gpt-4o -o json`,
 		Args:    exactArgs("name"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
@@ -153,10 +158,11 @@ func (a *app) printRoute(msg string, r *tollgatev1.ModelRoute) error {
 	}
 	fmt.Fprintf(a.stdout, "Model %s (created %s, updated %s)\n\n", r.GetName(), fmtTime(r.GetCreatedAt()), fmtTime(r.GetUpdatedAt()))
 	tw := newTable(a.stdout)
-	row(tw, "DEPLOYMENT", "PROVIDER", "UPSTREAM-MODEL", "BASE-URL", "WEIGHT", "PRIORITY", "TIMEOUT", "CREDENTIAL")
+	row(tw, "DEPLOYMENT", "PROVIDER", "UPSTREAM-MODEL", "BASE-URL", "WEIGHT", "PRIORITY", "TIMEOUT", "CREDENTIAL", "LIMITS")
 	for _, d := range r.GetDeployments() {
 		row(tw, d.GetId(), d.GetProvider(), d.GetUpstreamModel(), orDash(d.GetBaseUrl()), fmtWeight(d.GetWeight()),
-			strconv.FormatUint(uint64(d.GetPriority()), 10), fmtTimeout(d.GetTimeoutMs()), orDash(d.GetCredential()))
+			strconv.FormatUint(uint64(d.GetPriority()), 10), fmtTimeout(d.GetTimeoutMs()), orDash(d.GetCredential()),
+			fmtLimits(d.GetLimits()))
 	}
 	return tw.Flush()
 }
@@ -173,4 +179,72 @@ func fmtTimeout(ms uint32) string {
 		return "default"
 	}
 	return (time.Duration(ms) * time.Millisecond).String()
+}
+
+func (a *app) modelPricesCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "prices [MODEL]",
+		Short: "Show the price each deployment is charged at",
+		Long: `Show the price that applies to every deployment, or to the deployments of
+MODEL: in dollars per million prompt (INPUT), completion (OUTPUT) and cached
+prompt (CACHED) tokens. SOURCE is "override" for a price set with model add
+--input-price, "built-in PROVIDER/MODEL" for Tollgate's own price list, or
+"unknown": the cost of requests to such a deployment is not counted, and keys
+or teams with a budget refuse them unless the budget allows unpriced models.
+
+With -o json, print an array of rows; prices are integer micro-dollars per
+million tokens (2500000 is $2.50), and price is null when unknown.`,
+		Example: `  tollctl model prices
+  tollctl model prices gpt-4o
+  tollctl model prices -o json | jq -r '.[] | select(.price == null) | .model'`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageErrorf("too many arguments: expected at most MODEL")
+			}
+			return nil
+		},
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			req := &tollgatev1.ListPricesRequest{}
+			if len(args) == 1 {
+				req.Model = args[0]
+			}
+			api, err := a.api()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.callContext(cmd)
+			defer cancel()
+			resp, err := api.models.ListPrices(ctx, req)
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				raw, err := protoJSONList(resp.GetPrices())
+				if err != nil {
+					return err
+				}
+				return writeJSON(a.stdout, raw)
+			}
+			if len(resp.GetPrices()) == 0 {
+				fmt.Fprintln(a.stdout, "No models.")
+				return nil
+			}
+			tw := newTable(a.stdout)
+			row(tw, "MODEL", "DEPLOYMENT", "PROVIDER", "UPSTREAM-MODEL", "INPUT/MTOK", "OUTPUT/MTOK", "CACHED/MTOK", "SOURCE")
+			for _, p := range resp.GetPrices() {
+				in, out, cached := "unknown", "unknown", "unknown"
+				if pr := p.GetPrice(); pr != nil {
+					in, out = fmtMicros(pr.GetInputMicrosPerMtok()), fmtMicros(pr.GetOutputMicrosPerMtok())
+					c := pr.GetCachedInputMicrosPerMtok()
+					if c == 0 { // zero means the input price
+						c = pr.GetInputMicrosPerMtok()
+					}
+					cached = fmtMicros(c)
+				}
+				row(tw, p.GetModel(), p.GetDeployment(), orDash(p.GetProvider()), orDash(p.GetUpstreamModel()),
+					in, out, cached, orDash(p.GetSource()))
+			}
+			return tw.Flush()
+		}),
+	}
 }

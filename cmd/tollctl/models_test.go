@@ -4,6 +4,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	tollgatev1 "github.com/tollgate/tollgate/proto/tollgate/v1"
 )
 
 func deploymentIDs(f *fake, model string) []string {
@@ -175,13 +179,13 @@ func TestModelListAndGet(t *testing.T) {
 	if len(lines) != 4 {
 		t.Fatalf("want header and 3 rows:\n%s", r.stdout)
 	}
-	if got := strings.Fields(lines[0]); !slices.Equal(got, []string{"MODEL", "DEPLOYMENT", "PROVIDER", "UPSTREAM-MODEL", "BASE-URL", "WEIGHT", "PRIORITY", "CREDENTIAL"}) {
+	if got := strings.Fields(lines[0]); !slices.Equal(got, []string{"MODEL", "DEPLOYMENT", "PROVIDER", "UPSTREAM-MODEL", "BASE-URL", "WEIGHT", "PRIORITY", "CREDENTIAL", "LIMITS"}) {
 		t.Errorf("header = %v", got)
 	}
 	wantRows := [][]string{
-		{"echo", "demo", "demo", "echo", "-", "1", "0", "-"},
-		{"gpt", "openai", "openai", "gpt", openAIBaseURL, "4", "1", "oa"},
-		{"gpt", "openai-compatible", "openai-compatible", "qwen", "http://127.0.0.1:8000/v1", "1", "0", "-"},
+		{"echo", "demo", "demo", "echo", "-", "1", "0", "-", "-"},
+		{"gpt", "openai", "openai", "gpt", openAIBaseURL, "4", "1", "oa", "-"},
+		{"gpt", "openai-compatible", "openai-compatible", "qwen", "http://127.0.0.1:8000/v1", "1", "0", "-", "-"},
 	}
 	for i, want := range wantRows {
 		if got := strings.Fields(lines[i+1]); !slices.Equal(got, want) {
@@ -206,5 +210,89 @@ func TestModelListAndGet(t *testing.T) {
 	}
 	if r := f.run(t, "model", "get", "nope"); r.code != 1 || r.stderr != "tollctl: model nope not found\n" {
 		t.Errorf("get missing: exit %d stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestModelAddPrice(t *testing.T) {
+	f := startFake(t)
+	f.mustRun(t, "model", "add", "llama", "--provider", "openai-compatible", "--base-url", "http://127.0.0.1:8000/v1",
+		"--input-price", "2.50", "--output-price", "10", "--cached-price", "$1.25")
+	want := &tollgatev1.Price{InputMicrosPerMtok: 2_500_000, OutputMicrosPerMtok: 10_000_000, CachedInputMicrosPerMtok: 1_250_000}
+	if got := f.models.get("llama").GetDeployments()[0].GetPrice(); !proto.Equal(got, want) {
+		t.Errorf("price = %v, want %v", got, want)
+	}
+	f.mustRun(t, "model", "add", "llama", "--provider", "demo", "--input-price", "0.000001", "--output-price", "0")
+	want = &tollgatev1.Price{InputMicrosPerMtok: 1}
+	if got := f.models.get("llama").GetDeployments()[1].GetPrice(); !proto.Equal(got, want) {
+		t.Errorf("price = %v, want %v", got, want)
+	}
+	f.mustRun(t, "model", "add", "echo", "--provider", "demo")
+	if got := f.models.get("echo").GetDeployments()[0].GetPrice(); got != nil {
+		t.Errorf("no price flags sent price %v", got)
+	}
+
+	f.models.takeCalls()
+	for _, args := range [][]string{
+		{"model", "add", "m", "--provider", "demo", "--input-price", "1"},                                // no output price
+		{"model", "add", "m", "--provider", "demo", "--output-price", "1"},                               // no input price
+		{"model", "add", "m", "--provider", "demo", "--cached-price", "1"},                               // alone
+		{"model", "add", "m", "--provider", "demo", "--input-price", "-1", "--output-price", "1"},        // negative
+		{"model", "add", "m", "--provider", "demo", "--input-price", "1e1", "--output-price", "1"},       // exponent
+		{"model", "add", "m", "--provider", "demo", "--input-price", "0.0000001", "--output-price", "1"}, // below a micro-dollar
+		{"model", "update", "m", "--input-price", "1"},                                                   // add only
+	} {
+		if r := f.run(t, args...); r.code != 2 {
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, r.code, r.stderr)
+		}
+	}
+	if calls := f.models.takeCalls(); len(calls) != 0 {
+		t.Errorf("invalid input reached the server: %v", calls)
+	}
+}
+
+func TestModelPrices(t *testing.T) {
+	f := startFake(t)
+	if r := f.mustRun(t, "model", "prices"); !strings.Contains(r.stdout, "No models") {
+		t.Errorf("empty:\n%s", r.stdout)
+	}
+	f.mustRun(t, "model", "add", "gpt-4o", "--provider", "openai")
+	f.mustRun(t, "model", "add", "mini", "--provider", "openai", "--upstream-model", "gpt-4o-mini")
+	f.mustRun(t, "model", "add", "llama", "--provider", "openai-compatible", "--base-url", "http://h/v1", "--deployment", "vllm")
+	f.mustRun(t, "model", "add", "llama", "--provider", "openai-compatible", "--base-url", "http://h2/v1", "--deployment", "cheap",
+		"--input-price", "0.075", "--output-price", "0.3")
+
+	r := f.mustRun(t, "model", "prices")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("want header and 4 rows:\n%s", r.stdout)
+	}
+	if got := strings.Fields(lines[0]); !slices.Equal(got, []string{"MODEL", "DEPLOYMENT", "PROVIDER", "UPSTREAM-MODEL", "INPUT/MTOK", "OUTPUT/MTOK", "CACHED/MTOK", "SOURCE"}) {
+		t.Errorf("header = %v", got)
+	}
+	wantRows := [][]string{
+		{"gpt-4o", "openai", "openai", "gpt-4o", "$2.50", "$10.00", "$1.25", "built-in", "openai/gpt-4o"},
+		{"llama", "vllm", "openai-compatible", "llama", "unknown", "unknown", "unknown", "unknown"},
+		{"llama", "cheap", "openai-compatible", "llama", "$0.075", "$0.30", "$0.075", "override"}, // cached: the input price
+		{"mini", "openai", "openai", "gpt-4o-mini", "$0.15", "$0.60", "$0.15", "built-in", "openai/gpt-4o-mini"},
+	}
+	for i, want := range wantRows {
+		if got := strings.Fields(lines[i+1]); !slices.Equal(got, want) {
+			t.Errorf("row %d = %v, want %v", i, got, want)
+		}
+	}
+
+	r = f.mustRun(t, "model", "prices", "llama", "-o", "json")
+	rows := decodeArray(t, r.stdout)
+	if len(rows) != 2 || rows[0]["price"] != nil || rows[0]["source"] != "unknown" {
+		t.Fatalf("json = %v", rows)
+	}
+	if p := rows[1]["price"].(map[string]any); p["input_micros_per_mtok"] != "75000" || p["output_micros_per_mtok"] != "300000" {
+		t.Errorf("json price = %v", p)
+	}
+	if r := f.run(t, "model", "prices", "nope"); r.code != 1 || !strings.Contains(r.stderr, "not found") {
+		t.Errorf("unknown model: exit %d stderr %q", r.code, r.stderr)
+	}
+	if r := f.run(t, "model", "prices", "a", "b"); r.code != 2 {
+		t.Errorf("two args: exit %d", r.code)
 	}
 }

@@ -69,6 +69,24 @@ func withField(obj json.RawMessage, name, value string) (json.RawMessage, error)
 	return append(out, field[1:]...), nil
 }
 
+// withRawField adds a top-level field holding raw JSON to a compact JSON
+// object, keeping the existing fields first.
+func withRawField(obj json.RawMessage, name string, value json.RawMessage) (json.RawMessage, error) {
+	if len(obj) < 2 || obj[0] != '{' || obj[len(obj)-1] != '}' {
+		return nil, fmt.Errorf("internal error: not a JSON object")
+	}
+	n, err := json.Marshal(name)
+	if err != nil {
+		return nil, err
+	}
+	out := bytes.Clone(obj[:len(obj)-1])
+	if string(obj) != "{}" {
+		out = append(out, ',')
+	}
+	out = append(append(append(out, n...), ':'), value...)
+	return append(out, '}'), nil
+}
+
 // writeJSON pretty-prints raw JSON followed by a newline.
 func writeJSON(w io.Writer, raw json.RawMessage) error {
 	var buf bytes.Buffer

@@ -73,8 +73,17 @@ func (s *Server) authenticate(ctx context.Context) error {
 	if s.hasBoot && subtle.ConstantTimeCompare(h[:], s.bootstrap[:]) == 1 {
 		return nil
 	}
-	if st := s.store.State(); st != nil && st.HasAdminToken(h) {
-		return nil
+	if st := s.store.State(); st != nil {
+		if st.HasAdminToken(h) {
+			return nil
+		}
+		// Nodes call each other with the replicated cluster secret.
+		if cs := st.ClusterSecret(); cs != "" {
+			ch := raftstore.HashSecret(cs)
+			if subtle.ConstantTimeCompare(h[:], ch[:]) == 1 {
+				return nil
+			}
+		}
 	}
 	return status.Error(codes.Unauthenticated, msgInvalidToken)
 }

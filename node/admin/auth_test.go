@@ -61,6 +61,8 @@ func TestAuth(t *testing.T) {
 	wantCode(t, err, codes.Unauthenticated)
 	_, err = pb.NewCredentialServiceClient(conn).ListCredentials(ctx, &pb.ListCredentialsRequest{})
 	wantCode(t, err, codes.Unauthenticated)
+	_, err = pb.NewTeamServiceClient(conn).ListTeams(ctx, &pb.ListTeamsRequest{})
+	wantCode(t, err, codes.Unauthenticated)
 }
 
 func TestAuthWithoutBootstrapToken(t *testing.T) {

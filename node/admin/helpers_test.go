@@ -68,18 +68,28 @@ type testEnv struct {
 	keys   pb.KeyServiceClient
 	models pb.ModelServiceClient
 	creds  pb.CredentialServiceClient
+	teams  pb.TeamServiceClient
 }
 
 // startServer serves the admin API for store on a real gRPC server and
 // returns clients that authenticate with the bootstrap token.
 func startServer(t *testing.T, store Store) *testEnv {
 	t.Helper()
+	return startServerWith(t, Config{Store: store}, nil)
+}
+
+// startServerWith is startServer with more of the Config (the bootstrap
+// token and logger are filled in) and, unless now is nil, a fixed clock.
+func startServerWith(t *testing.T, cfg Config, now func() time.Time) *testEnv {
+	t.Helper()
+	store := cfg.Store
 	logs := &syncBuffer{}
-	srv := New(Config{
-		Store:          store,
-		BootstrapToken: testBootstrapToken,
-		Logger:         slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	cfg.BootstrapToken = testBootstrapToken
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv := New(cfg)
+	if now != nil {
+		srv.now = now // before Serve: no call can race with it
+	}
 	g := grpc.NewServer(
 		grpc.UnaryInterceptor(srv.UnaryInterceptor()),
 		grpc.StreamInterceptor(srv.StreamInterceptor()),
@@ -103,6 +113,7 @@ func startServer(t *testing.T, store Store) *testEnv {
 	env.keys = pb.NewKeyServiceClient(conn)
 	env.models = pb.NewModelServiceClient(conn)
 	env.creds = pb.NewCredentialServiceClient(conn)
+	env.teams = pb.NewTeamServiceClient(conn)
 	return env
 }
 

@@ -89,6 +89,15 @@ func (k keyService) CreateKey(ctx context.Context, req *pb.CreateKeyRequest) (*p
 				req.ExpiresAt.AsTime().Format("2006-01-02T15:04:05Z07:00"))
 		}
 	}
+	if err := checkBudget("key budget", req.GetBudget()); err != nil {
+		return nil, err
+	}
+	if err := checkRateLimits("key", req.GetLimits()); err != nil {
+		return nil, err
+	}
+	if err := checkTeamExists(k.s.store.State(), req.GetTeamId()); err != nil {
+		return nil, err
+	}
 	secret, hash, prefix := newSecret()
 	key := &pb.Key{
 		Id:           newKeyID(),
@@ -97,6 +106,9 @@ func (k keyService) CreateKey(ctx context.Context, req *pb.CreateKeyRequest) (*p
 		Models:       append([]string(nil), req.GetModels()...),
 		ExpiresAt:    req.GetExpiresAt(),
 		Metadata:     maps.Clone(req.GetMetadata()),
+		TeamId:       req.GetTeamId(),
+		Budget:       cloneBudget(req.GetBudget()),
+		Limits:       req.GetLimits(),
 	}
 	cmd := &pb.Command{Op: &pb.Command_CreateKey{CreateKey: &pb.CreateKeyCommand{
 		Key: &pb.StoredKey{Key: key, SecretHash: hash},
@@ -123,19 +135,34 @@ func (k keyService) GetKey(_ context.Context, req *pb.GetKeyRequest) (*pb.GetKey
 	if err := checkKeyID(req.GetId()); err != nil {
 		return nil, err
 	}
-	sk := k.s.store.State().Key(req.GetId())
+	st := k.s.store.State()
+	sk := st.Key(req.GetId())
 	if sk == nil {
 		return nil, status.Errorf(codes.NotFound, "key %q not found", req.GetId())
 	}
-	return &pb.GetKeyResponse{Key: publicKey(sk)}, nil
+	key := publicKey(sk)
+	now := k.s.now()
+	resp := &pb.GetKeyResponse{
+		Key:          key,
+		BudgetStatus: budgetStatus(st, raftstore.KeyBudgetID(key.GetId()), key.GetBudget(), now),
+	}
+	if tid := key.GetTeamId(); tid != "" {
+		resp.TeamBudgetStatus = budgetStatus(st, raftstore.TeamBudgetID(tid), st.TeamConfig(tid).GetBudget(), now)
+	}
+	return resp, nil
 }
 
 func (k keyService) UpdateKey(ctx context.Context, req *pb.UpdateKeyRequest) (*pb.UpdateKeyResponse, error) {
 	if err := checkKeyID(req.GetId()); err != nil {
 		return nil, err
 	}
-	if req.Name == nil && req.Models == nil && req.ExpiresAt == nil && !req.GetClearExpiresAt() && len(req.GetMetadata()) == 0 {
-		return nil, invalid("nothing to update: set at least one of name, models, expires_at, clear_expires_at, metadata")
+	if req.Name == nil && req.Models == nil && req.ExpiresAt == nil && !req.GetClearExpiresAt() && len(req.GetMetadata()) == 0 &&
+		req.TeamId == nil && req.Budget == nil && !req.GetClearBudget() && req.Limits == nil {
+		return nil, invalid("nothing to update: set at least one of name, models, expires_at, clear_expires_at, metadata, " +
+			"team_id, budget, clear_budget, limits")
+	}
+	if err := checkRateLimits("key", req.GetLimits()); err != nil {
+		return nil, err
 	}
 	if req.Name != nil {
 		if err := checkKeyName(req.GetName()); err != nil {
@@ -155,6 +182,19 @@ func (k keyService) UpdateKey(ctx context.Context, req *pb.UpdateKeyRequest) (*p
 	}
 	if err := checkMetadata(req.GetMetadata(), true); err != nil {
 		return nil, err
+	}
+	if req.Budget != nil {
+		if req.GetClearBudget() {
+			return nil, invalid("budget and clear_budget are both set; give one")
+		}
+		if err := checkBudget("key budget", req.Budget); err != nil {
+			return nil, err
+		}
+	}
+	if req.TeamId != nil {
+		if err := checkTeamExists(k.s.store.State(), req.GetTeamId()); err != nil {
+			return nil, err
+		}
 	}
 	cmd := &pb.Command{Op: &pb.Command_UpdateKey{UpdateKey: &pb.UpdateKeyCommand{
 		Update: proto.Clone(req).(*pb.UpdateKeyRequest),

@@ -229,3 +229,102 @@ func keyIDs(keys []*pb.Key) []string {
 	}
 	return out
 }
+
+func TestKeyTeamAndBudget(t *testing.T) {
+	store := openStore(t)
+	env := startServer(t, store)
+	ctx := ctxT(t)
+	red, err := env.teams.CreateTeam(ctx, &pb.CreateTeamRequest{Name: "red"})
+	mustOK(t, err)
+	blue, err := env.teams.CreateTeam(ctx, &pb.CreateTeamRequest{Name: "blue"})
+	mustOK(t, err)
+	redID, blueID := red.GetTeam().GetId(), blue.GetTeam().GetId()
+
+	// Create with a team and a budget.
+	budget := &pb.Budget{LimitNanos: 10_000_000_000, Period: "day"}
+	resp, err := env.keys.CreateKey(ctx, &pb.CreateKeyRequest{Name: "a", TeamId: redID, Budget: budget})
+	mustOK(t, err)
+	k := resp.GetKey()
+	if k.GetTeamId() != redID || !proto.Equal(k.GetBudget(), budget) {
+		t.Errorf("created key = %v", k)
+	}
+	v := store.State().KeyByHash(raftstore.HashSecret(resp.GetSecret()))
+	if v == nil || v.TeamID != redID || v.Budget == nil || v.Budget.ID != raftstore.KeyBudgetID(k.GetId()) ||
+		v.Budget.LimitNanos != budget.LimitNanos {
+		t.Errorf("data plane key = %+v", v)
+	}
+	id := k.GetId()
+
+	_, err = env.keys.CreateKey(ctx, &pb.CreateKeyRequest{Name: "b", TeamId: "team_0000000000000000"})
+	st := wantCode(t, err, codes.FailedPrecondition)
+	if !strings.Contains(st.Message(), "team_0000000000000000") || !strings.Contains(st.Message(), "tollctl team create") {
+		t.Errorf("unknown-team message = %q", st.Message())
+	}
+	for name, c := range map[string]struct {
+		b    *pb.Budget
+		want string
+	}{
+		"zero limit":     {&pb.Budget{Period: "month"}, "limit_nanos must be positive"},
+		"negative limit": {&pb.Budget{LimitNanos: -5, Period: "month"}, "limit_nanos must be positive"},
+		"bad period":     {&pb.Budget{LimitNanos: 5, Period: "monthly"}, `period "monthly"`},
+		"no period":      {&pb.Budget{LimitNanos: 5}, "period is required"},
+	} {
+		_, err := env.keys.CreateKey(ctx, &pb.CreateKeyRequest{Name: "b", Budget: c.b})
+		if st := wantCode(t, err, codes.InvalidArgument); !strings.Contains(st.Message(), c.want) {
+			t.Errorf("%s: message %q does not contain %q", name, st.Message(), c.want)
+		}
+	}
+	if n := len(store.State().Keys()); n != 1 {
+		t.Errorf("%d keys after rejected creates, want 1", n)
+	}
+
+	// Each of the new fields alone is an update.
+	up, err := env.keys.UpdateKey(ctx, &pb.UpdateKeyRequest{Id: id, TeamId: proto.String(blueID)})
+	mustOK(t, err)
+	if k := up.GetKey(); k.GetTeamId() != blueID || !proto.Equal(k.GetBudget(), budget) || k.GetName() != "a" {
+		t.Errorf("after team move: %v", k)
+	}
+	budget2 := &pb.Budget{LimitNanos: 3, Period: "total", AllowUnpriced: true}
+	up, err = env.keys.UpdateKey(ctx, &pb.UpdateKeyRequest{Id: id, Budget: budget2})
+	mustOK(t, err)
+	if k := up.GetKey(); k.GetTeamId() != blueID || !proto.Equal(k.GetBudget(), budget2) {
+		t.Errorf("after budget update: %v", k)
+	}
+	if v := store.State().Key(id); v == nil || v.GetKey().GetBudget().GetPeriod() != "total" {
+		t.Errorf("stored key = %v", v)
+	}
+	up, err = env.keys.UpdateKey(ctx, &pb.UpdateKeyRequest{Id: id, ClearBudget: true})
+	mustOK(t, err)
+	if k := up.GetKey(); k.GetBudget() != nil || k.GetTeamId() != blueID {
+		t.Errorf("after clear_budget: %v", k)
+	}
+	up, err = env.keys.UpdateKey(ctx, &pb.UpdateKeyRequest{Id: id, TeamId: proto.String("")})
+	mustOK(t, err)
+	if k := up.GetKey(); k.GetTeamId() != "" {
+		t.Errorf("after leaving the team: %v", k)
+	}
+	if v := store.State().KeyByHash(raftstore.HashSecret(resp.GetSecret())); v == nil || v.TeamID != "" || v.Budget != nil {
+		t.Errorf("data plane key after updates = %+v", v)
+	}
+
+	for name, c := range map[string]struct {
+		req  *pb.UpdateKeyRequest
+		want string
+	}{
+		"both":       {&pb.UpdateKeyRequest{Id: id, Budget: budget, ClearBudget: true}, "both set"},
+		"zero limit": {&pb.UpdateKeyRequest{Id: id, Budget: &pb.Budget{Period: "day"}}, "limit_nanos must be positive"},
+		"bad period": {&pb.UpdateKeyRequest{Id: id, Budget: &pb.Budget{LimitNanos: 1, Period: "fortnight"}}, `period "fortnight"`},
+	} {
+		_, err := env.keys.UpdateKey(ctx, c.req)
+		if st := wantCode(t, err, codes.InvalidArgument); !strings.Contains(st.Message(), c.want) {
+			t.Errorf("%s: message %q does not contain %q", name, st.Message(), c.want)
+		}
+	}
+	_, err = env.keys.UpdateKey(ctx, &pb.UpdateKeyRequest{Id: id, TeamId: proto.String("team_0000000000000000")})
+	st = wantCode(t, err, codes.FailedPrecondition)
+	if !strings.Contains(st.Message(), "tollctl team create") {
+		t.Errorf("unknown-team message = %q", st.Message())
+	}
+	_, err = env.keys.UpdateKey(ctx, &pb.UpdateKeyRequest{Id: "key_0000000000000000", ClearBudget: true})
+	wantCode(t, err, codes.NotFound)
+}

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"sort"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -12,7 +13,7 @@ import (
 )
 
 // checkDeployment normalises d in place with routing.NormalizeDeployment
-// and checks that its credential, if any, exists.
+// and checks its price override and that its credential, if any, exists.
 func (m modelService) checkDeployment(model string, d *pb.Deployment) error {
 	if d == nil {
 		return invalid("deployment is required")
@@ -22,6 +23,12 @@ func (m modelService) checkDeployment(model string, d *pb.Deployment) error {
 	}
 	if err := routing.NormalizeDeployment(d); err != nil {
 		return invalid("model %q, deployment %q: %v", model, d.GetId(), err)
+	}
+	if err := checkPrice(model, d.GetId(), d.GetPrice()); err != nil {
+		return err
+	}
+	if err := checkRateLimits("deployment", d.GetLimits()); err != nil {
+		return err
 	}
 	return m.checkCredential(d.GetCredential())
 }
@@ -67,8 +74,8 @@ func (m modelService) UpdateDeployment(ctx context.Context, req *pb.UpdateDeploy
 		return nil, err
 	}
 	if req.Provider == nil && req.BaseUrl == nil && req.UpstreamModel == nil && req.Credential == nil &&
-		req.Weight == nil && req.Priority == nil && req.TimeoutMs == nil {
-		return nil, invalid("nothing to update: set at least one of provider, base_url, upstream_model, credential, weight, priority, timeout_ms")
+		req.Weight == nil && req.Priority == nil && req.TimeoutMs == nil && req.Limits == nil {
+		return nil, invalid("nothing to update: set at least one of provider, base_url, upstream_model, credential, weight, priority, timeout_ms, limits")
 	}
 	cur := findDeployment(m.s.store.State().RouteConfig(req.GetModel()), req.GetDeploymentId())
 	if cur == nil {
@@ -125,6 +132,9 @@ func patchDeployment(cur *pb.Deployment, req *pb.UpdateDeploymentRequest) *pb.De
 	if req.TimeoutMs != nil {
 		d.TimeoutMs = req.GetTimeoutMs()
 	}
+	if req.Limits != nil {
+		d.Limits = req.GetLimits()
+	}
 	return d
 }
 
@@ -174,4 +184,53 @@ func (m modelService) GetModel(_ context.Context, req *pb.GetModelRequest) (*pb.
 		return nil, status.Errorf(codes.NotFound, "model %q not found", req.GetModel())
 	}
 	return &pb.GetModelResponse{Route: proto.Clone(r).(*pb.ModelRoute)}, nil
+}
+
+// priceSourceUnknown is the source ListPrices shows when Config.Prices is
+// nil or gives no source.
+const priceSourceUnknown = "unknown"
+
+// ListPrices shows, for every deployment of every route (or of one), the
+// price Config.Prices finds for it.
+func (m modelService) ListPrices(_ context.Context, req *pb.ListPricesRequest) (*pb.ListPricesResponse, error) {
+	st := m.s.store.State()
+	var routes []*pb.ModelRoute
+	if name := req.GetModel(); name != "" {
+		r := st.RouteConfig(name)
+		if r == nil {
+			return nil, status.Errorf(codes.NotFound, "model %q not found", name)
+		}
+		routes = []*pb.ModelRoute{r}
+	} else {
+		routes = st.RouteConfigs() // sorted by name
+	}
+	var out []*pb.PriceRow
+	for _, r := range routes {
+		ds := append([]*pb.Deployment(nil), r.GetDeployments()...)
+		sort.Slice(ds, func(i, j int) bool { return ds[i].GetId() < ds[j].GetId() })
+		for _, d := range ds {
+			row := &pb.PriceRow{
+				Model:         r.GetName(),
+				Deployment:    d.GetId(),
+				Provider:      d.GetProvider(),
+				UpstreamModel: d.GetUpstreamModel(),
+				Source:        priceSourceUnknown,
+			}
+			if m.s.prices != nil {
+				var override *pb.Price
+				if d.GetPrice() != nil {
+					override = proto.Clone(d.GetPrice()).(*pb.Price)
+				}
+				p, src := m.s.prices(d.GetProvider(), d.GetBaseUrl(), d.GetUpstreamModel(), override)
+				if p != nil {
+					row.Price = proto.Clone(p).(*pb.Price)
+				}
+				if src != "" {
+					row.Source = src
+				}
+			}
+			out = append(out, row)
+		}
+	}
+	return &pb.ListPricesResponse{Prices: out}, nil
 }

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -60,6 +61,12 @@ func TestAddDeployment(t *testing.T) {
 		"no provider":           {Model: "m", Deployment: &pb.Deployment{Id: "d"}},
 		"no upstream model":     {Model: "m", Deployment: &pb.Deployment{Id: "d", Provider: "openai"}},
 		"bad base url":          {Model: "m", Deployment: &pb.Deployment{Id: "d", Provider: "openai", BaseUrl: "ftp://x", UpstreamModel: "x"}},
+		"negative input price": {Model: "m", Deployment: &pb.Deployment{Id: "d", Provider: "demo",
+			Price: &pb.Price{InputMicrosPerMtok: -1, OutputMicrosPerMtok: 5}}},
+		"negative output price": {Model: "m", Deployment: &pb.Deployment{Id: "d", Provider: "demo",
+			Price: &pb.Price{InputMicrosPerMtok: 5, OutputMicrosPerMtok: -1}}},
+		"negative cached price": {Model: "m", Deployment: &pb.Deployment{Id: "d", Provider: "demo",
+			Price: &pb.Price{CachedInputMicrosPerMtok: -1}}},
 	}
 	for name, req := range invalidCases {
 		t.Run(name, func(t *testing.T) {
@@ -190,5 +197,147 @@ func TestModelLifecycle(t *testing.T) {
 	mustOK(t, err)
 	if len(list.GetRoutes()) != 0 {
 		t.Errorf("routes left: %v", list.GetRoutes())
+	}
+}
+
+func TestPriceOverride(t *testing.T) {
+	store := openStore(t)
+	env := startServer(t, store)
+	ctx := ctxT(t)
+
+	price := &pb.Price{InputMicrosPerMtok: 150_000, OutputMicrosPerMtok: 600_000, CachedInputMicrosPerMtok: 75_000}
+	_, err := env.models.AddDeployment(ctx, &pb.AddDeploymentRequest{Model: "m", Deployment: &pb.Deployment{
+		Id: "priced", Provider: "openai", UpstreamModel: "gpt-4o-mini", Price: price,
+	}})
+	mustOK(t, err)
+	// All zero is a free model: allowed.
+	_, err = env.models.AddDeployment(ctx, &pb.AddDeploymentRequest{Model: "m", Deployment: &pb.Deployment{
+		Id: "free", Provider: "openai-compatible", BaseUrl: "http://local:8000/v1", UpstreamModel: "llama", Price: &pb.Price{},
+	}})
+	mustOK(t, err)
+	_, err = env.models.AddDeployment(ctx, &pb.AddDeploymentRequest{Model: "m", Deployment: &pb.Deployment{
+		Id: "neg", Provider: "demo", Price: &pb.Price{OutputMicrosPerMtok: -600_000},
+	}})
+	st := wantCode(t, err, codes.InvalidArgument)
+	if !strings.Contains(st.Message(), "output_micros_per_mtok") || !strings.Contains(st.Message(), `"neg"`) {
+		t.Errorf("negative-price message = %q", st.Message())
+	}
+
+	rv := store.State().Route("m")
+	if rv == nil || len(rv.Deployments) != 2 || !proto.Equal(rv.Deployments[0].Price, price) ||
+		rv.Deployments[1].Price == nil {
+		t.Fatalf("data plane route = %+v", rv)
+	}
+	// An update (which cannot change the price) keeps it.
+	up, err := env.models.UpdateDeployment(ctx, &pb.UpdateDeploymentRequest{Model: "m", DeploymentId: "priced", Weight: proto.Uint32(3)})
+	mustOK(t, err)
+	if d := up.GetRoute().GetDeployments()[0]; !proto.Equal(d.GetPrice(), price) || d.GetWeight() != 3 {
+		t.Errorf("after update: %v", d)
+	}
+}
+
+// fakePrices is a price table: an override wins, then gpt-4o on openai is
+// known, everything else is not.
+type fakePrices struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+var gpt4oPrice = &pb.Price{InputMicrosPerMtok: 2_500_000, OutputMicrosPerMtok: 10_000_000, CachedInputMicrosPerMtok: 1_250_000}
+
+func (f *fakePrices) lookup(kind, baseURL, model string, override *pb.Price) (*pb.Price, string) {
+	f.mu.Lock()
+	f.calls = append(f.calls, kind+" "+baseURL+" "+model)
+	f.mu.Unlock()
+	switch {
+	case override != nil:
+		return override, "override"
+	case kind == "openai" && model == "gpt-4o":
+		return gpt4oPrice, "built-in openai/gpt-4o"
+	}
+	return nil, "" // the admin API fills in "unknown"
+}
+
+func TestListPrices(t *testing.T) {
+	store := openStore(t)
+	fp := &fakePrices{}
+	env := startServerWith(t, Config{Store: store, Prices: fp.lookup}, nil)
+	ctx := ctxT(t)
+
+	// The empty list.
+	resp, err := env.models.ListPrices(ctx, &pb.ListPricesRequest{})
+	mustOK(t, err)
+	if len(resp.GetPrices()) != 0 {
+		t.Errorf("ListPrices without routes = %v", resp.GetPrices())
+	}
+
+	override := &pb.Price{InputMicrosPerMtok: 100, OutputMicrosPerMtok: 200}
+	for _, add := range []*pb.AddDeploymentRequest{
+		{Model: "llama", Deployment: &pb.Deployment{Id: "vllm", Provider: "openai-compatible",
+			BaseUrl: "http://vllm:8000/v1", UpstreamModel: "llama-3"}},
+		{Model: "gpt-4o", Deployment: &pb.Deployment{Id: "zz-openai", Provider: "openai", UpstreamModel: "gpt-4o"}},
+		{Model: "gpt-4o", Deployment: &pb.Deployment{Id: "aa-proxy", Provider: "openai-compatible",
+			BaseUrl: "http://proxy/v1", UpstreamModel: "gpt-4o", Price: override}},
+	} {
+		_, err := env.models.AddDeployment(ctx, add)
+		mustOK(t, err)
+	}
+
+	want := []*pb.PriceRow{
+		{Model: "gpt-4o", Deployment: "aa-proxy", Provider: "openai-compatible", UpstreamModel: "gpt-4o",
+			Price: override, Source: "override"},
+		{Model: "gpt-4o", Deployment: "zz-openai", Provider: "openai", UpstreamModel: "gpt-4o",
+			Price: gpt4oPrice, Source: "built-in openai/gpt-4o"},
+		{Model: "llama", Deployment: "vllm", Provider: "openai-compatible", UpstreamModel: "llama-3",
+			Source: "unknown"},
+	}
+	resp, err = env.models.ListPrices(ctx, &pb.ListPricesRequest{})
+	mustOK(t, err)
+	if got := resp.GetPrices(); len(got) != len(want) {
+		t.Fatalf("ListPrices = %v", got)
+	} else {
+		for i := range want {
+			if !proto.Equal(got[i], want[i]) {
+				t.Errorf("row %d:\n got %v\nwant %v", i, got[i], want[i])
+			}
+		}
+	}
+	// The table was asked with the stored provider, base URL and upstream
+	// model (the openai default filled in).
+	fp.mu.Lock()
+	calls := strings.Join(fp.calls, "\n")
+	fp.mu.Unlock()
+	for _, c := range []string{"openai " + routing.OpenAIBaseURL + " gpt-4o", "openai-compatible http://proxy/v1 gpt-4o",
+		"openai-compatible http://vllm:8000/v1 llama-3"} {
+		if !strings.Contains(calls, c) {
+			t.Errorf("Prices not called with %q; calls:\n%s", c, calls)
+		}
+	}
+
+	// One model.
+	resp, err = env.models.ListPrices(ctx, &pb.ListPricesRequest{Model: "llama"})
+	mustOK(t, err)
+	if got := resp.GetPrices(); len(got) != 1 || !proto.Equal(got[0], want[2]) {
+		t.Errorf("ListPrices(llama) = %v", got)
+	}
+	_, err = env.models.ListPrices(ctx, &pb.ListPricesRequest{Model: "nope"})
+	st := wantCode(t, err, codes.NotFound)
+	if !strings.Contains(st.Message(), "nope") {
+		t.Errorf("not-found message = %q", st.Message())
+	}
+
+	// Without a price table every price is unknown.
+	bare := startServer(t, store)
+	resp, err = bare.models.ListPrices(ctx, &pb.ListPricesRequest{})
+	mustOK(t, err)
+	if got := resp.GetPrices(); len(got) != 3 {
+		t.Fatalf("ListPrices without a table = %v", got)
+	} else {
+		for i, r := range got {
+			if r.GetPrice() != nil || r.GetSource() != "unknown" || r.GetModel() != want[i].GetModel() ||
+				r.GetDeployment() != want[i].GetDeployment() {
+				t.Errorf("row %d without a table = %v", i, r)
+			}
+		}
 	}
 }

@@ -1,5 +1,5 @@
 // Package admin implements Tollgate's admin gRPC API (KeyService,
-// ModelService and CredentialService) on top of the Raft store: reads come
+// ModelService, CredentialService and TeamService) on top of the Raft store: reads come
 // from the published raftstore.State, writes become typed Raft commands.
 package admin
 
@@ -37,6 +37,13 @@ type Config struct {
 	BootstrapToken string
 	// Logger receives failed calls; nil means slog.Default().
 	Logger *slog.Logger
+	// Prices returns the price that applies to a deployment of provider
+	// kind kind with API root baseURL serving upstream model model, given
+	// the deployment's own price override (nil for none), and where that
+	// price comes from ("override", "built-in PROVIDER/MODEL", ...). A nil
+	// price means unknown. ModelService.ListPrices shows it; when Prices
+	// is nil, every price is reported unknown.
+	Prices func(kind, baseURL, model string, override *pb.Price) (price *pb.Price, source string)
 }
 
 // Server serves the admin API. Register it on a grpc.Server together with
@@ -46,6 +53,7 @@ type Server struct {
 	bootstrap [32]byte
 	hasBoot   bool
 	log       *slog.Logger
+	prices    func(kind, baseURL, model string, override *pb.Price) (*pb.Price, string)
 	now       func() time.Time
 }
 
@@ -54,7 +62,7 @@ func New(cfg Config) *Server {
 	if cfg.Store == nil {
 		panic("admin: Config.Store is nil")
 	}
-	s := &Server{store: cfg.Store, log: cfg.Logger, now: time.Now}
+	s := &Server{store: cfg.Store, log: cfg.Logger, prices: cfg.Prices, now: time.Now}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -64,14 +72,16 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// Register registers KeyService, ModelService and CredentialService on g.
+// Register registers KeyService, ModelService, CredentialService and
+// TeamService on g.
 func (s *Server) Register(g grpc.ServiceRegistrar) {
 	pb.RegisterKeyServiceServer(g, keyService{s: s})
 	pb.RegisterModelServiceServer(g, modelService{s: s})
 	pb.RegisterCredentialServiceServer(g, credentialService{s: s})
+	pb.RegisterTeamServiceServer(g, teamService{s: s})
 }
 
-// The three services share the Server; each needs its own type because the
+// The services share the Server; each needs its own type because the
 // generated Unimplemented* structs cannot be embedded side by side.
 type (
 	keyService struct {
@@ -84,6 +94,10 @@ type (
 	}
 	credentialService struct {
 		pb.UnimplementedCredentialServiceServer
+		s *Server
+	}
+	teamService struct {
+		pb.UnimplementedTeamServiceServer
 		s *Server
 	}
 )

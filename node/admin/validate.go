@@ -4,6 +4,9 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+	"github.com/tollgate/tollgate/raftstore"
 )
 
 // maxNameLen bounds key names, model names and similar identifiers.
@@ -62,6 +65,56 @@ func checkMetadata(md map[string]string, allowEmptyValue bool) error {
 		if err := checkText("metadata value of "+k, v); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkBudget checks a key's or team's budget; nil means none. what names
+// it in messages ("key budget", "team budget").
+func checkBudget(what string, b *pb.Budget) error {
+	if b == nil {
+		return nil
+	}
+	if b.GetLimitNanos() <= 0 {
+		return invalid("%s: limit_nanos must be positive, in nano-dollars (1e-9 USD, so $10 is 10000000000); got %d",
+			what, b.GetLimitNanos())
+	}
+	switch b.GetPeriod() {
+	case raftstore.PeriodDay, raftstore.PeriodWeek, raftstore.PeriodMonth, raftstore.PeriodTotal:
+	case "":
+		return invalid("%s: period is required: day, week, month or total", what)
+	default:
+		return invalid("%s: period %q is not one of day, week, month, total", what, b.GetPeriod())
+	}
+	return nil
+}
+
+// checkPrice checks a deployment's price override; nil means none. Zero
+// prices are allowed (a free model), negative ones are not.
+func checkPrice(model, deployment string, p *pb.Price) error {
+	if p == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"input_micros_per_mtok", p.GetInputMicrosPerMtok()},
+		{"output_micros_per_mtok", p.GetOutputMicrosPerMtok()},
+		{"cached_input_micros_per_mtok", p.GetCachedInputMicrosPerMtok()},
+	} {
+		if f.v < 0 {
+			return invalid("model %q, deployment %q: price %s must not be negative; got %d", model, deployment, f.name, f.v)
+		}
+	}
+	return nil
+}
+
+// checkRateLimits rejects negative limits (zero means unlimited).
+func checkRateLimits(what string, l *pb.RateLimits) error {
+	if l.GetRpm() < 0 || l.GetTpm() < 0 || l.GetMaxParallel() < 0 {
+		return invalid("%s rate limits must not be negative (0 means unlimited): rpm %d, tpm %d, max_parallel %d",
+			what, l.GetRpm(), l.GetTpm(), l.GetMaxParallel())
 	}
 	return nil
 }

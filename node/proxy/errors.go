@@ -2,8 +2,14 @@ package proxy
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/node/budget"
+	"github.com/tollgate/tollgate/ratelimit"
 )
 
 // OpenAI's error types, as its API returns them.
@@ -91,4 +97,53 @@ func errMethod(allow string) apiError {
 func errUnknownPath(path string) apiError {
 	return apiError{http.StatusNotFound, typeInvalidRequest, "unknown_url", "",
 		"Unknown request URL: " + path + "."}
+}
+
+func errUnpriced(model string) apiError {
+	return apiError{http.StatusForbidden, typePermission, "model_unpriced", "model",
+		"The price of the model '" + model + "' is unknown, and this key's budget does not allow unpriced models. An operator can set a price on the deployment or allow unpriced models on the budget."}
+}
+
+func errBudgetExceeded(e *budget.Exceeded) apiError {
+	msg := "The budget of " + budgetName(e.Budget.ID) + " is exhausted: spent " + usd(e.SpentNanos) +
+		" of " + usd(e.Budget.LimitNanos) + " (" + e.Budget.Period + ")"
+	if e.ResetAt > 0 {
+		msg += "; it resets at " + time.Unix(e.ResetAt, 0).UTC().Format(time.RFC3339)
+	}
+	return apiError{http.StatusTooManyRequests, "insufficient_quota", "budget_exceeded", "", msg + "."}
+}
+
+func budgetName(id string) string {
+	kind, ref, _ := strings.Cut(id, ":")
+	return kind + " '" + ref + "'"
+}
+
+// usd formats nano-dollars as dollars with four decimals.
+func usd(nanos int64) string {
+	neg := nanos < 0
+	if neg {
+		nanos = -nanos
+	}
+	tenths := (nanos + 50_000) / 100_000 // units of $0.0001
+	s := "$" + strconv.FormatInt(tenths/10_000, 10) + "." + fmt.Sprintf("%04d", tenths%10_000)
+	if neg {
+		s = "-" + s
+	}
+	return s
+}
+
+func errRateLimited(r *ratelimit.Refusal) apiError {
+	what := map[string]string{"rpm": "requests per minute", "tpm": "tokens per minute", "parallel": "requests in flight"}[r.Reason]
+	typ := "requests"
+	if r.Reason == "tpm" {
+		typ = "tokens"
+	}
+	return apiError{http.StatusTooManyRequests, typ, "rate_limit_exceeded", "",
+		"Rate limit reached for " + budgetName(r.Bucket) + ": " + strconv.FormatInt(r.Limit, 10) + " " + what +
+			". Retry after " + r.RetryAfter.String() + "."}
+}
+
+func errDeploymentsBusy(model string, r *ratelimit.Refusal) apiError {
+	return apiError{http.StatusTooManyRequests, "requests", "rate_limit_exceeded", "",
+		"Every deployment of the model '" + model + "' is at its rate limit (" + r.Reason + "). Retry after " + r.RetryAfter.String() + "."}
 }

@@ -13,12 +13,15 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/node/budget"
 	"github.com/tollgate/tollgate/raftstore"
+	"github.com/tollgate/tollgate/ratelimit"
 	"github.com/tollgate/tollgate/routing"
 )
 
@@ -27,11 +30,12 @@ type StateSource interface {
 	State() *raftstore.State
 }
 
-// Record describes one finished request, for metrics and (later) the
-// ledger.
+// Record describes one finished request, for metrics and the ledger.
 type Record struct {
 	RequestID  string
 	KeyID      string
+	TeamID     string
+	Provider   string
 	Endpoint   routing.Endpoint
 	Model      string
 	Deployment string
@@ -44,12 +48,49 @@ type Record struct {
 	// UpstreamLatency is the time from sending upstream to the response
 	// headers of the attempt that answered.
 	UpstreamLatency time.Duration
+	// FirstByte is the time from arrival to the first byte of the answer.
+	FirstByte time.Duration
+	// CostNanos is the cost in nano-dollars; Unpriced is set (and the cost
+	// zero) when the deployment's price is unknown.
+	CostNanos int64
+	Unpriced  bool
+	// Reservation is what the request held of its budgets; nil without.
+	Reservation *budget.Reservation
+	// RateLimited names the limit that refused the request ("rpm", "tpm",
+	// "parallel"), empty when none did.
+	RateLimited string
+
+	tickets [2]*ratelimit.Ticket // the key/team ticket and the deployment's
+
+	dep       *raftstore.Deployment // the deployment that answered
+	committed bool
 }
 
-// Recorder receives every finished request. Record must not block and must
-// not keep rec after it returns.
+// Recorder receives every finished request, before the last byte of the
+// answer is sent. Record may block briefly (the ledger waits for its write,
+// never for an fsync) and must not keep rec after it returns.
 type Recorder interface {
 	Record(rec *Record)
+}
+
+// Pricing prices tokens served by a deployment.
+type Pricing interface {
+	// Cost returns the cost in nano-dollars of the tokens at d's price,
+	// and false when d's price is unknown.
+	Cost(d *raftstore.Deployment, prompt, completion, cached int64) (int64, bool)
+}
+
+// RateLimiter admits requests against cluster-wide rate limits (see
+// package ratelimit).
+type RateLimiter interface {
+	Admit(checks []ratelimit.Check, estTokens int64) (*ratelimit.Ticket, *ratelimit.Refusal)
+	Status(c ratelimit.Check) ratelimit.Status
+}
+
+// Budgets holds budget reservations (see package budget).
+type Budgets interface {
+	Reserve(ctx context.Context, limits []*raftstore.Limit, estimate int64, now time.Time) (*budget.Reservation, error)
+	Settle(r *budget.Reservation, cost int64)
 }
 
 // Config configures a Handler.
@@ -64,6 +105,15 @@ type Config struct {
 	// Transport carries upstream requests; default NewTransport().
 	Transport http.RoundTripper
 	Recorders []Recorder
+	// Pricing and Budgets may be nil: then nothing is priced and no budget
+	// is enforced.
+	Pricing Pricing
+	Budgets Budgets
+	// Limiter enforces rate limits; nil: none.
+	Limiter RateLimiter
+	// OutputCap is the completion tokens a budget reservation assumes for
+	// a request without max_tokens; default 4096.
+	OutputCap int64
 	Logger    *slog.Logger
 }
 
@@ -83,6 +133,9 @@ func New(cfg Config) *Handler {
 	}
 	if cfg.UpstreamTimeout <= 0 {
 		cfg.UpstreamTimeout = 10 * time.Minute
+	}
+	if cfg.OutputCap <= 0 {
+		cfg.OutputCap = 4096
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -173,6 +226,7 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 	defer h.finish(rec)
 	fail := func(e apiError) {
 		rec.Status = e.status
+		h.commit(rec)
 		writeError(w, e)
 	}
 	st := h.cfg.State.State()
@@ -181,7 +235,7 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 		fail(aerr)
 		return
 	}
-	rec.KeyID = key.ID
+	rec.KeyID, rec.TeamID = key.ID, key.TeamID
 
 	in := getBuf()
 	defer putBuf(in)
@@ -221,15 +275,171 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 	// Only names of existing routes become the record's model, so metrics
 	// labels cannot be blown up by made-up model names.
 	rec.Model = route.Name
+	if limits := budgetsOf(st, key); len(limits) > 0 && h.cfg.Budgets != nil {
+		estimate, priced := h.estimate(route, len(body), &req, rec.Endpoint)
+		if !priced && !allowUnpriced(limits) {
+			fail(errUnpriced(req.Model))
+			return
+		}
+		res, err := h.cfg.Budgets.Reserve(r.Context(), limits, estimate, rec.Start)
+		if err != nil {
+			var ex *budget.Exceeded
+			if errors.As(err, &ex) {
+				if ex.ResetAt > 0 {
+					w.Header().Set("Retry-After", strconv.FormatInt(max(ex.ResetAt-time.Now().Unix(), 1), 10))
+				}
+				fail(errBudgetExceeded(ex))
+			} else {
+				fail(apiError{http.StatusServiceUnavailable, typeServer, "budget_unavailable", "", "The budget could not be checked: " + err.Error()})
+			}
+			return
+		}
+		rec.Reservation = res
+	}
+	if h.cfg.Limiter != nil {
+		var buf [2]ratelimit.Check
+		if checks := limitChecks(buf[:0], st, key); len(checks) > 0 {
+			t, refusal := h.cfg.Limiter.Admit(checks, estimateTokens(len(body), &req, h.cfg.OutputCap))
+			setRateHeaders(w.Header(), h.cfg.Limiter.Status(checks[0]))
+			if refusal != nil {
+				rec.RateLimited = refusal.Reason
+				w.Header().Set("Retry-After", strconv.FormatInt(int64(max(refusal.RetryAfter/time.Second, 1)), 10))
+				fail(errRateLimited(refusal))
+				return
+			}
+			rec.tickets[0] = t
+		}
+	}
 	h.forward(w, r, rec, route, body, &req)
 }
 
-func (h *Handler) finish(rec *Record) {
+// limitChecks appends the rate-limit buckets a key's requests count in.
+func limitChecks(dst []ratelimit.Check, st *raftstore.State, key *raftstore.Key) []ratelimit.Check {
+	if l := key.Limits; l != nil {
+		dst = append(dst, ratelimit.Check{Bucket: "key:" + key.ID, Limits: ratelimit.Limits{RPM: l.RPM, TPM: l.TPM, MaxParallel: l.MaxParallel}})
+	}
+	if key.TeamID != "" {
+		if t := st.Team(key.TeamID); t != nil && t.Limits != nil {
+			l := t.Limits
+			dst = append(dst, ratelimit.Check{Bucket: "team:" + t.ID, Limits: ratelimit.Limits{RPM: l.RPM, TPM: l.TPM, MaxParallel: l.MaxParallel}})
+		}
+	}
+	return dst
+}
+
+// estimateTokens guesses a request's tokens for TPM before it runs (four
+// bytes a token in, max_tokens or the cap out); the real count corrects it
+// afterwards.
+func estimateTokens(bodyLen int, req *routing.Request, outputCap int64) int64 {
+	out := req.MaxTokens
+	if out <= 0 {
+		out = min(outputCap, 1024)
+	}
+	return int64(bodyLen/4) + out
+}
+
+// setRateHeaders sets OpenAI's x-ratelimit-* headers.
+func setRateHeaders(h http.Header, s ratelimit.Status) {
+	if s.LimitRequests > 0 {
+		h["X-Ratelimit-Limit-Requests"] = []string{strconv.FormatInt(s.LimitRequests, 10)}
+		h["X-Ratelimit-Remaining-Requests"] = []string{strconv.FormatInt(max(s.RemainingRequests, 0), 10)}
+		h["X-Ratelimit-Reset-Requests"] = []string{formatReset(s.ResetRequests)}
+	}
+	if s.LimitTokens > 0 {
+		h["X-Ratelimit-Limit-Tokens"] = []string{strconv.FormatInt(s.LimitTokens, 10)}
+		h["X-Ratelimit-Remaining-Tokens"] = []string{strconv.FormatInt(max(s.RemainingTokens, 0), 10)}
+		h["X-Ratelimit-Reset-Tokens"] = []string{formatReset(s.ResetTokens)}
+	}
+}
+
+// formatReset writes a duration the way OpenAI does ("1s", "6m0s", "120ms").
+func formatReset(d time.Duration) string {
+	if d < time.Second {
+		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	}
+	return d.Round(time.Second).String()
+}
+
+// budgetsOf returns the budgets a key's requests count against.
+func budgetsOf(st *raftstore.State, key *raftstore.Key) []*raftstore.Limit {
+	var out []*raftstore.Limit
+	if key.Budget != nil {
+		out = append(out, key.Budget)
+	}
+	if key.TeamID != "" {
+		if t := st.Team(key.TeamID); t != nil && t.Budget != nil {
+			out = append(out, t.Budget)
+		}
+	}
+	return out
+}
+
+func allowUnpriced(limits []*raftstore.Limit) bool {
+	for _, l := range limits {
+		if !l.AllowUnpriced {
+			return false
+		}
+	}
+	return true
+}
+
+// estimate bounds a request's cost from above: every body byte counted as
+// an input token, and max_tokens (or OutputCap) output tokens, at the
+// dearest deployment of the route. It reports false when a deployment's
+// price is unknown.
+func (h *Handler) estimate(route *raftstore.Route, bodyLen int, req *routing.Request, ep routing.Endpoint) (int64, bool) {
+	if h.cfg.Pricing == nil {
+		return 0, false
+	}
+	out := req.MaxTokens
+	if out <= 0 {
+		out = h.cfg.OutputCap
+	}
+	if ep == routing.EndpointEmbeddings {
+		out = 0
+	}
+	var most int64
+	for _, d := range route.Deployments {
+		c, ok := h.cfg.Pricing.Cost(d, int64(bodyLen), out, 0)
+		if !ok {
+			return 0, false
+		}
+		most = max(most, c)
+	}
+	return most, true
+}
+
+// commit prices the finished request, settles its budget reservation and
+// hands it to the recorders (the ledger among them). It runs before the
+// last byte of the answer is written, so a record is never lost to a crash
+// that the client saw succeed, and it runs once.
+func (h *Handler) commit(rec *Record) {
+	if rec.committed {
+		return
+	}
+	rec.committed = true
 	rec.Latency = time.Since(rec.Start)
+	if d := rec.dep; d != nil && h.cfg.Pricing != nil && rec.Usage.Present {
+		u := rec.Usage
+		cost, ok := h.cfg.Pricing.Cost(d, u.PromptTokens, u.CompletionTokens, u.CachedTokens)
+		rec.CostNanos, rec.Unpriced = cost, !ok
+	} else if rec.dep != nil && rec.Usage.Present {
+		rec.Unpriced = true
+	}
+	if h.cfg.Budgets != nil && rec.Reservation != nil {
+		h.cfg.Budgets.Settle(rec.Reservation, rec.CostNanos)
+	}
+	for _, t := range rec.tickets {
+		if t != nil {
+			t.Done(rec.Usage.PromptTokens + rec.Usage.CompletionTokens)
+		}
+	}
 	for _, rc := range h.cfg.Recorders {
 		rc.Record(rec)
 	}
 }
+
+func (h *Handler) finish(rec *Record) { h.commit(rec) }
 
 // forward tries the route's deployments in order until one answers.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, route *raftstore.Route, body []byte, req *routing.Request) {
@@ -237,18 +447,40 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, r
 	deps := routing.Order(orderBuf[:0], route, rand.Uint64N)
 	for i, d := range deps {
 		rec.Attempts++
-		rec.Deployment = d.ID
+		rec.Deployment, rec.Provider, rec.dep = d.ID, d.Provider, d
 		if d.Provider == routing.ProviderDemo {
 			w.Header().Set("X-Tollgate-Deployment", d.ID)
+			rec.FirstByte = time.Since(rec.Start)
 			rec.Usage = routing.ServeDemo(w, rec.Endpoint, req.Model, body, req)
 			rec.Status = http.StatusOK
 			return
+		}
+		if d.Limits != nil && h.cfg.Limiter != nil {
+			l := d.Limits
+			t, refusal := h.cfg.Limiter.Admit([]ratelimit.Check{{Bucket: d.LimitBucket,
+				Limits: ratelimit.Limits{RPM: l.RPM, TPM: l.TPM, MaxParallel: l.MaxParallel}}}, estimateTokens(len(body), req, h.cfg.OutputCap))
+			if refusal != nil {
+				if i < len(deps)-1 {
+					continue // another deployment serves before the client sees a 429
+				}
+				rec.RateLimited = refusal.Reason
+				w.Header().Set("Retry-After", strconv.FormatInt(int64(max(refusal.RetryAfter/time.Second, 1)), 10))
+				rec.Status = http.StatusTooManyRequests
+				h.commit(rec)
+				writeError(w, errDeploymentsBusy(req.Model, refusal))
+				return
+			}
+			if rec.tickets[1] != nil {
+				rec.tickets[1].Done(0)
+			}
+			rec.tickets[1] = t
 		}
 		if d.CredentialMissing {
 			if i < len(deps)-1 {
 				continue
 			}
 			rec.Status = http.StatusBadGateway
+			h.commit(rec)
 			writeError(w, apiError{http.StatusBadGateway, typeUpstream, "credential_missing", "",
 				"The deployment '" + d.ID + "' names a credential that is not set; an operator must run 'tollctl credential set " + d.CredentialName + "'."})
 			return
@@ -281,6 +513,7 @@ func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, rec *Record, d
 	ureq, err := newUpstreamRequest(ctx, d, rec.Endpoint, out)
 	if err != nil { // newUpstreamRequest returned out to the pool
 		rec.Status = http.StatusBadGateway
+		h.commit(rec)
 		writeError(w, apiError{http.StatusBadGateway, typeUpstream, "bad_upstream_url", "", err.Error()})
 		return false
 	}
@@ -292,12 +525,14 @@ func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, rec *Record, d
 			rec.Status = statusClientClosed
 		case timedOut.Load():
 			rec.Status = http.StatusGatewayTimeout
+			h.commit(rec)
 			writeError(w, apiError{http.StatusGatewayTimeout, typeTimeout, "upstream_timeout", "",
 				"The upstream deployment '" + d.ID + "' did not answer within " + timeout.String() + "."})
 		case canRetry && isConnectError(err):
 			return true
 		default:
 			rec.Status = http.StatusBadGateway
+			h.commit(rec)
 			writeError(w, apiError{http.StatusBadGateway, typeUpstream, "upstream_unreachable", "",
 				"The upstream deployment '" + d.ID + "' failed: " + upstreamErrText(err)})
 		}

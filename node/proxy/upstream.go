@@ -67,10 +67,12 @@ func (h *Handler) buffered(w http.ResponseWriter, r *http.Request, rec *Record, 
 			rec.Status = statusClientClosed
 		case timedOut.Load():
 			rec.Status = http.StatusGatewayTimeout
+			h.commit(rec)
 			writeError(w, apiError{http.StatusGatewayTimeout, typeTimeout, "upstream_timeout", "",
 				"The upstream deployment '" + d.ID + "' did not finish within " + timeout.String() + "."})
 		default:
 			rec.Status = http.StatusBadGateway
+			h.commit(rec)
 			writeError(w, apiError{http.StatusBadGateway, typeUpstream, "upstream_failed", "",
 				"The upstream deployment '" + d.ID + "' failed while answering: " + upstreamErrText(err)})
 		}
@@ -84,6 +86,7 @@ func (h *Handler) buffered(w http.ResponseWriter, r *http.Request, rec *Record, 
 		if len(snippet) > 200 {
 			snippet = snippet[:200] + "…"
 		}
+		h.commit(rec)
 		writeError(w, apiError{resp.StatusCode, typeUpstream, "upstream_error", "",
 			"The upstream deployment '" + d.ID + "' answered " + strconv.Itoa(resp.StatusCode) + ": " + snippet})
 		return
@@ -99,6 +102,8 @@ func (h *Handler) buffered(w http.ResponseWriter, r *http.Request, rec *Record, 
 		hdr["Retry-After"] = []string{ra}
 	}
 	hdr["Content-Length"] = []string{strconv.Itoa(len(data))}
+	rec.FirstByte = time.Since(rec.Start)
+	h.commit(rec)
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(data)
 }
@@ -131,6 +136,7 @@ var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 16<
 var (
 	usageNullField = []byte(`,"usage":null`)
 	dataPrefix     = []byte("data:")
+	doneMarker     = []byte("[DONE]")
 )
 
 // stream relays a server-sent event stream event by event, flushing after
@@ -143,6 +149,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, rec *Record, re
 	hdr["X-Accel-Buffering"] = []string{"no"}
 	w.WriteHeader(resp.StatusCode)
 	rec.Status = resp.StatusCode
+	rec.FirstByte = time.Since(rec.Start)
 	fl, _ := w.(http.Flusher)
 	if fl != nil {
 		fl.Flush()
@@ -184,8 +191,10 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, rec *Record, re
 				// than one that ended cleanly without [DONE].
 				rec.Status = http.StatusBadGateway
 				h.log.Warn("upstream stream broke", "request", rec.RequestID, "deployment", rec.Deployment, "err", err)
+				h.commit(rec)
 				panic(http.ErrAbortHandler)
 			}
+			h.commit(rec) // a stream without [DONE]
 			if fl != nil {
 				fl.Flush()
 			}
@@ -213,6 +222,9 @@ func (h *Handler) relayLine(w http.ResponseWriter, fl http.Flusher, rec *Record,
 	}
 	if bytes.HasPrefix(content, dataPrefix) {
 		data := bytes.TrimLeft(content[len(dataPrefix):], " ")
+		if bytes.Equal(data, doneMarker) {
+			h.commit(rec) // before the stream's last event reaches the client
+		}
 		if i := bytes.Index(data, usageNullField); i >= 0 {
 			if hide {
 				j := len(content) - len(data) + i // data is a suffix of content, content a prefix of line

@@ -27,8 +27,12 @@ type CreateKeyRequest struct {
 	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Models []string               `protobuf:"bytes,2,rep,name=models,proto3" json:"models,omitempty"`
 	// Unset: never expires.
-	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
-	Metadata      map[string]string      `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	Metadata  map[string]string      `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The team the key belongs to; empty for none.
+	TeamId        string      `protobuf:"bytes,5,opt,name=team_id,json=teamId,proto3" json:"team_id,omitempty"`
+	Budget        *Budget     `protobuf:"bytes,6,opt,name=budget,proto3" json:"budget,omitempty"`
+	Limits        *RateLimits `protobuf:"bytes,7,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -87,6 +91,27 @@ func (x *CreateKeyRequest) GetExpiresAt() *timestamppb.Timestamp {
 func (x *CreateKeyRequest) GetMetadata() map[string]string {
 	if x != nil {
 		return x.Metadata
+	}
+	return nil
+}
+
+func (x *CreateKeyRequest) GetTeamId() string {
+	if x != nil {
+		return x.TeamId
+	}
+	return ""
+}
+
+func (x *CreateKeyRequest) GetBudget() *Budget {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+func (x *CreateKeyRequest) GetLimits() *RateLimits {
+	if x != nil {
+		return x.Limits
 	}
 	return nil
 }
@@ -278,10 +303,14 @@ func (x *GetKeyRequest) GetId() string {
 }
 
 type GetKeyResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           *Key                   `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   *Key                   `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The key's own budget in the current period; unset without a budget.
+	BudgetStatus *BudgetStatus `protobuf:"bytes,2,opt,name=budget_status,json=budgetStatus,proto3" json:"budget_status,omitempty"`
+	// The budget of the key's team; unset without one.
+	TeamBudgetStatus *BudgetStatus `protobuf:"bytes,3,opt,name=team_budget_status,json=teamBudgetStatus,proto3" json:"team_budget_status,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *GetKeyResponse) Reset() {
@@ -321,6 +350,118 @@ func (x *GetKeyResponse) GetKey() *Key {
 	return nil
 }
 
+func (x *GetKeyResponse) GetBudgetStatus() *BudgetStatus {
+	if x != nil {
+		return x.BudgetStatus
+	}
+	return nil
+}
+
+func (x *GetKeyResponse) GetTeamBudgetStatus() *BudgetStatus {
+	if x != nil {
+		return x.TeamBudgetStatus
+	}
+	return nil
+}
+
+// BudgetStatus is a budget's state in its current period, cluster-wide.
+type BudgetStatus struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	LimitNanos int64                  `protobuf:"varint,1,opt,name=limit_nanos,json=limitNanos,proto3" json:"limit_nanos,omitempty"`
+	Period     string                 `protobuf:"bytes,2,opt,name=period,proto3" json:"period,omitempty"`
+	// Current period: start and reset time (Unix seconds, UTC); reset is 0
+	// for a total budget.
+	PeriodStart int64 `protobuf:"varint,3,opt,name=period_start,json=periodStart,proto3" json:"period_start,omitempty"`
+	ResetAt     int64 `protobuf:"varint,4,opt,name=reset_at,json=resetAt,proto3" json:"reset_at,omitempty"`
+	// Spend the nodes have settled in this period.
+	SpentNanos int64 `protobuf:"varint,5,opt,name=spent_nanos,json=spentNanos,proto3" json:"spent_nanos,omitempty"`
+	// Granted to nodes and not yet settled: spendable, but not spent yet.
+	LeasedNanos int64 `protobuf:"varint,6,opt,name=leased_nanos,json=leasedNanos,proto3" json:"leased_nanos,omitempty"`
+	// limit - spent, never negative.
+	RemainingNanos int64 `protobuf:"varint,7,opt,name=remaining_nanos,json=remainingNanos,proto3" json:"remaining_nanos,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *BudgetStatus) Reset() {
+	*x = BudgetStatus{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BudgetStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BudgetStatus) ProtoMessage() {}
+
+func (x *BudgetStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BudgetStatus.ProtoReflect.Descriptor instead.
+func (*BudgetStatus) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *BudgetStatus) GetLimitNanos() int64 {
+	if x != nil {
+		return x.LimitNanos
+	}
+	return 0
+}
+
+func (x *BudgetStatus) GetPeriod() string {
+	if x != nil {
+		return x.Period
+	}
+	return ""
+}
+
+func (x *BudgetStatus) GetPeriodStart() int64 {
+	if x != nil {
+		return x.PeriodStart
+	}
+	return 0
+}
+
+func (x *BudgetStatus) GetResetAt() int64 {
+	if x != nil {
+		return x.ResetAt
+	}
+	return 0
+}
+
+func (x *BudgetStatus) GetSpentNanos() int64 {
+	if x != nil {
+		return x.SpentNanos
+	}
+	return 0
+}
+
+func (x *BudgetStatus) GetLeasedNanos() int64 {
+	if x != nil {
+		return x.LeasedNanos
+	}
+	return 0
+}
+
+func (x *BudgetStatus) GetRemainingNanos() int64 {
+	if x != nil {
+		return x.RemainingNanos
+	}
+	return 0
+}
+
 // StringList wraps a list so that "set to empty" differs from "not set".
 type StringList struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -331,7 +472,7 @@ type StringList struct {
 
 func (x *StringList) Reset() {
 	*x = StringList{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[6]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -343,7 +484,7 @@ func (x *StringList) String() string {
 func (*StringList) ProtoMessage() {}
 
 func (x *StringList) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[6]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -356,7 +497,7 @@ func (x *StringList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StringList.ProtoReflect.Descriptor instead.
 func (*StringList) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StringList) GetValues() []string {
@@ -377,14 +518,22 @@ type UpdateKeyRequest struct {
 	// Removes the expiry.
 	ClearExpiresAt bool `protobuf:"varint,5,opt,name=clear_expires_at,json=clearExpiresAt,proto3" json:"clear_expires_at,omitempty"`
 	// Merged into the metadata; an empty value deletes that label.
-	Metadata      map[string]string `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Metadata map[string]string `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// When set, moves the key to this team ("" removes it from its team).
+	TeamId *string `protobuf:"bytes,7,opt,name=team_id,json=teamId,proto3,oneof" json:"team_id,omitempty"`
+	// When set, replaces the key's budget.
+	Budget *Budget `protobuf:"bytes,8,opt,name=budget,proto3" json:"budget,omitempty"`
+	// Removes the key's budget.
+	ClearBudget bool `protobuf:"varint,9,opt,name=clear_budget,json=clearBudget,proto3" json:"clear_budget,omitempty"`
+	// When set, replaces the key's rate limits (all zero: none).
+	Limits        *RateLimits `protobuf:"bytes,10,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpdateKeyRequest) Reset() {
 	*x = UpdateKeyRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[7]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -396,7 +545,7 @@ func (x *UpdateKeyRequest) String() string {
 func (*UpdateKeyRequest) ProtoMessage() {}
 
 func (x *UpdateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[7]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -409,7 +558,7 @@ func (x *UpdateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKeyRequest.ProtoReflect.Descriptor instead.
 func (*UpdateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *UpdateKeyRequest) GetId() string {
@@ -454,6 +603,34 @@ func (x *UpdateKeyRequest) GetMetadata() map[string]string {
 	return nil
 }
 
+func (x *UpdateKeyRequest) GetTeamId() string {
+	if x != nil && x.TeamId != nil {
+		return *x.TeamId
+	}
+	return ""
+}
+
+func (x *UpdateKeyRequest) GetBudget() *Budget {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+func (x *UpdateKeyRequest) GetClearBudget() bool {
+	if x != nil {
+		return x.ClearBudget
+	}
+	return false
+}
+
+func (x *UpdateKeyRequest) GetLimits() *RateLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
 type UpdateKeyResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           *Key                   `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -463,7 +640,7 @@ type UpdateKeyResponse struct {
 
 func (x *UpdateKeyResponse) Reset() {
 	*x = UpdateKeyResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[8]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -475,7 +652,7 @@ func (x *UpdateKeyResponse) String() string {
 func (*UpdateKeyResponse) ProtoMessage() {}
 
 func (x *UpdateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[8]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -488,7 +665,7 @@ func (x *UpdateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKeyResponse.ProtoReflect.Descriptor instead.
 func (*UpdateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UpdateKeyResponse) GetKey() *Key {
@@ -507,7 +684,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[9]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -519,7 +696,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[9]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -532,7 +709,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RevokeKeyRequest) GetId() string {
@@ -551,7 +728,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[10]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -563,7 +740,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[10]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -576,7 +753,7 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RevokeKeyResponse) GetKey() *Key {
@@ -595,7 +772,7 @@ type RotateKeyRequest struct {
 
 func (x *RotateKeyRequest) Reset() {
 	*x = RotateKeyRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[11]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -607,7 +784,7 @@ func (x *RotateKeyRequest) String() string {
 func (*RotateKeyRequest) ProtoMessage() {}
 
 func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[11]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -620,7 +797,7 @@ func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RotateKeyRequest) GetId() string {
@@ -640,7 +817,7 @@ type RotateKeyResponse struct {
 
 func (x *RotateKeyResponse) Reset() {
 	*x = RotateKeyResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[12]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -652,7 +829,7 @@ func (x *RotateKeyResponse) String() string {
 func (*RotateKeyResponse) ProtoMessage() {}
 
 func (x *RotateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[12]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -665,7 +842,7 @@ func (x *RotateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeyResponse.ProtoReflect.Descriptor instead.
 func (*RotateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RotateKeyResponse) GetKey() *Key {
@@ -682,6 +859,181 @@ func (x *RotateKeyResponse) GetSecret() string {
 	return ""
 }
 
+type ListPricesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this model route; empty for all.
+	Model         string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPricesRequest) Reset() {
+	*x = ListPricesRequest{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPricesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPricesRequest) ProtoMessage() {}
+
+func (x *ListPricesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPricesRequest.ProtoReflect.Descriptor instead.
+func (*ListPricesRequest) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListPricesRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+type PriceRow struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Model         string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	Deployment    string                 `protobuf:"bytes,2,opt,name=deployment,proto3" json:"deployment,omitempty"`
+	Provider      string                 `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
+	UpstreamModel string                 `protobuf:"bytes,4,opt,name=upstream_model,json=upstreamModel,proto3" json:"upstream_model,omitempty"`
+	// Unset when the price is unknown.
+	Price *Price `protobuf:"bytes,5,opt,name=price,proto3" json:"price,omitempty"`
+	// "override", "built-in PROVIDER/MODEL", or "unknown".
+	Source        string `protobuf:"bytes,6,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PriceRow) Reset() {
+	*x = PriceRow{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PriceRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PriceRow) ProtoMessage() {}
+
+func (x *PriceRow) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PriceRow.ProtoReflect.Descriptor instead.
+func (*PriceRow) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *PriceRow) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *PriceRow) GetDeployment() string {
+	if x != nil {
+		return x.Deployment
+	}
+	return ""
+}
+
+func (x *PriceRow) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *PriceRow) GetUpstreamModel() string {
+	if x != nil {
+		return x.UpstreamModel
+	}
+	return ""
+}
+
+func (x *PriceRow) GetPrice() *Price {
+	if x != nil {
+		return x.Price
+	}
+	return nil
+}
+
+func (x *PriceRow) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+type ListPricesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Prices        []*PriceRow            `protobuf:"bytes,1,rep,name=prices,proto3" json:"prices,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPricesResponse) Reset() {
+	*x = ListPricesResponse{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPricesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPricesResponse) ProtoMessage() {}
+
+func (x *ListPricesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPricesResponse.ProtoReflect.Descriptor instead.
+func (*ListPricesResponse) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ListPricesResponse) GetPrices() []*PriceRow {
+	if x != nil {
+		return x.Prices
+	}
+	return nil
+}
+
 type AddDeploymentRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Model         string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
@@ -692,7 +1044,7 @@ type AddDeploymentRequest struct {
 
 func (x *AddDeploymentRequest) Reset() {
 	*x = AddDeploymentRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[13]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -704,7 +1056,7 @@ func (x *AddDeploymentRequest) String() string {
 func (*AddDeploymentRequest) ProtoMessage() {}
 
 func (x *AddDeploymentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[13]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -717,7 +1069,7 @@ func (x *AddDeploymentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddDeploymentRequest.ProtoReflect.Descriptor instead.
 func (*AddDeploymentRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AddDeploymentRequest) GetModel() string {
@@ -743,7 +1095,7 @@ type AddDeploymentResponse struct {
 
 func (x *AddDeploymentResponse) Reset() {
 	*x = AddDeploymentResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[14]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -755,7 +1107,7 @@ func (x *AddDeploymentResponse) String() string {
 func (*AddDeploymentResponse) ProtoMessage() {}
 
 func (x *AddDeploymentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[14]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -768,7 +1120,7 @@ func (x *AddDeploymentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddDeploymentResponse.ProtoReflect.Descriptor instead.
 func (*AddDeploymentResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AddDeploymentResponse) GetRoute() *ModelRoute {
@@ -789,13 +1141,15 @@ type UpdateDeploymentRequest struct {
 	Weight        *uint32                `protobuf:"varint,7,opt,name=weight,proto3,oneof" json:"weight,omitempty"`
 	Priority      *uint32                `protobuf:"varint,8,opt,name=priority,proto3,oneof" json:"priority,omitempty"`
 	TimeoutMs     *uint32                `protobuf:"varint,9,opt,name=timeout_ms,json=timeoutMs,proto3,oneof" json:"timeout_ms,omitempty"`
+	// When set, replaces the deployment's rate limits (all zero: none).
+	Limits        *RateLimits `protobuf:"bytes,10,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpdateDeploymentRequest) Reset() {
 	*x = UpdateDeploymentRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[15]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +1161,7 @@ func (x *UpdateDeploymentRequest) String() string {
 func (*UpdateDeploymentRequest) ProtoMessage() {}
 
 func (x *UpdateDeploymentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[15]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +1174,7 @@ func (x *UpdateDeploymentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateDeploymentRequest.ProtoReflect.Descriptor instead.
 func (*UpdateDeploymentRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UpdateDeploymentRequest) GetModel() string {
@@ -886,6 +1240,13 @@ func (x *UpdateDeploymentRequest) GetTimeoutMs() uint32 {
 	return 0
 }
 
+func (x *UpdateDeploymentRequest) GetLimits() *RateLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
 type UpdateDeploymentResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Route         *ModelRoute            `protobuf:"bytes,1,opt,name=route,proto3" json:"route,omitempty"`
@@ -895,7 +1256,7 @@ type UpdateDeploymentResponse struct {
 
 func (x *UpdateDeploymentResponse) Reset() {
 	*x = UpdateDeploymentResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[16]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -907,7 +1268,7 @@ func (x *UpdateDeploymentResponse) String() string {
 func (*UpdateDeploymentResponse) ProtoMessage() {}
 
 func (x *UpdateDeploymentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[16]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -920,7 +1281,7 @@ func (x *UpdateDeploymentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateDeploymentResponse.ProtoReflect.Descriptor instead.
 func (*UpdateDeploymentResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UpdateDeploymentResponse) GetRoute() *ModelRoute {
@@ -940,7 +1301,7 @@ type RemoveDeploymentRequest struct {
 
 func (x *RemoveDeploymentRequest) Reset() {
 	*x = RemoveDeploymentRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[17]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -952,7 +1313,7 @@ func (x *RemoveDeploymentRequest) String() string {
 func (*RemoveDeploymentRequest) ProtoMessage() {}
 
 func (x *RemoveDeploymentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[17]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -965,7 +1326,7 @@ func (x *RemoveDeploymentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveDeploymentRequest.ProtoReflect.Descriptor instead.
 func (*RemoveDeploymentRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RemoveDeploymentRequest) GetModel() string {
@@ -992,7 +1353,7 @@ type RemoveDeploymentResponse struct {
 
 func (x *RemoveDeploymentResponse) Reset() {
 	*x = RemoveDeploymentResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[18]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +1365,7 @@ func (x *RemoveDeploymentResponse) String() string {
 func (*RemoveDeploymentResponse) ProtoMessage() {}
 
 func (x *RemoveDeploymentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[18]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +1378,7 @@ func (x *RemoveDeploymentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveDeploymentResponse.ProtoReflect.Descriptor instead.
 func (*RemoveDeploymentResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RemoveDeploymentResponse) GetRoute() *ModelRoute {
@@ -1036,7 +1397,7 @@ type DeleteModelRequest struct {
 
 func (x *DeleteModelRequest) Reset() {
 	*x = DeleteModelRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[19]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1048,7 +1409,7 @@ func (x *DeleteModelRequest) String() string {
 func (*DeleteModelRequest) ProtoMessage() {}
 
 func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[19]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1061,7 +1422,7 @@ func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelRequest.ProtoReflect.Descriptor instead.
 func (*DeleteModelRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeleteModelRequest) GetModel() string {
@@ -1079,7 +1440,7 @@ type DeleteModelResponse struct {
 
 func (x *DeleteModelResponse) Reset() {
 	*x = DeleteModelResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[20]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1452,7 @@ func (x *DeleteModelResponse) String() string {
 func (*DeleteModelResponse) ProtoMessage() {}
 
 func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[20]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1465,7 @@ func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelResponse.ProtoReflect.Descriptor instead.
 func (*DeleteModelResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 type ListModelsRequest struct {
@@ -1115,7 +1476,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[21]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1488,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[21]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1501,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 type ListModelsResponse struct {
@@ -1152,7 +1513,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[22]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1164,7 +1525,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[22]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1177,7 +1538,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListModelsResponse) GetRoutes() []*ModelRoute {
@@ -1196,7 +1557,7 @@ type GetModelRequest struct {
 
 func (x *GetModelRequest) Reset() {
 	*x = GetModelRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[23]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1208,7 +1569,7 @@ func (x *GetModelRequest) String() string {
 func (*GetModelRequest) ProtoMessage() {}
 
 func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[23]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1221,7 +1582,7 @@ func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
 func (*GetModelRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetModelRequest) GetModel() string {
@@ -1240,7 +1601,7 @@ type GetModelResponse struct {
 
 func (x *GetModelResponse) Reset() {
 	*x = GetModelResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[24]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1252,7 +1613,7 @@ func (x *GetModelResponse) String() string {
 func (*GetModelResponse) ProtoMessage() {}
 
 func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[24]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1265,7 +1626,7 @@ func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelResponse.ProtoReflect.Descriptor instead.
 func (*GetModelResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetModelResponse) GetRoute() *ModelRoute {
@@ -1285,7 +1646,7 @@ type SetCredentialRequest struct {
 
 func (x *SetCredentialRequest) Reset() {
 	*x = SetCredentialRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[25]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1658,7 @@ func (x *SetCredentialRequest) String() string {
 func (*SetCredentialRequest) ProtoMessage() {}
 
 func (x *SetCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[25]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1671,7 @@ func (x *SetCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCredentialRequest.ProtoReflect.Descriptor instead.
 func (*SetCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SetCredentialRequest) GetName() string {
@@ -1336,7 +1697,7 @@ type SetCredentialResponse struct {
 
 func (x *SetCredentialResponse) Reset() {
 	*x = SetCredentialResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[26]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1348,7 +1709,7 @@ func (x *SetCredentialResponse) String() string {
 func (*SetCredentialResponse) ProtoMessage() {}
 
 func (x *SetCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[26]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1361,7 +1722,7 @@ func (x *SetCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCredentialResponse.ProtoReflect.Descriptor instead.
 func (*SetCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SetCredentialResponse) GetCredential() *Credential {
@@ -1379,7 +1740,7 @@ type ListCredentialsRequest struct {
 
 func (x *ListCredentialsRequest) Reset() {
 	*x = ListCredentialsRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[27]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1391,7 +1752,7 @@ func (x *ListCredentialsRequest) String() string {
 func (*ListCredentialsRequest) ProtoMessage() {}
 
 func (x *ListCredentialsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[27]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1404,7 +1765,7 @@ func (x *ListCredentialsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCredentialsRequest.ProtoReflect.Descriptor instead.
 func (*ListCredentialsRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 type ListCredentialsResponse struct {
@@ -1416,7 +1777,7 @@ type ListCredentialsResponse struct {
 
 func (x *ListCredentialsResponse) Reset() {
 	*x = ListCredentialsResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[28]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1789,7 @@ func (x *ListCredentialsResponse) String() string {
 func (*ListCredentialsResponse) ProtoMessage() {}
 
 func (x *ListCredentialsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[28]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1802,7 @@ func (x *ListCredentialsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCredentialsResponse.ProtoReflect.Descriptor instead.
 func (*ListCredentialsResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListCredentialsResponse) GetCredentials() []*Credential {
@@ -1460,7 +1821,7 @@ type DeleteCredentialRequest struct {
 
 func (x *DeleteCredentialRequest) Reset() {
 	*x = DeleteCredentialRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[29]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1472,7 +1833,7 @@ func (x *DeleteCredentialRequest) String() string {
 func (*DeleteCredentialRequest) ProtoMessage() {}
 
 func (x *DeleteCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[29]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1485,7 +1846,7 @@ func (x *DeleteCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCredentialRequest.ProtoReflect.Descriptor instead.
 func (*DeleteCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeleteCredentialRequest) GetName() string {
@@ -1503,7 +1864,7 @@ type DeleteCredentialResponse struct {
 
 func (x *DeleteCredentialResponse) Reset() {
 	*x = DeleteCredentialResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[30]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1515,7 +1876,7 @@ func (x *DeleteCredentialResponse) String() string {
 func (*DeleteCredentialResponse) ProtoMessage() {}
 
 func (x *DeleteCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[30]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1528,20 +1889,966 @@ func (x *DeleteCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCredentialResponse.ProtoReflect.Descriptor instead.
 func (*DeleteCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{34}
+}
+
+type CreateTeamRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Budget        *Budget                `protobuf:"bytes,2,opt,name=budget,proto3" json:"budget,omitempty"`
+	Metadata      map[string]string      `protobuf:"bytes,3,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Limits        *RateLimits            `protobuf:"bytes,4,opt,name=limits,proto3" json:"limits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTeamRequest) Reset() {
+	*x = CreateTeamRequest{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTeamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTeamRequest) ProtoMessage() {}
+
+func (x *CreateTeamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTeamRequest.ProtoReflect.Descriptor instead.
+func (*CreateTeamRequest) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *CreateTeamRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateTeamRequest) GetBudget() *Budget {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+func (x *CreateTeamRequest) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *CreateTeamRequest) GetLimits() *RateLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+type CreateTeamResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Team          *Team                  `protobuf:"bytes,1,opt,name=team,proto3" json:"team,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTeamResponse) Reset() {
+	*x = CreateTeamResponse{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTeamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTeamResponse) ProtoMessage() {}
+
+func (x *CreateTeamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTeamResponse.ProtoReflect.Descriptor instead.
+func (*CreateTeamResponse) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *CreateTeamResponse) GetTeam() *Team {
+	if x != nil {
+		return x.Team
+	}
+	return nil
+}
+
+type ListTeamsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTeamsRequest) Reset() {
+	*x = ListTeamsRequest{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTeamsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTeamsRequest) ProtoMessage() {}
+
+func (x *ListTeamsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTeamsRequest.ProtoReflect.Descriptor instead.
+func (*ListTeamsRequest) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{37}
+}
+
+type ListTeamsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Teams         []*Team                `protobuf:"bytes,1,rep,name=teams,proto3" json:"teams,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTeamsResponse) Reset() {
+	*x = ListTeamsResponse{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTeamsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTeamsResponse) ProtoMessage() {}
+
+func (x *ListTeamsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTeamsResponse.ProtoReflect.Descriptor instead.
+func (*ListTeamsResponse) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ListTeamsResponse) GetTeams() []*Team {
+	if x != nil {
+		return x.Teams
+	}
+	return nil
+}
+
+type GetTeamRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTeamRequest) Reset() {
+	*x = GetTeamRequest{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTeamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTeamRequest) ProtoMessage() {}
+
+func (x *GetTeamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTeamRequest.ProtoReflect.Descriptor instead.
+func (*GetTeamRequest) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *GetTeamRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type GetTeamResponse struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Team         *Team                  `protobuf:"bytes,1,opt,name=team,proto3" json:"team,omitempty"`
+	BudgetStatus *BudgetStatus          `protobuf:"bytes,2,opt,name=budget_status,json=budgetStatus,proto3" json:"budget_status,omitempty"`
+	// Ids of the team's keys.
+	KeyIds        []string `protobuf:"bytes,3,rep,name=key_ids,json=keyIds,proto3" json:"key_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTeamResponse) Reset() {
+	*x = GetTeamResponse{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTeamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTeamResponse) ProtoMessage() {}
+
+func (x *GetTeamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTeamResponse.ProtoReflect.Descriptor instead.
+func (*GetTeamResponse) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *GetTeamResponse) GetTeam() *Team {
+	if x != nil {
+		return x.Team
+	}
+	return nil
+}
+
+func (x *GetTeamResponse) GetBudgetStatus() *BudgetStatus {
+	if x != nil {
+		return x.BudgetStatus
+	}
+	return nil
+}
+
+func (x *GetTeamResponse) GetKeyIds() []string {
+	if x != nil {
+		return x.KeyIds
+	}
+	return nil
+}
+
+type UpdateTeamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name  *string                `protobuf:"bytes,2,opt,name=name,proto3,oneof" json:"name,omitempty"`
+	// When set, replaces the budget.
+	Budget      *Budget `protobuf:"bytes,3,opt,name=budget,proto3" json:"budget,omitempty"`
+	ClearBudget bool    `protobuf:"varint,4,opt,name=clear_budget,json=clearBudget,proto3" json:"clear_budget,omitempty"`
+	// Merged into the metadata; an empty value deletes that label.
+	Metadata map[string]string `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// When set, replaces the team's rate limits (all zero: none).
+	Limits        *RateLimits `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateTeamRequest) Reset() {
+	*x = UpdateTeamRequest{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTeamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTeamRequest) ProtoMessage() {}
+
+func (x *UpdateTeamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTeamRequest.ProtoReflect.Descriptor instead.
+func (*UpdateTeamRequest) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *UpdateTeamRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UpdateTeamRequest) GetName() string {
+	if x != nil && x.Name != nil {
+		return *x.Name
+	}
+	return ""
+}
+
+func (x *UpdateTeamRequest) GetBudget() *Budget {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+func (x *UpdateTeamRequest) GetClearBudget() bool {
+	if x != nil {
+		return x.ClearBudget
+	}
+	return false
+}
+
+func (x *UpdateTeamRequest) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *UpdateTeamRequest) GetLimits() *RateLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+type UpdateTeamResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Team          *Team                  `protobuf:"bytes,1,opt,name=team,proto3" json:"team,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateTeamResponse) Reset() {
+	*x = UpdateTeamResponse{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTeamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTeamResponse) ProtoMessage() {}
+
+func (x *UpdateTeamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTeamResponse.ProtoReflect.Descriptor instead.
+func (*UpdateTeamResponse) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *UpdateTeamResponse) GetTeam() *Team {
+	if x != nil {
+		return x.Team
+	}
+	return nil
+}
+
+type DeleteTeamRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteTeamRequest) Reset() {
+	*x = DeleteTeamRequest{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteTeamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteTeamRequest) ProtoMessage() {}
+
+func (x *DeleteTeamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteTeamRequest.ProtoReflect.Descriptor instead.
+func (*DeleteTeamRequest) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *DeleteTeamRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type DeleteTeamResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteTeamResponse) Reset() {
+	*x = DeleteTeamResponse{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteTeamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteTeamResponse) ProtoMessage() {}
+
+func (x *DeleteTeamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteTeamResponse.ProtoReflect.Descriptor instead.
+func (*DeleteTeamResponse) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{44}
+}
+
+type SpendReportRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	KeyId  string                 `protobuf:"bytes,1,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	TeamId string                 `protobuf:"bytes,2,opt,name=team_id,json=teamId,proto3" json:"team_id,omitempty"`
+	// Grouping: "key", "team", "model", "day" or "hour"; default "model".
+	By string `protobuf:"bytes,3,opt,name=by,proto3" json:"by,omitempty"`
+	// Unix seconds; 0 for the beginning.
+	Since int64 `protobuf:"varint,4,opt,name=since,proto3" json:"since,omitempty"`
+	// Unix seconds; 0 for now.
+	Until         int64 `protobuf:"varint,5,opt,name=until,proto3" json:"until,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SpendReportRequest) Reset() {
+	*x = SpendReportRequest{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SpendReportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SpendReportRequest) ProtoMessage() {}
+
+func (x *SpendReportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SpendReportRequest.ProtoReflect.Descriptor instead.
+func (*SpendReportRequest) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *SpendReportRequest) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *SpendReportRequest) GetTeamId() string {
+	if x != nil {
+		return x.TeamId
+	}
+	return ""
+}
+
+func (x *SpendReportRequest) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *SpendReportRequest) GetSince() int64 {
+	if x != nil {
+		return x.Since
+	}
+	return 0
+}
+
+func (x *SpendReportRequest) GetUntil() int64 {
+	if x != nil {
+		return x.Until
+	}
+	return 0
+}
+
+type SpendReportRow struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Group            string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Requests         int64                  `protobuf:"varint,2,opt,name=requests,proto3" json:"requests,omitempty"`
+	PromptTokens     int64                  `protobuf:"varint,3,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	CompletionTokens int64                  `protobuf:"varint,4,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
+	CachedTokens     int64                  `protobuf:"varint,5,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
+	CostNanos        int64                  `protobuf:"varint,6,opt,name=cost_nanos,json=costNanos,proto3" json:"cost_nanos,omitempty"`
+	UnpricedRequests int64                  `protobuf:"varint,7,opt,name=unpriced_requests,json=unpricedRequests,proto3" json:"unpriced_requests,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *SpendReportRow) Reset() {
+	*x = SpendReportRow{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SpendReportRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SpendReportRow) ProtoMessage() {}
+
+func (x *SpendReportRow) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SpendReportRow.ProtoReflect.Descriptor instead.
+func (*SpendReportRow) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *SpendReportRow) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *SpendReportRow) GetRequests() int64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *SpendReportRow) GetPromptTokens() int64 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
+func (x *SpendReportRow) GetCompletionTokens() int64 {
+	if x != nil {
+		return x.CompletionTokens
+	}
+	return 0
+}
+
+func (x *SpendReportRow) GetCachedTokens() int64 {
+	if x != nil {
+		return x.CachedTokens
+	}
+	return 0
+}
+
+func (x *SpendReportRow) GetCostNanos() int64 {
+	if x != nil {
+		return x.CostNanos
+	}
+	return 0
+}
+
+func (x *SpendReportRow) GetUnpricedRequests() int64 {
+	if x != nil {
+		return x.UnpricedRequests
+	}
+	return 0
+}
+
+type SpendReportResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rows          []*SpendReportRow      `protobuf:"bytes,1,rep,name=rows,proto3" json:"rows,omitempty"`
+	Total         *SpendReportRow        `protobuf:"bytes,2,opt,name=total,proto3" json:"total,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SpendReportResponse) Reset() {
+	*x = SpendReportResponse{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SpendReportResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SpendReportResponse) ProtoMessage() {}
+
+func (x *SpendReportResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SpendReportResponse.ProtoReflect.Descriptor instead.
+func (*SpendReportResponse) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *SpendReportResponse) GetRows() []*SpendReportRow {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+func (x *SpendReportResponse) GetTotal() *SpendReportRow {
+	if x != nil {
+		return x.Total
+	}
+	return nil
+}
+
+type SpendLogsRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	KeyId  string                 `protobuf:"bytes,1,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	TeamId string                 `protobuf:"bytes,2,opt,name=team_id,json=teamId,proto3" json:"team_id,omitempty"`
+	// Default 50, at most 10000.
+	Limit uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Unix seconds; 0 for any time.
+	Since         int64 `protobuf:"varint,4,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SpendLogsRequest) Reset() {
+	*x = SpendLogsRequest{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SpendLogsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SpendLogsRequest) ProtoMessage() {}
+
+func (x *SpendLogsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SpendLogsRequest.ProtoReflect.Descriptor instead.
+func (*SpendLogsRequest) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *SpendLogsRequest) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *SpendLogsRequest) GetTeamId() string {
+	if x != nil {
+		return x.TeamId
+	}
+	return ""
+}
+
+func (x *SpendLogsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *SpendLogsRequest) GetSince() int64 {
+	if x != nil {
+		return x.Since
+	}
+	return 0
+}
+
+type SpendLogsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Newest first.
+	Records []*SpendRecord `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	// Nodes that could not be asked.
+	UnreachableNodes []string `protobuf:"bytes,2,rep,name=unreachable_nodes,json=unreachableNodes,proto3" json:"unreachable_nodes,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *SpendLogsResponse) Reset() {
+	*x = SpendLogsResponse{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SpendLogsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SpendLogsResponse) ProtoMessage() {}
+
+func (x *SpendLogsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SpendLogsResponse.ProtoReflect.Descriptor instead.
+func (*SpendLogsResponse) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *SpendLogsResponse) GetRecords() []*SpendRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *SpendLogsResponse) GetUnreachableNodes() []string {
+	if x != nil {
+		return x.UnreachableNodes
+	}
+	return nil
+}
+
+type NodeLogsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Query         *SpendLogsRequest      `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeLogsRequest) Reset() {
+	*x = NodeLogsRequest{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeLogsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeLogsRequest) ProtoMessage() {}
+
+func (x *NodeLogsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeLogsRequest.ProtoReflect.Descriptor instead.
+func (*NodeLogsRequest) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *NodeLogsRequest) GetQuery() *SpendLogsRequest {
+	if x != nil {
+		return x.Query
+	}
+	return nil
+}
+
+type NodeLogsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Records       []*SpendRecord         `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeLogsResponse) Reset() {
+	*x = NodeLogsResponse{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeLogsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeLogsResponse) ProtoMessage() {}
+
+func (x *NodeLogsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeLogsResponse.ProtoReflect.Descriptor instead.
+func (*NodeLogsResponse) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *NodeLogsResponse) GetRecords() []*SpendRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
 }
 
 var File_tollgate_v1_admin_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x17tollgate/v1/admin.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btollgate/v1/resources.proto\"\xff\x01\n" +
+	"\x17tollgate/v1/admin.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btollgate/v1/resources.proto\x1a\x17tollgate/v1/spend.proto\"\xf6\x02\n" +
 	"\x10CreateKeyRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06models\x18\x02 \x03(\tR\x06models\x129\n" +
 	"\n" +
 	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12G\n" +
-	"\bmetadata\x18\x04 \x03(\v2+.tollgate.v1.CreateKeyRequest.MetadataEntryR\bmetadata\x1a;\n" +
+	"\bmetadata\x18\x04 \x03(\v2+.tollgate.v1.CreateKeyRequest.MetadataEntryR\bmetadata\x12\x17\n" +
+	"\ateam_id\x18\x05 \x01(\tR\x06teamId\x12+\n" +
+	"\x06budget\x18\x06 \x01(\v2\x13.tollgate.v1.BudgetR\x06budget\x12/\n" +
+	"\x06limits\x18\a \x01(\v2\x17.tollgate.v1.RateLimitsR\x06limits\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"O\n" +
@@ -1553,12 +2860,24 @@ const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"\x10ListKeysResponse\x12$\n" +
 	"\x04keys\x18\x01 \x03(\v2\x10.tollgate.v1.KeyR\x04keys\"\x1f\n" +
 	"\rGetKeyRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"4\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xbd\x01\n" +
 	"\x0eGetKeyResponse\x12\"\n" +
-	"\x03key\x18\x01 \x01(\v2\x10.tollgate.v1.KeyR\x03key\"$\n" +
+	"\x03key\x18\x01 \x01(\v2\x10.tollgate.v1.KeyR\x03key\x12>\n" +
+	"\rbudget_status\x18\x02 \x01(\v2\x19.tollgate.v1.BudgetStatusR\fbudgetStatus\x12G\n" +
+	"\x12team_budget_status\x18\x03 \x01(\v2\x19.tollgate.v1.BudgetStatusR\x10teamBudgetStatus\"\xf2\x01\n" +
+	"\fBudgetStatus\x12\x1f\n" +
+	"\vlimit_nanos\x18\x01 \x01(\x03R\n" +
+	"limitNanos\x12\x16\n" +
+	"\x06period\x18\x02 \x01(\tR\x06period\x12!\n" +
+	"\fperiod_start\x18\x03 \x01(\x03R\vperiodStart\x12\x19\n" +
+	"\breset_at\x18\x04 \x01(\x03R\aresetAt\x12\x1f\n" +
+	"\vspent_nanos\x18\x05 \x01(\x03R\n" +
+	"spentNanos\x12!\n" +
+	"\fleased_nanos\x18\x06 \x01(\x03R\vleasedNanos\x12'\n" +
+	"\x0fremaining_nanos\x18\a \x01(\x03R\x0eremainingNanos\"$\n" +
 	"\n" +
 	"StringList\x12\x16\n" +
-	"\x06values\x18\x01 \x03(\tR\x06values\"\xe0\x02\n" +
+	"\x06values\x18\x01 \x03(\tR\x06values\"\x8b\x04\n" +
 	"\x10UpdateKeyRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
 	"\x04name\x18\x02 \x01(\tH\x00R\x04name\x88\x01\x01\x12/\n" +
@@ -1566,11 +2885,18 @@ const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12(\n" +
 	"\x10clear_expires_at\x18\x05 \x01(\bR\x0eclearExpiresAt\x12G\n" +
-	"\bmetadata\x18\x06 \x03(\v2+.tollgate.v1.UpdateKeyRequest.MetadataEntryR\bmetadata\x1a;\n" +
+	"\bmetadata\x18\x06 \x03(\v2+.tollgate.v1.UpdateKeyRequest.MetadataEntryR\bmetadata\x12\x1c\n" +
+	"\ateam_id\x18\a \x01(\tH\x01R\x06teamId\x88\x01\x01\x12+\n" +
+	"\x06budget\x18\b \x01(\v2\x13.tollgate.v1.BudgetR\x06budget\x12!\n" +
+	"\fclear_budget\x18\t \x01(\bR\vclearBudget\x12/\n" +
+	"\x06limits\x18\n" +
+	" \x01(\v2\x17.tollgate.v1.RateLimitsR\x06limits\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\a\n" +
-	"\x05_name\"7\n" +
+	"\x05_nameB\n" +
+	"\n" +
+	"\b_team_id\"7\n" +
 	"\x11UpdateKeyResponse\x12\"\n" +
 	"\x03key\x18\x01 \x01(\v2\x10.tollgate.v1.KeyR\x03key\"\"\n" +
 	"\x10RevokeKeyRequest\x12\x0e\n" +
@@ -1581,14 +2907,27 @@ const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"O\n" +
 	"\x11RotateKeyResponse\x12\"\n" +
 	"\x03key\x18\x01 \x01(\v2\x10.tollgate.v1.KeyR\x03key\x12\x16\n" +
-	"\x06secret\x18\x02 \x01(\tR\x06secret\"e\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\")\n" +
+	"\x11ListPricesRequest\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\"\xc5\x01\n" +
+	"\bPriceRow\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1e\n" +
+	"\n" +
+	"deployment\x18\x02 \x01(\tR\n" +
+	"deployment\x12\x1a\n" +
+	"\bprovider\x18\x03 \x01(\tR\bprovider\x12%\n" +
+	"\x0eupstream_model\x18\x04 \x01(\tR\rupstreamModel\x12(\n" +
+	"\x05price\x18\x05 \x01(\v2\x12.tollgate.v1.PriceR\x05price\x12\x16\n" +
+	"\x06source\x18\x06 \x01(\tR\x06source\"C\n" +
+	"\x12ListPricesResponse\x12-\n" +
+	"\x06prices\x18\x01 \x03(\v2\x15.tollgate.v1.PriceRowR\x06prices\"e\n" +
 	"\x14AddDeploymentRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x127\n" +
 	"\n" +
 	"deployment\x18\x02 \x01(\v2\x17.tollgate.v1.DeploymentR\n" +
 	"deployment\"F\n" +
 	"\x15AddDeploymentResponse\x12-\n" +
-	"\x05route\x18\x01 \x01(\v2\x17.tollgate.v1.ModelRouteR\x05route\"\xab\x03\n" +
+	"\x05route\x18\x01 \x01(\v2\x17.tollgate.v1.ModelRouteR\x05route\"\xdc\x03\n" +
 	"\x17UpdateDeploymentRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12#\n" +
 	"\rdeployment_id\x18\x02 \x01(\tR\fdeploymentId\x12\x1f\n" +
@@ -1601,7 +2940,9 @@ const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"\x06weight\x18\a \x01(\rH\x04R\x06weight\x88\x01\x01\x12\x1f\n" +
 	"\bpriority\x18\b \x01(\rH\x05R\bpriority\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"timeout_ms\x18\t \x01(\rH\x06R\ttimeoutMs\x88\x01\x01B\v\n" +
+	"timeout_ms\x18\t \x01(\rH\x06R\ttimeoutMs\x88\x01\x01\x12/\n" +
+	"\x06limits\x18\n" +
+	" \x01(\v2\x17.tollgate.v1.RateLimitsR\x06limitsB\v\n" +
 	"\t_providerB\v\n" +
 	"\t_base_urlB\x11\n" +
 	"\x0f_upstream_modelB\r\n" +
@@ -1638,7 +2979,72 @@ const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"\vcredentials\x18\x01 \x03(\v2\x17.tollgate.v1.CredentialR\vcredentials\"-\n" +
 	"\x17DeleteCredentialRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x1a\n" +
-	"\x18DeleteCredentialResponse2\xc8\x03\n" +
+	"\x18DeleteCredentialResponse\"\x8c\x02\n" +
+	"\x11CreateTeamRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12+\n" +
+	"\x06budget\x18\x02 \x01(\v2\x13.tollgate.v1.BudgetR\x06budget\x12H\n" +
+	"\bmetadata\x18\x03 \x03(\v2,.tollgate.v1.CreateTeamRequest.MetadataEntryR\bmetadata\x12/\n" +
+	"\x06limits\x18\x04 \x01(\v2\x17.tollgate.v1.RateLimitsR\x06limits\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\";\n" +
+	"\x12CreateTeamResponse\x12%\n" +
+	"\x04team\x18\x01 \x01(\v2\x11.tollgate.v1.TeamR\x04team\"\x12\n" +
+	"\x10ListTeamsRequest\"<\n" +
+	"\x11ListTeamsResponse\x12'\n" +
+	"\x05teams\x18\x01 \x03(\v2\x11.tollgate.v1.TeamR\x05teams\" \n" +
+	"\x0eGetTeamRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x91\x01\n" +
+	"\x0fGetTeamResponse\x12%\n" +
+	"\x04team\x18\x01 \x01(\v2\x11.tollgate.v1.TeamR\x04team\x12>\n" +
+	"\rbudget_status\x18\x02 \x01(\v2\x19.tollgate.v1.BudgetStatusR\fbudgetStatus\x12\x17\n" +
+	"\akey_ids\x18\x03 \x03(\tR\x06keyIds\"\xcd\x02\n" +
+	"\x11UpdateTeamRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
+	"\x04name\x18\x02 \x01(\tH\x00R\x04name\x88\x01\x01\x12+\n" +
+	"\x06budget\x18\x03 \x01(\v2\x13.tollgate.v1.BudgetR\x06budget\x12!\n" +
+	"\fclear_budget\x18\x04 \x01(\bR\vclearBudget\x12H\n" +
+	"\bmetadata\x18\x05 \x03(\v2,.tollgate.v1.UpdateTeamRequest.MetadataEntryR\bmetadata\x12/\n" +
+	"\x06limits\x18\x06 \x01(\v2\x17.tollgate.v1.RateLimitsR\x06limits\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\a\n" +
+	"\x05_name\";\n" +
+	"\x12UpdateTeamResponse\x12%\n" +
+	"\x04team\x18\x01 \x01(\v2\x11.tollgate.v1.TeamR\x04team\"#\n" +
+	"\x11DeleteTeamRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x14\n" +
+	"\x12DeleteTeamResponse\"\x80\x01\n" +
+	"\x12SpendReportRequest\x12\x15\n" +
+	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x17\n" +
+	"\ateam_id\x18\x02 \x01(\tR\x06teamId\x12\x0e\n" +
+	"\x02by\x18\x03 \x01(\tR\x02by\x12\x14\n" +
+	"\x05since\x18\x04 \x01(\x03R\x05since\x12\x14\n" +
+	"\x05until\x18\x05 \x01(\x03R\x05until\"\x85\x02\n" +
+	"\x0eSpendReportRow\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1a\n" +
+	"\brequests\x18\x02 \x01(\x03R\brequests\x12#\n" +
+	"\rprompt_tokens\x18\x03 \x01(\x03R\fpromptTokens\x12+\n" +
+	"\x11completion_tokens\x18\x04 \x01(\x03R\x10completionTokens\x12#\n" +
+	"\rcached_tokens\x18\x05 \x01(\x03R\fcachedTokens\x12\x1d\n" +
+	"\n" +
+	"cost_nanos\x18\x06 \x01(\x03R\tcostNanos\x12+\n" +
+	"\x11unpriced_requests\x18\a \x01(\x03R\x10unpricedRequests\"y\n" +
+	"\x13SpendReportResponse\x12/\n" +
+	"\x04rows\x18\x01 \x03(\v2\x1b.tollgate.v1.SpendReportRowR\x04rows\x121\n" +
+	"\x05total\x18\x02 \x01(\v2\x1b.tollgate.v1.SpendReportRowR\x05total\"n\n" +
+	"\x10SpendLogsRequest\x12\x15\n" +
+	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x17\n" +
+	"\ateam_id\x18\x02 \x01(\tR\x06teamId\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\x12\x14\n" +
+	"\x05since\x18\x04 \x01(\x03R\x05since\"t\n" +
+	"\x11SpendLogsResponse\x122\n" +
+	"\arecords\x18\x01 \x03(\v2\x18.tollgate.v1.SpendRecordR\arecords\x12+\n" +
+	"\x11unreachable_nodes\x18\x02 \x03(\tR\x10unreachableNodes\"F\n" +
+	"\x0fNodeLogsRequest\x123\n" +
+	"\x05query\x18\x01 \x01(\v2\x1d.tollgate.v1.SpendLogsRequestR\x05query\"F\n" +
+	"\x10NodeLogsResponse\x122\n" +
+	"\arecords\x18\x01 \x03(\v2\x18.tollgate.v1.SpendRecordR\arecords2\xc8\x03\n" +
 	"\n" +
 	"KeyService\x12J\n" +
 	"\tCreateKey\x12\x1d.tollgate.v1.CreateKeyRequest\x1a\x1e.tollgate.v1.CreateKeyResponse\x12G\n" +
@@ -1646,7 +3052,7 @@ const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"\x06GetKey\x12\x1a.tollgate.v1.GetKeyRequest\x1a\x1b.tollgate.v1.GetKeyResponse\x12J\n" +
 	"\tUpdateKey\x12\x1d.tollgate.v1.UpdateKeyRequest\x1a\x1e.tollgate.v1.UpdateKeyResponse\x12J\n" +
 	"\tRevokeKey\x12\x1d.tollgate.v1.RevokeKeyRequest\x1a\x1e.tollgate.v1.RevokeKeyResponse\x12J\n" +
-	"\tRotateKey\x12\x1d.tollgate.v1.RotateKeyRequest\x1a\x1e.tollgate.v1.RotateKeyResponse2\x92\x04\n" +
+	"\tRotateKey\x12\x1d.tollgate.v1.RotateKeyRequest\x1a\x1e.tollgate.v1.RotateKeyResponse2\xe1\x04\n" +
 	"\fModelService\x12V\n" +
 	"\rAddDeployment\x12!.tollgate.v1.AddDeploymentRequest\x1a\".tollgate.v1.AddDeploymentResponse\x12_\n" +
 	"\x10UpdateDeployment\x12$.tollgate.v1.UpdateDeploymentRequest\x1a%.tollgate.v1.UpdateDeploymentResponse\x12_\n" +
@@ -1654,11 +3060,26 @@ const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"\vDeleteModel\x12\x1f.tollgate.v1.DeleteModelRequest\x1a .tollgate.v1.DeleteModelResponse\x12M\n" +
 	"\n" +
 	"ListModels\x12\x1e.tollgate.v1.ListModelsRequest\x1a\x1f.tollgate.v1.ListModelsResponse\x12G\n" +
-	"\bGetModel\x12\x1c.tollgate.v1.GetModelRequest\x1a\x1d.tollgate.v1.GetModelResponse2\xaa\x02\n" +
+	"\bGetModel\x12\x1c.tollgate.v1.GetModelRequest\x1a\x1d.tollgate.v1.GetModelResponse\x12M\n" +
+	"\n" +
+	"ListPrices\x12\x1e.tollgate.v1.ListPricesRequest\x1a\x1f.tollgate.v1.ListPricesResponse2\xaa\x02\n" +
 	"\x11CredentialService\x12V\n" +
 	"\rSetCredential\x12!.tollgate.v1.SetCredentialRequest\x1a\".tollgate.v1.SetCredentialResponse\x12\\\n" +
 	"\x0fListCredentials\x12#.tollgate.v1.ListCredentialsRequest\x1a$.tollgate.v1.ListCredentialsResponse\x12_\n" +
-	"\x10DeleteCredential\x12$.tollgate.v1.DeleteCredentialRequest\x1a%.tollgate.v1.DeleteCredentialResponseB;Z9github.com/tollgate/tollgate/proto/tollgate/v1;tollgatev1b\x06proto3"
+	"\x10DeleteCredential\x12$.tollgate.v1.DeleteCredentialRequest\x1a%.tollgate.v1.DeleteCredentialResponse2\x8c\x03\n" +
+	"\vTeamService\x12M\n" +
+	"\n" +
+	"CreateTeam\x12\x1e.tollgate.v1.CreateTeamRequest\x1a\x1f.tollgate.v1.CreateTeamResponse\x12J\n" +
+	"\tListTeams\x12\x1d.tollgate.v1.ListTeamsRequest\x1a\x1e.tollgate.v1.ListTeamsResponse\x12D\n" +
+	"\aGetTeam\x12\x1b.tollgate.v1.GetTeamRequest\x1a\x1c.tollgate.v1.GetTeamResponse\x12M\n" +
+	"\n" +
+	"UpdateTeam\x12\x1e.tollgate.v1.UpdateTeamRequest\x1a\x1f.tollgate.v1.UpdateTeamResponse\x12M\n" +
+	"\n" +
+	"DeleteTeam\x12\x1e.tollgate.v1.DeleteTeamRequest\x1a\x1f.tollgate.v1.DeleteTeamResponse2\xf5\x01\n" +
+	"\fSpendService\x12P\n" +
+	"\vSpendReport\x12\x1f.tollgate.v1.SpendReportRequest\x1a .tollgate.v1.SpendReportResponse\x12J\n" +
+	"\tSpendLogs\x12\x1d.tollgate.v1.SpendLogsRequest\x1a\x1e.tollgate.v1.SpendLogsResponse\x12G\n" +
+	"\bNodeLogs\x12\x1c.tollgate.v1.NodeLogsRequest\x1a\x1d.tollgate.v1.NodeLogsResponseB;Z9github.com/tollgate/tollgate/proto/tollgate/v1;tollgatev1b\x06proto3"
 
 var (
 	file_tollgate_v1_admin_proto_rawDescOnce sync.Once
@@ -1672,7 +3093,7 @@ func file_tollgate_v1_admin_proto_rawDescGZIP() []byte {
 	return file_tollgate_v1_admin_proto_rawDescData
 }
 
-var file_tollgate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_tollgate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_tollgate_v1_admin_proto_goTypes = []any{
 	(*CreateKeyRequest)(nil),         // 0: tollgate.v1.CreateKeyRequest
 	(*CreateKeyResponse)(nil),        // 1: tollgate.v1.CreateKeyResponse
@@ -1680,94 +3101,165 @@ var file_tollgate_v1_admin_proto_goTypes = []any{
 	(*ListKeysResponse)(nil),         // 3: tollgate.v1.ListKeysResponse
 	(*GetKeyRequest)(nil),            // 4: tollgate.v1.GetKeyRequest
 	(*GetKeyResponse)(nil),           // 5: tollgate.v1.GetKeyResponse
-	(*StringList)(nil),               // 6: tollgate.v1.StringList
-	(*UpdateKeyRequest)(nil),         // 7: tollgate.v1.UpdateKeyRequest
-	(*UpdateKeyResponse)(nil),        // 8: tollgate.v1.UpdateKeyResponse
-	(*RevokeKeyRequest)(nil),         // 9: tollgate.v1.RevokeKeyRequest
-	(*RevokeKeyResponse)(nil),        // 10: tollgate.v1.RevokeKeyResponse
-	(*RotateKeyRequest)(nil),         // 11: tollgate.v1.RotateKeyRequest
-	(*RotateKeyResponse)(nil),        // 12: tollgate.v1.RotateKeyResponse
-	(*AddDeploymentRequest)(nil),     // 13: tollgate.v1.AddDeploymentRequest
-	(*AddDeploymentResponse)(nil),    // 14: tollgate.v1.AddDeploymentResponse
-	(*UpdateDeploymentRequest)(nil),  // 15: tollgate.v1.UpdateDeploymentRequest
-	(*UpdateDeploymentResponse)(nil), // 16: tollgate.v1.UpdateDeploymentResponse
-	(*RemoveDeploymentRequest)(nil),  // 17: tollgate.v1.RemoveDeploymentRequest
-	(*RemoveDeploymentResponse)(nil), // 18: tollgate.v1.RemoveDeploymentResponse
-	(*DeleteModelRequest)(nil),       // 19: tollgate.v1.DeleteModelRequest
-	(*DeleteModelResponse)(nil),      // 20: tollgate.v1.DeleteModelResponse
-	(*ListModelsRequest)(nil),        // 21: tollgate.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),       // 22: tollgate.v1.ListModelsResponse
-	(*GetModelRequest)(nil),          // 23: tollgate.v1.GetModelRequest
-	(*GetModelResponse)(nil),         // 24: tollgate.v1.GetModelResponse
-	(*SetCredentialRequest)(nil),     // 25: tollgate.v1.SetCredentialRequest
-	(*SetCredentialResponse)(nil),    // 26: tollgate.v1.SetCredentialResponse
-	(*ListCredentialsRequest)(nil),   // 27: tollgate.v1.ListCredentialsRequest
-	(*ListCredentialsResponse)(nil),  // 28: tollgate.v1.ListCredentialsResponse
-	(*DeleteCredentialRequest)(nil),  // 29: tollgate.v1.DeleteCredentialRequest
-	(*DeleteCredentialResponse)(nil), // 30: tollgate.v1.DeleteCredentialResponse
-	nil,                              // 31: tollgate.v1.CreateKeyRequest.MetadataEntry
-	nil,                              // 32: tollgate.v1.UpdateKeyRequest.MetadataEntry
-	(*timestamppb.Timestamp)(nil),    // 33: google.protobuf.Timestamp
-	(*Key)(nil),                      // 34: tollgate.v1.Key
-	(*Deployment)(nil),               // 35: tollgate.v1.Deployment
-	(*ModelRoute)(nil),               // 36: tollgate.v1.ModelRoute
-	(*Credential)(nil),               // 37: tollgate.v1.Credential
+	(*BudgetStatus)(nil),             // 6: tollgate.v1.BudgetStatus
+	(*StringList)(nil),               // 7: tollgate.v1.StringList
+	(*UpdateKeyRequest)(nil),         // 8: tollgate.v1.UpdateKeyRequest
+	(*UpdateKeyResponse)(nil),        // 9: tollgate.v1.UpdateKeyResponse
+	(*RevokeKeyRequest)(nil),         // 10: tollgate.v1.RevokeKeyRequest
+	(*RevokeKeyResponse)(nil),        // 11: tollgate.v1.RevokeKeyResponse
+	(*RotateKeyRequest)(nil),         // 12: tollgate.v1.RotateKeyRequest
+	(*RotateKeyResponse)(nil),        // 13: tollgate.v1.RotateKeyResponse
+	(*ListPricesRequest)(nil),        // 14: tollgate.v1.ListPricesRequest
+	(*PriceRow)(nil),                 // 15: tollgate.v1.PriceRow
+	(*ListPricesResponse)(nil),       // 16: tollgate.v1.ListPricesResponse
+	(*AddDeploymentRequest)(nil),     // 17: tollgate.v1.AddDeploymentRequest
+	(*AddDeploymentResponse)(nil),    // 18: tollgate.v1.AddDeploymentResponse
+	(*UpdateDeploymentRequest)(nil),  // 19: tollgate.v1.UpdateDeploymentRequest
+	(*UpdateDeploymentResponse)(nil), // 20: tollgate.v1.UpdateDeploymentResponse
+	(*RemoveDeploymentRequest)(nil),  // 21: tollgate.v1.RemoveDeploymentRequest
+	(*RemoveDeploymentResponse)(nil), // 22: tollgate.v1.RemoveDeploymentResponse
+	(*DeleteModelRequest)(nil),       // 23: tollgate.v1.DeleteModelRequest
+	(*DeleteModelResponse)(nil),      // 24: tollgate.v1.DeleteModelResponse
+	(*ListModelsRequest)(nil),        // 25: tollgate.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),       // 26: tollgate.v1.ListModelsResponse
+	(*GetModelRequest)(nil),          // 27: tollgate.v1.GetModelRequest
+	(*GetModelResponse)(nil),         // 28: tollgate.v1.GetModelResponse
+	(*SetCredentialRequest)(nil),     // 29: tollgate.v1.SetCredentialRequest
+	(*SetCredentialResponse)(nil),    // 30: tollgate.v1.SetCredentialResponse
+	(*ListCredentialsRequest)(nil),   // 31: tollgate.v1.ListCredentialsRequest
+	(*ListCredentialsResponse)(nil),  // 32: tollgate.v1.ListCredentialsResponse
+	(*DeleteCredentialRequest)(nil),  // 33: tollgate.v1.DeleteCredentialRequest
+	(*DeleteCredentialResponse)(nil), // 34: tollgate.v1.DeleteCredentialResponse
+	(*CreateTeamRequest)(nil),        // 35: tollgate.v1.CreateTeamRequest
+	(*CreateTeamResponse)(nil),       // 36: tollgate.v1.CreateTeamResponse
+	(*ListTeamsRequest)(nil),         // 37: tollgate.v1.ListTeamsRequest
+	(*ListTeamsResponse)(nil),        // 38: tollgate.v1.ListTeamsResponse
+	(*GetTeamRequest)(nil),           // 39: tollgate.v1.GetTeamRequest
+	(*GetTeamResponse)(nil),          // 40: tollgate.v1.GetTeamResponse
+	(*UpdateTeamRequest)(nil),        // 41: tollgate.v1.UpdateTeamRequest
+	(*UpdateTeamResponse)(nil),       // 42: tollgate.v1.UpdateTeamResponse
+	(*DeleteTeamRequest)(nil),        // 43: tollgate.v1.DeleteTeamRequest
+	(*DeleteTeamResponse)(nil),       // 44: tollgate.v1.DeleteTeamResponse
+	(*SpendReportRequest)(nil),       // 45: tollgate.v1.SpendReportRequest
+	(*SpendReportRow)(nil),           // 46: tollgate.v1.SpendReportRow
+	(*SpendReportResponse)(nil),      // 47: tollgate.v1.SpendReportResponse
+	(*SpendLogsRequest)(nil),         // 48: tollgate.v1.SpendLogsRequest
+	(*SpendLogsResponse)(nil),        // 49: tollgate.v1.SpendLogsResponse
+	(*NodeLogsRequest)(nil),          // 50: tollgate.v1.NodeLogsRequest
+	(*NodeLogsResponse)(nil),         // 51: tollgate.v1.NodeLogsResponse
+	nil,                              // 52: tollgate.v1.CreateKeyRequest.MetadataEntry
+	nil,                              // 53: tollgate.v1.UpdateKeyRequest.MetadataEntry
+	nil,                              // 54: tollgate.v1.CreateTeamRequest.MetadataEntry
+	nil,                              // 55: tollgate.v1.UpdateTeamRequest.MetadataEntry
+	(*timestamppb.Timestamp)(nil),    // 56: google.protobuf.Timestamp
+	(*Budget)(nil),                   // 57: tollgate.v1.Budget
+	(*RateLimits)(nil),               // 58: tollgate.v1.RateLimits
+	(*Key)(nil),                      // 59: tollgate.v1.Key
+	(*Price)(nil),                    // 60: tollgate.v1.Price
+	(*Deployment)(nil),               // 61: tollgate.v1.Deployment
+	(*ModelRoute)(nil),               // 62: tollgate.v1.ModelRoute
+	(*Credential)(nil),               // 63: tollgate.v1.Credential
+	(*Team)(nil),                     // 64: tollgate.v1.Team
+	(*SpendRecord)(nil),              // 65: tollgate.v1.SpendRecord
 }
 var file_tollgate_v1_admin_proto_depIdxs = []int32{
-	33, // 0: tollgate.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	31, // 1: tollgate.v1.CreateKeyRequest.metadata:type_name -> tollgate.v1.CreateKeyRequest.MetadataEntry
-	34, // 2: tollgate.v1.CreateKeyResponse.key:type_name -> tollgate.v1.Key
-	34, // 3: tollgate.v1.ListKeysResponse.keys:type_name -> tollgate.v1.Key
-	34, // 4: tollgate.v1.GetKeyResponse.key:type_name -> tollgate.v1.Key
-	6,  // 5: tollgate.v1.UpdateKeyRequest.models:type_name -> tollgate.v1.StringList
-	33, // 6: tollgate.v1.UpdateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	32, // 7: tollgate.v1.UpdateKeyRequest.metadata:type_name -> tollgate.v1.UpdateKeyRequest.MetadataEntry
-	34, // 8: tollgate.v1.UpdateKeyResponse.key:type_name -> tollgate.v1.Key
-	34, // 9: tollgate.v1.RevokeKeyResponse.key:type_name -> tollgate.v1.Key
-	34, // 10: tollgate.v1.RotateKeyResponse.key:type_name -> tollgate.v1.Key
-	35, // 11: tollgate.v1.AddDeploymentRequest.deployment:type_name -> tollgate.v1.Deployment
-	36, // 12: tollgate.v1.AddDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
-	36, // 13: tollgate.v1.UpdateDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
-	36, // 14: tollgate.v1.RemoveDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
-	36, // 15: tollgate.v1.ListModelsResponse.routes:type_name -> tollgate.v1.ModelRoute
-	36, // 16: tollgate.v1.GetModelResponse.route:type_name -> tollgate.v1.ModelRoute
-	37, // 17: tollgate.v1.SetCredentialResponse.credential:type_name -> tollgate.v1.Credential
-	37, // 18: tollgate.v1.ListCredentialsResponse.credentials:type_name -> tollgate.v1.Credential
-	0,  // 19: tollgate.v1.KeyService.CreateKey:input_type -> tollgate.v1.CreateKeyRequest
-	2,  // 20: tollgate.v1.KeyService.ListKeys:input_type -> tollgate.v1.ListKeysRequest
-	4,  // 21: tollgate.v1.KeyService.GetKey:input_type -> tollgate.v1.GetKeyRequest
-	7,  // 22: tollgate.v1.KeyService.UpdateKey:input_type -> tollgate.v1.UpdateKeyRequest
-	9,  // 23: tollgate.v1.KeyService.RevokeKey:input_type -> tollgate.v1.RevokeKeyRequest
-	11, // 24: tollgate.v1.KeyService.RotateKey:input_type -> tollgate.v1.RotateKeyRequest
-	13, // 25: tollgate.v1.ModelService.AddDeployment:input_type -> tollgate.v1.AddDeploymentRequest
-	15, // 26: tollgate.v1.ModelService.UpdateDeployment:input_type -> tollgate.v1.UpdateDeploymentRequest
-	17, // 27: tollgate.v1.ModelService.RemoveDeployment:input_type -> tollgate.v1.RemoveDeploymentRequest
-	19, // 28: tollgate.v1.ModelService.DeleteModel:input_type -> tollgate.v1.DeleteModelRequest
-	21, // 29: tollgate.v1.ModelService.ListModels:input_type -> tollgate.v1.ListModelsRequest
-	23, // 30: tollgate.v1.ModelService.GetModel:input_type -> tollgate.v1.GetModelRequest
-	25, // 31: tollgate.v1.CredentialService.SetCredential:input_type -> tollgate.v1.SetCredentialRequest
-	27, // 32: tollgate.v1.CredentialService.ListCredentials:input_type -> tollgate.v1.ListCredentialsRequest
-	29, // 33: tollgate.v1.CredentialService.DeleteCredential:input_type -> tollgate.v1.DeleteCredentialRequest
-	1,  // 34: tollgate.v1.KeyService.CreateKey:output_type -> tollgate.v1.CreateKeyResponse
-	3,  // 35: tollgate.v1.KeyService.ListKeys:output_type -> tollgate.v1.ListKeysResponse
-	5,  // 36: tollgate.v1.KeyService.GetKey:output_type -> tollgate.v1.GetKeyResponse
-	8,  // 37: tollgate.v1.KeyService.UpdateKey:output_type -> tollgate.v1.UpdateKeyResponse
-	10, // 38: tollgate.v1.KeyService.RevokeKey:output_type -> tollgate.v1.RevokeKeyResponse
-	12, // 39: tollgate.v1.KeyService.RotateKey:output_type -> tollgate.v1.RotateKeyResponse
-	14, // 40: tollgate.v1.ModelService.AddDeployment:output_type -> tollgate.v1.AddDeploymentResponse
-	16, // 41: tollgate.v1.ModelService.UpdateDeployment:output_type -> tollgate.v1.UpdateDeploymentResponse
-	18, // 42: tollgate.v1.ModelService.RemoveDeployment:output_type -> tollgate.v1.RemoveDeploymentResponse
-	20, // 43: tollgate.v1.ModelService.DeleteModel:output_type -> tollgate.v1.DeleteModelResponse
-	22, // 44: tollgate.v1.ModelService.ListModels:output_type -> tollgate.v1.ListModelsResponse
-	24, // 45: tollgate.v1.ModelService.GetModel:output_type -> tollgate.v1.GetModelResponse
-	26, // 46: tollgate.v1.CredentialService.SetCredential:output_type -> tollgate.v1.SetCredentialResponse
-	28, // 47: tollgate.v1.CredentialService.ListCredentials:output_type -> tollgate.v1.ListCredentialsResponse
-	30, // 48: tollgate.v1.CredentialService.DeleteCredential:output_type -> tollgate.v1.DeleteCredentialResponse
-	34, // [34:49] is the sub-list for method output_type
-	19, // [19:34] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	56, // 0: tollgate.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	52, // 1: tollgate.v1.CreateKeyRequest.metadata:type_name -> tollgate.v1.CreateKeyRequest.MetadataEntry
+	57, // 2: tollgate.v1.CreateKeyRequest.budget:type_name -> tollgate.v1.Budget
+	58, // 3: tollgate.v1.CreateKeyRequest.limits:type_name -> tollgate.v1.RateLimits
+	59, // 4: tollgate.v1.CreateKeyResponse.key:type_name -> tollgate.v1.Key
+	59, // 5: tollgate.v1.ListKeysResponse.keys:type_name -> tollgate.v1.Key
+	59, // 6: tollgate.v1.GetKeyResponse.key:type_name -> tollgate.v1.Key
+	6,  // 7: tollgate.v1.GetKeyResponse.budget_status:type_name -> tollgate.v1.BudgetStatus
+	6,  // 8: tollgate.v1.GetKeyResponse.team_budget_status:type_name -> tollgate.v1.BudgetStatus
+	7,  // 9: tollgate.v1.UpdateKeyRequest.models:type_name -> tollgate.v1.StringList
+	56, // 10: tollgate.v1.UpdateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	53, // 11: tollgate.v1.UpdateKeyRequest.metadata:type_name -> tollgate.v1.UpdateKeyRequest.MetadataEntry
+	57, // 12: tollgate.v1.UpdateKeyRequest.budget:type_name -> tollgate.v1.Budget
+	58, // 13: tollgate.v1.UpdateKeyRequest.limits:type_name -> tollgate.v1.RateLimits
+	59, // 14: tollgate.v1.UpdateKeyResponse.key:type_name -> tollgate.v1.Key
+	59, // 15: tollgate.v1.RevokeKeyResponse.key:type_name -> tollgate.v1.Key
+	59, // 16: tollgate.v1.RotateKeyResponse.key:type_name -> tollgate.v1.Key
+	60, // 17: tollgate.v1.PriceRow.price:type_name -> tollgate.v1.Price
+	15, // 18: tollgate.v1.ListPricesResponse.prices:type_name -> tollgate.v1.PriceRow
+	61, // 19: tollgate.v1.AddDeploymentRequest.deployment:type_name -> tollgate.v1.Deployment
+	62, // 20: tollgate.v1.AddDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
+	58, // 21: tollgate.v1.UpdateDeploymentRequest.limits:type_name -> tollgate.v1.RateLimits
+	62, // 22: tollgate.v1.UpdateDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
+	62, // 23: tollgate.v1.RemoveDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
+	62, // 24: tollgate.v1.ListModelsResponse.routes:type_name -> tollgate.v1.ModelRoute
+	62, // 25: tollgate.v1.GetModelResponse.route:type_name -> tollgate.v1.ModelRoute
+	63, // 26: tollgate.v1.SetCredentialResponse.credential:type_name -> tollgate.v1.Credential
+	63, // 27: tollgate.v1.ListCredentialsResponse.credentials:type_name -> tollgate.v1.Credential
+	57, // 28: tollgate.v1.CreateTeamRequest.budget:type_name -> tollgate.v1.Budget
+	54, // 29: tollgate.v1.CreateTeamRequest.metadata:type_name -> tollgate.v1.CreateTeamRequest.MetadataEntry
+	58, // 30: tollgate.v1.CreateTeamRequest.limits:type_name -> tollgate.v1.RateLimits
+	64, // 31: tollgate.v1.CreateTeamResponse.team:type_name -> tollgate.v1.Team
+	64, // 32: tollgate.v1.ListTeamsResponse.teams:type_name -> tollgate.v1.Team
+	64, // 33: tollgate.v1.GetTeamResponse.team:type_name -> tollgate.v1.Team
+	6,  // 34: tollgate.v1.GetTeamResponse.budget_status:type_name -> tollgate.v1.BudgetStatus
+	57, // 35: tollgate.v1.UpdateTeamRequest.budget:type_name -> tollgate.v1.Budget
+	55, // 36: tollgate.v1.UpdateTeamRequest.metadata:type_name -> tollgate.v1.UpdateTeamRequest.MetadataEntry
+	58, // 37: tollgate.v1.UpdateTeamRequest.limits:type_name -> tollgate.v1.RateLimits
+	64, // 38: tollgate.v1.UpdateTeamResponse.team:type_name -> tollgate.v1.Team
+	46, // 39: tollgate.v1.SpendReportResponse.rows:type_name -> tollgate.v1.SpendReportRow
+	46, // 40: tollgate.v1.SpendReportResponse.total:type_name -> tollgate.v1.SpendReportRow
+	65, // 41: tollgate.v1.SpendLogsResponse.records:type_name -> tollgate.v1.SpendRecord
+	48, // 42: tollgate.v1.NodeLogsRequest.query:type_name -> tollgate.v1.SpendLogsRequest
+	65, // 43: tollgate.v1.NodeLogsResponse.records:type_name -> tollgate.v1.SpendRecord
+	0,  // 44: tollgate.v1.KeyService.CreateKey:input_type -> tollgate.v1.CreateKeyRequest
+	2,  // 45: tollgate.v1.KeyService.ListKeys:input_type -> tollgate.v1.ListKeysRequest
+	4,  // 46: tollgate.v1.KeyService.GetKey:input_type -> tollgate.v1.GetKeyRequest
+	8,  // 47: tollgate.v1.KeyService.UpdateKey:input_type -> tollgate.v1.UpdateKeyRequest
+	10, // 48: tollgate.v1.KeyService.RevokeKey:input_type -> tollgate.v1.RevokeKeyRequest
+	12, // 49: tollgate.v1.KeyService.RotateKey:input_type -> tollgate.v1.RotateKeyRequest
+	17, // 50: tollgate.v1.ModelService.AddDeployment:input_type -> tollgate.v1.AddDeploymentRequest
+	19, // 51: tollgate.v1.ModelService.UpdateDeployment:input_type -> tollgate.v1.UpdateDeploymentRequest
+	21, // 52: tollgate.v1.ModelService.RemoveDeployment:input_type -> tollgate.v1.RemoveDeploymentRequest
+	23, // 53: tollgate.v1.ModelService.DeleteModel:input_type -> tollgate.v1.DeleteModelRequest
+	25, // 54: tollgate.v1.ModelService.ListModels:input_type -> tollgate.v1.ListModelsRequest
+	27, // 55: tollgate.v1.ModelService.GetModel:input_type -> tollgate.v1.GetModelRequest
+	14, // 56: tollgate.v1.ModelService.ListPrices:input_type -> tollgate.v1.ListPricesRequest
+	29, // 57: tollgate.v1.CredentialService.SetCredential:input_type -> tollgate.v1.SetCredentialRequest
+	31, // 58: tollgate.v1.CredentialService.ListCredentials:input_type -> tollgate.v1.ListCredentialsRequest
+	33, // 59: tollgate.v1.CredentialService.DeleteCredential:input_type -> tollgate.v1.DeleteCredentialRequest
+	35, // 60: tollgate.v1.TeamService.CreateTeam:input_type -> tollgate.v1.CreateTeamRequest
+	37, // 61: tollgate.v1.TeamService.ListTeams:input_type -> tollgate.v1.ListTeamsRequest
+	39, // 62: tollgate.v1.TeamService.GetTeam:input_type -> tollgate.v1.GetTeamRequest
+	41, // 63: tollgate.v1.TeamService.UpdateTeam:input_type -> tollgate.v1.UpdateTeamRequest
+	43, // 64: tollgate.v1.TeamService.DeleteTeam:input_type -> tollgate.v1.DeleteTeamRequest
+	45, // 65: tollgate.v1.SpendService.SpendReport:input_type -> tollgate.v1.SpendReportRequest
+	48, // 66: tollgate.v1.SpendService.SpendLogs:input_type -> tollgate.v1.SpendLogsRequest
+	50, // 67: tollgate.v1.SpendService.NodeLogs:input_type -> tollgate.v1.NodeLogsRequest
+	1,  // 68: tollgate.v1.KeyService.CreateKey:output_type -> tollgate.v1.CreateKeyResponse
+	3,  // 69: tollgate.v1.KeyService.ListKeys:output_type -> tollgate.v1.ListKeysResponse
+	5,  // 70: tollgate.v1.KeyService.GetKey:output_type -> tollgate.v1.GetKeyResponse
+	9,  // 71: tollgate.v1.KeyService.UpdateKey:output_type -> tollgate.v1.UpdateKeyResponse
+	11, // 72: tollgate.v1.KeyService.RevokeKey:output_type -> tollgate.v1.RevokeKeyResponse
+	13, // 73: tollgate.v1.KeyService.RotateKey:output_type -> tollgate.v1.RotateKeyResponse
+	18, // 74: tollgate.v1.ModelService.AddDeployment:output_type -> tollgate.v1.AddDeploymentResponse
+	20, // 75: tollgate.v1.ModelService.UpdateDeployment:output_type -> tollgate.v1.UpdateDeploymentResponse
+	22, // 76: tollgate.v1.ModelService.RemoveDeployment:output_type -> tollgate.v1.RemoveDeploymentResponse
+	24, // 77: tollgate.v1.ModelService.DeleteModel:output_type -> tollgate.v1.DeleteModelResponse
+	26, // 78: tollgate.v1.ModelService.ListModels:output_type -> tollgate.v1.ListModelsResponse
+	28, // 79: tollgate.v1.ModelService.GetModel:output_type -> tollgate.v1.GetModelResponse
+	16, // 80: tollgate.v1.ModelService.ListPrices:output_type -> tollgate.v1.ListPricesResponse
+	30, // 81: tollgate.v1.CredentialService.SetCredential:output_type -> tollgate.v1.SetCredentialResponse
+	32, // 82: tollgate.v1.CredentialService.ListCredentials:output_type -> tollgate.v1.ListCredentialsResponse
+	34, // 83: tollgate.v1.CredentialService.DeleteCredential:output_type -> tollgate.v1.DeleteCredentialResponse
+	36, // 84: tollgate.v1.TeamService.CreateTeam:output_type -> tollgate.v1.CreateTeamResponse
+	38, // 85: tollgate.v1.TeamService.ListTeams:output_type -> tollgate.v1.ListTeamsResponse
+	40, // 86: tollgate.v1.TeamService.GetTeam:output_type -> tollgate.v1.GetTeamResponse
+	42, // 87: tollgate.v1.TeamService.UpdateTeam:output_type -> tollgate.v1.UpdateTeamResponse
+	44, // 88: tollgate.v1.TeamService.DeleteTeam:output_type -> tollgate.v1.DeleteTeamResponse
+	47, // 89: tollgate.v1.SpendService.SpendReport:output_type -> tollgate.v1.SpendReportResponse
+	49, // 90: tollgate.v1.SpendService.SpendLogs:output_type -> tollgate.v1.SpendLogsResponse
+	51, // 91: tollgate.v1.SpendService.NodeLogs:output_type -> tollgate.v1.NodeLogsResponse
+	68, // [68:92] is the sub-list for method output_type
+	44, // [44:68] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_admin_proto_init() }
@@ -1776,17 +3268,19 @@ func file_tollgate_v1_admin_proto_init() {
 		return
 	}
 	file_tollgate_v1_resources_proto_init()
-	file_tollgate_v1_admin_proto_msgTypes[7].OneofWrappers = []any{}
-	file_tollgate_v1_admin_proto_msgTypes[15].OneofWrappers = []any{}
+	file_tollgate_v1_spend_proto_init()
+	file_tollgate_v1_admin_proto_msgTypes[8].OneofWrappers = []any{}
+	file_tollgate_v1_admin_proto_msgTypes[19].OneofWrappers = []any{}
+	file_tollgate_v1_admin_proto_msgTypes[41].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_v1_admin_proto_rawDesc), len(file_tollgate_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   56,
 			NumExtensions: 0,
-			NumServices:   3,
+			NumServices:   5,
 		},
 		GoTypes:           file_tollgate_v1_admin_proto_goTypes,
 		DependencyIndexes: file_tollgate_v1_admin_proto_depIdxs,

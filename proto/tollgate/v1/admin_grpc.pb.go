@@ -331,6 +331,7 @@ const (
 	ModelService_DeleteModel_FullMethodName      = "/tollgate.v1.ModelService/DeleteModel"
 	ModelService_ListModels_FullMethodName       = "/tollgate.v1.ModelService/ListModels"
 	ModelService_GetModel_FullMethodName         = "/tollgate.v1.ModelService/GetModel"
+	ModelService_ListPrices_FullMethodName       = "/tollgate.v1.ModelService/ListPrices"
 )
 
 // ModelServiceClient is the client API for ModelService service.
@@ -351,6 +352,8 @@ type ModelServiceClient interface {
 	DeleteModel(ctx context.Context, in *DeleteModelRequest, opts ...grpc.CallOption) (*DeleteModelResponse, error)
 	ListModels(ctx context.Context, in *ListModelsRequest, opts ...grpc.CallOption) (*ListModelsResponse, error)
 	GetModel(ctx context.Context, in *GetModelRequest, opts ...grpc.CallOption) (*GetModelResponse, error)
+	// ListPrices shows the price that applies to every deployment.
+	ListPrices(ctx context.Context, in *ListPricesRequest, opts ...grpc.CallOption) (*ListPricesResponse, error)
 }
 
 type modelServiceClient struct {
@@ -421,6 +424,16 @@ func (c *modelServiceClient) GetModel(ctx context.Context, in *GetModelRequest, 
 	return out, nil
 }
 
+func (c *modelServiceClient) ListPrices(ctx context.Context, in *ListPricesRequest, opts ...grpc.CallOption) (*ListPricesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPricesResponse)
+	err := c.cc.Invoke(ctx, ModelService_ListPrices_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ModelServiceServer is the server API for ModelService service.
 // All implementations must embed UnimplementedModelServiceServer
 // for forward compatibility.
@@ -439,6 +452,8 @@ type ModelServiceServer interface {
 	DeleteModel(context.Context, *DeleteModelRequest) (*DeleteModelResponse, error)
 	ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error)
 	GetModel(context.Context, *GetModelRequest) (*GetModelResponse, error)
+	// ListPrices shows the price that applies to every deployment.
+	ListPrices(context.Context, *ListPricesRequest) (*ListPricesResponse, error)
 	mustEmbedUnimplementedModelServiceServer()
 }
 
@@ -466,6 +481,9 @@ func (UnimplementedModelServiceServer) ListModels(context.Context, *ListModelsRe
 }
 func (UnimplementedModelServiceServer) GetModel(context.Context, *GetModelRequest) (*GetModelResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetModel not implemented")
+}
+func (UnimplementedModelServiceServer) ListPrices(context.Context, *ListPricesRequest) (*ListPricesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPrices not implemented")
 }
 func (UnimplementedModelServiceServer) mustEmbedUnimplementedModelServiceServer() {}
 func (UnimplementedModelServiceServer) testEmbeddedByValue()                      {}
@@ -596,6 +614,24 @@ func _ModelService_GetModel_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ModelService_ListPrices_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPricesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ModelServiceServer).ListPrices(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ModelService_ListPrices_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ModelServiceServer).ListPrices(ctx, req.(*ListPricesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ModelService_ServiceDesc is the grpc.ServiceDesc for ModelService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -626,6 +662,10 @@ var ModelService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetModel",
 			Handler:    _ModelService_GetModel_Handler,
+		},
+		{
+			MethodName: "ListPrices",
+			Handler:    _ModelService_ListPrices_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
@@ -810,6 +850,456 @@ var CredentialService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteCredential",
 			Handler:    _CredentialService_DeleteCredential_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "tollgate/v1/admin.proto",
+}
+
+const (
+	TeamService_CreateTeam_FullMethodName = "/tollgate.v1.TeamService/CreateTeam"
+	TeamService_ListTeams_FullMethodName  = "/tollgate.v1.TeamService/ListTeams"
+	TeamService_GetTeam_FullMethodName    = "/tollgate.v1.TeamService/GetTeam"
+	TeamService_UpdateTeam_FullMethodName = "/tollgate.v1.TeamService/UpdateTeam"
+	TeamService_DeleteTeam_FullMethodName = "/tollgate.v1.TeamService/DeleteTeam"
+)
+
+// TeamServiceClient is the client API for TeamService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// TeamService manages teams. A team's budget is shared by all its keys.
+type TeamServiceClient interface {
+	CreateTeam(ctx context.Context, in *CreateTeamRequest, opts ...grpc.CallOption) (*CreateTeamResponse, error)
+	ListTeams(ctx context.Context, in *ListTeamsRequest, opts ...grpc.CallOption) (*ListTeamsResponse, error)
+	GetTeam(ctx context.Context, in *GetTeamRequest, opts ...grpc.CallOption) (*GetTeamResponse, error)
+	// UpdateTeam changes only the fields that are set in the request.
+	UpdateTeam(ctx context.Context, in *UpdateTeamRequest, opts ...grpc.CallOption) (*UpdateTeamResponse, error)
+	// DeleteTeam fails while keys belong to the team.
+	DeleteTeam(ctx context.Context, in *DeleteTeamRequest, opts ...grpc.CallOption) (*DeleteTeamResponse, error)
+}
+
+type teamServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewTeamServiceClient(cc grpc.ClientConnInterface) TeamServiceClient {
+	return &teamServiceClient{cc}
+}
+
+func (c *teamServiceClient) CreateTeam(ctx context.Context, in *CreateTeamRequest, opts ...grpc.CallOption) (*CreateTeamResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateTeamResponse)
+	err := c.cc.Invoke(ctx, TeamService_CreateTeam_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *teamServiceClient) ListTeams(ctx context.Context, in *ListTeamsRequest, opts ...grpc.CallOption) (*ListTeamsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTeamsResponse)
+	err := c.cc.Invoke(ctx, TeamService_ListTeams_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *teamServiceClient) GetTeam(ctx context.Context, in *GetTeamRequest, opts ...grpc.CallOption) (*GetTeamResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetTeamResponse)
+	err := c.cc.Invoke(ctx, TeamService_GetTeam_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *teamServiceClient) UpdateTeam(ctx context.Context, in *UpdateTeamRequest, opts ...grpc.CallOption) (*UpdateTeamResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateTeamResponse)
+	err := c.cc.Invoke(ctx, TeamService_UpdateTeam_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *teamServiceClient) DeleteTeam(ctx context.Context, in *DeleteTeamRequest, opts ...grpc.CallOption) (*DeleteTeamResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteTeamResponse)
+	err := c.cc.Invoke(ctx, TeamService_DeleteTeam_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// TeamServiceServer is the server API for TeamService service.
+// All implementations must embed UnimplementedTeamServiceServer
+// for forward compatibility.
+//
+// TeamService manages teams. A team's budget is shared by all its keys.
+type TeamServiceServer interface {
+	CreateTeam(context.Context, *CreateTeamRequest) (*CreateTeamResponse, error)
+	ListTeams(context.Context, *ListTeamsRequest) (*ListTeamsResponse, error)
+	GetTeam(context.Context, *GetTeamRequest) (*GetTeamResponse, error)
+	// UpdateTeam changes only the fields that are set in the request.
+	UpdateTeam(context.Context, *UpdateTeamRequest) (*UpdateTeamResponse, error)
+	// DeleteTeam fails while keys belong to the team.
+	DeleteTeam(context.Context, *DeleteTeamRequest) (*DeleteTeamResponse, error)
+	mustEmbedUnimplementedTeamServiceServer()
+}
+
+// UnimplementedTeamServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedTeamServiceServer struct{}
+
+func (UnimplementedTeamServiceServer) CreateTeam(context.Context, *CreateTeamRequest) (*CreateTeamResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateTeam not implemented")
+}
+func (UnimplementedTeamServiceServer) ListTeams(context.Context, *ListTeamsRequest) (*ListTeamsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTeams not implemented")
+}
+func (UnimplementedTeamServiceServer) GetTeam(context.Context, *GetTeamRequest) (*GetTeamResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetTeam not implemented")
+}
+func (UnimplementedTeamServiceServer) UpdateTeam(context.Context, *UpdateTeamRequest) (*UpdateTeamResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateTeam not implemented")
+}
+func (UnimplementedTeamServiceServer) DeleteTeam(context.Context, *DeleteTeamRequest) (*DeleteTeamResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteTeam not implemented")
+}
+func (UnimplementedTeamServiceServer) mustEmbedUnimplementedTeamServiceServer() {}
+func (UnimplementedTeamServiceServer) testEmbeddedByValue()                     {}
+
+// UnsafeTeamServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to TeamServiceServer will
+// result in compilation errors.
+type UnsafeTeamServiceServer interface {
+	mustEmbedUnimplementedTeamServiceServer()
+}
+
+func RegisterTeamServiceServer(s grpc.ServiceRegistrar, srv TeamServiceServer) {
+	// If the following call panics, it indicates UnimplementedTeamServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&TeamService_ServiceDesc, srv)
+}
+
+func _TeamService_CreateTeam_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateTeamRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TeamServiceServer).CreateTeam(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TeamService_CreateTeam_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TeamServiceServer).CreateTeam(ctx, req.(*CreateTeamRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TeamService_ListTeams_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTeamsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TeamServiceServer).ListTeams(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TeamService_ListTeams_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TeamServiceServer).ListTeams(ctx, req.(*ListTeamsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TeamService_GetTeam_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetTeamRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TeamServiceServer).GetTeam(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TeamService_GetTeam_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TeamServiceServer).GetTeam(ctx, req.(*GetTeamRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TeamService_UpdateTeam_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateTeamRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TeamServiceServer).UpdateTeam(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TeamService_UpdateTeam_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TeamServiceServer).UpdateTeam(ctx, req.(*UpdateTeamRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TeamService_DeleteTeam_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteTeamRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TeamServiceServer).DeleteTeam(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TeamService_DeleteTeam_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TeamServiceServer).DeleteTeam(ctx, req.(*DeleteTeamRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// TeamService_ServiceDesc is the grpc.ServiceDesc for TeamService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var TeamService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "tollgate.v1.TeamService",
+	HandlerType: (*TeamServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "CreateTeam",
+			Handler:    _TeamService_CreateTeam_Handler,
+		},
+		{
+			MethodName: "ListTeams",
+			Handler:    _TeamService_ListTeams_Handler,
+		},
+		{
+			MethodName: "GetTeam",
+			Handler:    _TeamService_GetTeam_Handler,
+		},
+		{
+			MethodName: "UpdateTeam",
+			Handler:    _TeamService_UpdateTeam_Handler,
+		},
+		{
+			MethodName: "DeleteTeam",
+			Handler:    _TeamService_DeleteTeam_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "tollgate/v1/admin.proto",
+}
+
+const (
+	SpendService_SpendReport_FullMethodName = "/tollgate.v1.SpendService/SpendReport"
+	SpendService_SpendLogs_FullMethodName   = "/tollgate.v1.SpendService/SpendLogs"
+	SpendService_NodeLogs_FullMethodName    = "/tollgate.v1.SpendService/NodeLogs"
+)
+
+// SpendServiceClient is the client API for SpendService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// SpendService reports spend: cluster-wide totals from the replicated
+// rollups, and raw records from every live node's ledger.
+type SpendServiceClient interface {
+	SpendReport(ctx context.Context, in *SpendReportRequest, opts ...grpc.CallOption) (*SpendReportResponse, error)
+	// SpendLogs returns the newest raw records of every live node.
+	SpendLogs(ctx context.Context, in *SpendLogsRequest, opts ...grpc.CallOption) (*SpendLogsResponse, error)
+	// NodeLogs returns the newest raw records of the node that answers.
+	NodeLogs(ctx context.Context, in *NodeLogsRequest, opts ...grpc.CallOption) (*NodeLogsResponse, error)
+}
+
+type spendServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewSpendServiceClient(cc grpc.ClientConnInterface) SpendServiceClient {
+	return &spendServiceClient{cc}
+}
+
+func (c *spendServiceClient) SpendReport(ctx context.Context, in *SpendReportRequest, opts ...grpc.CallOption) (*SpendReportResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SpendReportResponse)
+	err := c.cc.Invoke(ctx, SpendService_SpendReport_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *spendServiceClient) SpendLogs(ctx context.Context, in *SpendLogsRequest, opts ...grpc.CallOption) (*SpendLogsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SpendLogsResponse)
+	err := c.cc.Invoke(ctx, SpendService_SpendLogs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *spendServiceClient) NodeLogs(ctx context.Context, in *NodeLogsRequest, opts ...grpc.CallOption) (*NodeLogsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeLogsResponse)
+	err := c.cc.Invoke(ctx, SpendService_NodeLogs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SpendServiceServer is the server API for SpendService service.
+// All implementations must embed UnimplementedSpendServiceServer
+// for forward compatibility.
+//
+// SpendService reports spend: cluster-wide totals from the replicated
+// rollups, and raw records from every live node's ledger.
+type SpendServiceServer interface {
+	SpendReport(context.Context, *SpendReportRequest) (*SpendReportResponse, error)
+	// SpendLogs returns the newest raw records of every live node.
+	SpendLogs(context.Context, *SpendLogsRequest) (*SpendLogsResponse, error)
+	// NodeLogs returns the newest raw records of the node that answers.
+	NodeLogs(context.Context, *NodeLogsRequest) (*NodeLogsResponse, error)
+	mustEmbedUnimplementedSpendServiceServer()
+}
+
+// UnimplementedSpendServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedSpendServiceServer struct{}
+
+func (UnimplementedSpendServiceServer) SpendReport(context.Context, *SpendReportRequest) (*SpendReportResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SpendReport not implemented")
+}
+func (UnimplementedSpendServiceServer) SpendLogs(context.Context, *SpendLogsRequest) (*SpendLogsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SpendLogs not implemented")
+}
+func (UnimplementedSpendServiceServer) NodeLogs(context.Context, *NodeLogsRequest) (*NodeLogsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method NodeLogs not implemented")
+}
+func (UnimplementedSpendServiceServer) mustEmbedUnimplementedSpendServiceServer() {}
+func (UnimplementedSpendServiceServer) testEmbeddedByValue()                      {}
+
+// UnsafeSpendServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to SpendServiceServer will
+// result in compilation errors.
+type UnsafeSpendServiceServer interface {
+	mustEmbedUnimplementedSpendServiceServer()
+}
+
+func RegisterSpendServiceServer(s grpc.ServiceRegistrar, srv SpendServiceServer) {
+	// If the following call panics, it indicates UnimplementedSpendServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&SpendService_ServiceDesc, srv)
+}
+
+func _SpendService_SpendReport_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SpendReportRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SpendServiceServer).SpendReport(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SpendService_SpendReport_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SpendServiceServer).SpendReport(ctx, req.(*SpendReportRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SpendService_SpendLogs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SpendLogsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SpendServiceServer).SpendLogs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SpendService_SpendLogs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SpendServiceServer).SpendLogs(ctx, req.(*SpendLogsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SpendService_NodeLogs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NodeLogsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SpendServiceServer).NodeLogs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SpendService_NodeLogs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SpendServiceServer).NodeLogs(ctx, req.(*NodeLogsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// SpendService_ServiceDesc is the grpc.ServiceDesc for SpendService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var SpendService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "tollgate.v1.SpendService",
+	HandlerType: (*SpendServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "SpendReport",
+			Handler:    _SpendService_SpendReport_Handler,
+		},
+		{
+			MethodName: "SpendLogs",
+			Handler:    _SpendService_SpendLogs_Handler,
+		},
+		{
+			MethodName: "NodeLogs",
+			Handler:    _SpendService_NodeLogs_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -21,6 +21,96 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ProposeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A serialized tollgate.v1.Command.
+	Command       []byte `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProposeRequest) Reset() {
+	*x = ProposeRequest{}
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProposeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProposeRequest) ProtoMessage() {}
+
+func (x *ProposeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProposeRequest.ProtoReflect.Descriptor instead.
+func (*ProposeRequest) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_cluster_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ProposeRequest) GetCommand() []byte {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+type ProposeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The index the command was applied at.
+	Index         uint64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProposeResponse) Reset() {
+	*x = ProposeResponse{}
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProposeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProposeResponse) ProtoMessage() {}
+
+func (x *ProposeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProposeResponse.ProtoReflect.Descriptor instead.
+func (*ProposeResponse) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_cluster_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ProposeResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 type StatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -29,7 +119,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_tollgate_v1_cluster_proto_msgTypes[0]
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -41,7 +131,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_cluster_proto_msgTypes[0]
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -54,7 +144,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_cluster_proto_rawDescGZIP(), []int{0}
+	return file_tollgate_v1_cluster_proto_rawDescGZIP(), []int{2}
 }
 
 // Member is one node as the cluster knows it.
@@ -80,7 +170,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_tollgate_v1_cluster_proto_msgTypes[1]
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -92,7 +182,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_cluster_proto_msgTypes[1]
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -105,7 +195,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_cluster_proto_rawDescGZIP(), []int{1}
+	return file_tollgate_v1_cluster_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Member) GetId() string {
@@ -190,7 +280,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_tollgate_v1_cluster_proto_msgTypes[2]
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -202,7 +292,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_cluster_proto_msgTypes[2]
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -215,7 +305,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_cluster_proto_rawDescGZIP(), []int{2}
+	return file_tollgate_v1_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StatusResponse) GetNode() string {
@@ -283,7 +373,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_tollgate_v1_cluster_proto_msgTypes[3]
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -295,7 +385,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_cluster_proto_msgTypes[3]
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -308,7 +398,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_cluster_proto_rawDescGZIP(), []int{3}
+	return file_tollgate_v1_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RemoveNodeRequest) GetId() string {
@@ -326,7 +416,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_tollgate_v1_cluster_proto_msgTypes[4]
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -338,7 +428,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_cluster_proto_msgTypes[4]
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -351,7 +441,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_cluster_proto_rawDescGZIP(), []int{4}
+	return file_tollgate_v1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 type SaveSnapshotRequest struct {
@@ -362,7 +452,7 @@ type SaveSnapshotRequest struct {
 
 func (x *SaveSnapshotRequest) Reset() {
 	*x = SaveSnapshotRequest{}
-	mi := &file_tollgate_v1_cluster_proto_msgTypes[5]
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -374,7 +464,7 @@ func (x *SaveSnapshotRequest) String() string {
 func (*SaveSnapshotRequest) ProtoMessage() {}
 
 func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_cluster_proto_msgTypes[5]
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -387,7 +477,7 @@ func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SaveSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_tollgate_v1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 type SaveSnapshotResponse struct {
@@ -401,7 +491,7 @@ type SaveSnapshotResponse struct {
 
 func (x *SaveSnapshotResponse) Reset() {
 	*x = SaveSnapshotResponse{}
-	mi := &file_tollgate_v1_cluster_proto_msgTypes[6]
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -413,7 +503,7 @@ func (x *SaveSnapshotResponse) String() string {
 func (*SaveSnapshotResponse) ProtoMessage() {}
 
 func (x *SaveSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_cluster_proto_msgTypes[6]
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -426,7 +516,7 @@ func (x *SaveSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SaveSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_tollgate_v1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SaveSnapshotResponse) GetData() []byte {
@@ -452,7 +542,7 @@ type RestoreSnapshotRequest struct {
 
 func (x *RestoreSnapshotRequest) Reset() {
 	*x = RestoreSnapshotRequest{}
-	mi := &file_tollgate_v1_cluster_proto_msgTypes[7]
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -464,7 +554,7 @@ func (x *RestoreSnapshotRequest) String() string {
 func (*RestoreSnapshotRequest) ProtoMessage() {}
 
 func (x *RestoreSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_cluster_proto_msgTypes[7]
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -477,7 +567,7 @@ func (x *RestoreSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*RestoreSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_cluster_proto_rawDescGZIP(), []int{7}
+	return file_tollgate_v1_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RestoreSnapshotRequest) GetData() []byte {
@@ -498,7 +588,7 @@ type RestoreSnapshotResponse struct {
 
 func (x *RestoreSnapshotResponse) Reset() {
 	*x = RestoreSnapshotResponse{}
-	mi := &file_tollgate_v1_cluster_proto_msgTypes[8]
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -510,7 +600,7 @@ func (x *RestoreSnapshotResponse) String() string {
 func (*RestoreSnapshotResponse) ProtoMessage() {}
 
 func (x *RestoreSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_cluster_proto_msgTypes[8]
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -523,7 +613,7 @@ func (x *RestoreSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*RestoreSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_cluster_proto_rawDescGZIP(), []int{8}
+	return file_tollgate_v1_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RestoreSnapshotResponse) GetKeys() uint64 {
@@ -557,7 +647,7 @@ type WaitAppliedRequest struct {
 
 func (x *WaitAppliedRequest) Reset() {
 	*x = WaitAppliedRequest{}
-	mi := &file_tollgate_v1_cluster_proto_msgTypes[9]
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -569,7 +659,7 @@ func (x *WaitAppliedRequest) String() string {
 func (*WaitAppliedRequest) ProtoMessage() {}
 
 func (x *WaitAppliedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_cluster_proto_msgTypes[9]
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -582,7 +672,7 @@ func (x *WaitAppliedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitAppliedRequest.ProtoReflect.Descriptor instead.
 func (*WaitAppliedRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_cluster_proto_rawDescGZIP(), []int{9}
+	return file_tollgate_v1_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WaitAppliedRequest) GetIndex() uint64 {
@@ -608,7 +698,7 @@ type WaitAppliedResponse struct {
 
 func (x *WaitAppliedResponse) Reset() {
 	*x = WaitAppliedResponse{}
-	mi := &file_tollgate_v1_cluster_proto_msgTypes[10]
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -620,7 +710,7 @@ func (x *WaitAppliedResponse) String() string {
 func (*WaitAppliedResponse) ProtoMessage() {}
 
 func (x *WaitAppliedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_cluster_proto_msgTypes[10]
+	mi := &file_tollgate_v1_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -633,7 +723,7 @@ func (x *WaitAppliedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitAppliedResponse.ProtoReflect.Descriptor instead.
 func (*WaitAppliedResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_cluster_proto_rawDescGZIP(), []int{10}
+	return file_tollgate_v1_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WaitAppliedResponse) GetAppliedIndex() uint64 {
@@ -647,7 +737,11 @@ var File_tollgate_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x19tollgate/v1/cluster.proto\x12\vtollgate.v1\"\x0f\n" +
+	"\x19tollgate/v1/cluster.proto\x12\vtollgate.v1\"*\n" +
+	"\x0eProposeRequest\x12\x18\n" +
+	"\acommand\x18\x01 \x01(\fR\acommand\"'\n" +
+	"\x0fProposeResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"\x0f\n" +
 	"\rStatusRequest\"\x91\x02\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -688,14 +782,15 @@ const file_tollgate_v1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x02 \x01(\rR\ttimeoutMs\":\n" +
 	"\x13WaitAppliedResponse\x12#\n" +
-	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex2\xa7\x03\n" +
+	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex2\xed\x03\n" +
 	"\x0eClusterService\x12A\n" +
 	"\x06Status\x12\x1a.tollgate.v1.StatusRequest\x1a\x1b.tollgate.v1.StatusResponse\x12M\n" +
 	"\n" +
 	"RemoveNode\x12\x1e.tollgate.v1.RemoveNodeRequest\x1a\x1f.tollgate.v1.RemoveNodeResponse\x12S\n" +
 	"\fSaveSnapshot\x12 .tollgate.v1.SaveSnapshotRequest\x1a!.tollgate.v1.SaveSnapshotResponse\x12\\\n" +
 	"\x0fRestoreSnapshot\x12#.tollgate.v1.RestoreSnapshotRequest\x1a$.tollgate.v1.RestoreSnapshotResponse\x12P\n" +
-	"\vWaitApplied\x12\x1f.tollgate.v1.WaitAppliedRequest\x1a .tollgate.v1.WaitAppliedResponseB;Z9github.com/tollgate/tollgate/proto/tollgate/v1;tollgatev1b\x06proto3"
+	"\vWaitApplied\x12\x1f.tollgate.v1.WaitAppliedRequest\x1a .tollgate.v1.WaitAppliedResponse\x12D\n" +
+	"\aPropose\x12\x1b.tollgate.v1.ProposeRequest\x1a\x1c.tollgate.v1.ProposeResponseB;Z9github.com/tollgate/tollgate/proto/tollgate/v1;tollgatev1b\x06proto3"
 
 var (
 	file_tollgate_v1_cluster_proto_rawDescOnce sync.Once
@@ -709,34 +804,38 @@ func file_tollgate_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_tollgate_v1_cluster_proto_rawDescData
 }
 
-var file_tollgate_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_tollgate_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_tollgate_v1_cluster_proto_goTypes = []any{
-	(*StatusRequest)(nil),           // 0: tollgate.v1.StatusRequest
-	(*Member)(nil),                  // 1: tollgate.v1.Member
-	(*StatusResponse)(nil),          // 2: tollgate.v1.StatusResponse
-	(*RemoveNodeRequest)(nil),       // 3: tollgate.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),      // 4: tollgate.v1.RemoveNodeResponse
-	(*SaveSnapshotRequest)(nil),     // 5: tollgate.v1.SaveSnapshotRequest
-	(*SaveSnapshotResponse)(nil),    // 6: tollgate.v1.SaveSnapshotResponse
-	(*RestoreSnapshotRequest)(nil),  // 7: tollgate.v1.RestoreSnapshotRequest
-	(*RestoreSnapshotResponse)(nil), // 8: tollgate.v1.RestoreSnapshotResponse
-	(*WaitAppliedRequest)(nil),      // 9: tollgate.v1.WaitAppliedRequest
-	(*WaitAppliedResponse)(nil),     // 10: tollgate.v1.WaitAppliedResponse
+	(*ProposeRequest)(nil),          // 0: tollgate.v1.ProposeRequest
+	(*ProposeResponse)(nil),         // 1: tollgate.v1.ProposeResponse
+	(*StatusRequest)(nil),           // 2: tollgate.v1.StatusRequest
+	(*Member)(nil),                  // 3: tollgate.v1.Member
+	(*StatusResponse)(nil),          // 4: tollgate.v1.StatusResponse
+	(*RemoveNodeRequest)(nil),       // 5: tollgate.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),      // 6: tollgate.v1.RemoveNodeResponse
+	(*SaveSnapshotRequest)(nil),     // 7: tollgate.v1.SaveSnapshotRequest
+	(*SaveSnapshotResponse)(nil),    // 8: tollgate.v1.SaveSnapshotResponse
+	(*RestoreSnapshotRequest)(nil),  // 9: tollgate.v1.RestoreSnapshotRequest
+	(*RestoreSnapshotResponse)(nil), // 10: tollgate.v1.RestoreSnapshotResponse
+	(*WaitAppliedRequest)(nil),      // 11: tollgate.v1.WaitAppliedRequest
+	(*WaitAppliedResponse)(nil),     // 12: tollgate.v1.WaitAppliedResponse
 }
 var file_tollgate_v1_cluster_proto_depIdxs = []int32{
-	1,  // 0: tollgate.v1.StatusResponse.members:type_name -> tollgate.v1.Member
-	0,  // 1: tollgate.v1.ClusterService.Status:input_type -> tollgate.v1.StatusRequest
-	3,  // 2: tollgate.v1.ClusterService.RemoveNode:input_type -> tollgate.v1.RemoveNodeRequest
-	5,  // 3: tollgate.v1.ClusterService.SaveSnapshot:input_type -> tollgate.v1.SaveSnapshotRequest
-	7,  // 4: tollgate.v1.ClusterService.RestoreSnapshot:input_type -> tollgate.v1.RestoreSnapshotRequest
-	9,  // 5: tollgate.v1.ClusterService.WaitApplied:input_type -> tollgate.v1.WaitAppliedRequest
-	2,  // 6: tollgate.v1.ClusterService.Status:output_type -> tollgate.v1.StatusResponse
-	4,  // 7: tollgate.v1.ClusterService.RemoveNode:output_type -> tollgate.v1.RemoveNodeResponse
-	6,  // 8: tollgate.v1.ClusterService.SaveSnapshot:output_type -> tollgate.v1.SaveSnapshotResponse
-	8,  // 9: tollgate.v1.ClusterService.RestoreSnapshot:output_type -> tollgate.v1.RestoreSnapshotResponse
-	10, // 10: tollgate.v1.ClusterService.WaitApplied:output_type -> tollgate.v1.WaitAppliedResponse
-	6,  // [6:11] is the sub-list for method output_type
-	1,  // [1:6] is the sub-list for method input_type
+	3,  // 0: tollgate.v1.StatusResponse.members:type_name -> tollgate.v1.Member
+	2,  // 1: tollgate.v1.ClusterService.Status:input_type -> tollgate.v1.StatusRequest
+	5,  // 2: tollgate.v1.ClusterService.RemoveNode:input_type -> tollgate.v1.RemoveNodeRequest
+	7,  // 3: tollgate.v1.ClusterService.SaveSnapshot:input_type -> tollgate.v1.SaveSnapshotRequest
+	9,  // 4: tollgate.v1.ClusterService.RestoreSnapshot:input_type -> tollgate.v1.RestoreSnapshotRequest
+	11, // 5: tollgate.v1.ClusterService.WaitApplied:input_type -> tollgate.v1.WaitAppliedRequest
+	0,  // 6: tollgate.v1.ClusterService.Propose:input_type -> tollgate.v1.ProposeRequest
+	4,  // 7: tollgate.v1.ClusterService.Status:output_type -> tollgate.v1.StatusResponse
+	6,  // 8: tollgate.v1.ClusterService.RemoveNode:output_type -> tollgate.v1.RemoveNodeResponse
+	8,  // 9: tollgate.v1.ClusterService.SaveSnapshot:output_type -> tollgate.v1.SaveSnapshotResponse
+	10, // 10: tollgate.v1.ClusterService.RestoreSnapshot:output_type -> tollgate.v1.RestoreSnapshotResponse
+	12, // 11: tollgate.v1.ClusterService.WaitApplied:output_type -> tollgate.v1.WaitAppliedResponse
+	1,  // 12: tollgate.v1.ClusterService.Propose:output_type -> tollgate.v1.ProposeResponse
+	7,  // [7:13] is the sub-list for method output_type
+	1,  // [1:7] is the sub-list for method input_type
 	1,  // [1:1] is the sub-list for extension type_name
 	1,  // [1:1] is the sub-list for extension extendee
 	0,  // [0:1] is the sub-list for field type_name
@@ -753,7 +852,7 @@ func file_tollgate_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_v1_cluster_proto_rawDesc), len(file_tollgate_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

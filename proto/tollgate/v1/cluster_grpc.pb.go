@@ -24,6 +24,7 @@ const (
 	ClusterService_SaveSnapshot_FullMethodName    = "/tollgate.v1.ClusterService/SaveSnapshot"
 	ClusterService_RestoreSnapshot_FullMethodName = "/tollgate.v1.ClusterService/RestoreSnapshot"
 	ClusterService_WaitApplied_FullMethodName     = "/tollgate.v1.ClusterService/WaitApplied"
+	ClusterService_Propose_FullMethodName         = "/tollgate.v1.ClusterService/Propose"
 )
 
 // ClusterServiceClient is the client API for ClusterService service.
@@ -45,6 +46,9 @@ type ClusterServiceClient interface {
 	// WaitApplied waits until this node has applied the given Raft index. The
 	// leader calls it on every live node after a write.
 	WaitApplied(ctx context.Context, in *WaitAppliedRequest, opts ...grpc.CallOption) (*WaitAppliedResponse, error)
+	// Propose applies a Raft command on the leader (internal: nodes use it to
+	// report spend and ask for budget leases).
+	Propose(ctx context.Context, in *ProposeRequest, opts ...grpc.CallOption) (*ProposeResponse, error)
 }
 
 type clusterServiceClient struct {
@@ -105,6 +109,16 @@ func (c *clusterServiceClient) WaitApplied(ctx context.Context, in *WaitAppliedR
 	return out, nil
 }
 
+func (c *clusterServiceClient) Propose(ctx context.Context, in *ProposeRequest, opts ...grpc.CallOption) (*ProposeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ProposeResponse)
+	err := c.cc.Invoke(ctx, ClusterService_Propose_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServiceServer is the server API for ClusterService service.
 // All implementations must embed UnimplementedClusterServiceServer
 // for forward compatibility.
@@ -124,6 +138,9 @@ type ClusterServiceServer interface {
 	// WaitApplied waits until this node has applied the given Raft index. The
 	// leader calls it on every live node after a write.
 	WaitApplied(context.Context, *WaitAppliedRequest) (*WaitAppliedResponse, error)
+	// Propose applies a Raft command on the leader (internal: nodes use it to
+	// report spend and ask for budget leases).
+	Propose(context.Context, *ProposeRequest) (*ProposeResponse, error)
 	mustEmbedUnimplementedClusterServiceServer()
 }
 
@@ -148,6 +165,9 @@ func (UnimplementedClusterServiceServer) RestoreSnapshot(context.Context, *Resto
 }
 func (UnimplementedClusterServiceServer) WaitApplied(context.Context, *WaitAppliedRequest) (*WaitAppliedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method WaitApplied not implemented")
+}
+func (UnimplementedClusterServiceServer) Propose(context.Context, *ProposeRequest) (*ProposeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Propose not implemented")
 }
 func (UnimplementedClusterServiceServer) mustEmbedUnimplementedClusterServiceServer() {}
 func (UnimplementedClusterServiceServer) testEmbeddedByValue()                        {}
@@ -260,6 +280,24 @@ func _ClusterService_WaitApplied_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClusterService_Propose_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProposeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).Propose(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_Propose_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).Propose(ctx, req.(*ProposeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ClusterService_ServiceDesc is the grpc.ServiceDesc for ClusterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -286,6 +324,10 @@ var ClusterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "WaitApplied",
 			Handler:    _ClusterService_WaitApplied_Handler,
+		},
+		{
+			MethodName: "Propose",
+			Handler:    _ClusterService_Propose_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

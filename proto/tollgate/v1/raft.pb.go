@@ -41,6 +41,14 @@ type Command struct {
 	//	*Command_DeleteCredential
 	//	*Command_AddAdminToken
 	//	*Command_Restore
+	//	*Command_CreateTeam
+	//	*Command_UpdateTeam
+	//	*Command_DeleteTeam
+	//	*Command_SpendReport
+	//	*Command_GrantLease
+	//	*Command_ReturnLease
+	//	*Command_ReleaseNode
+	//	*Command_SetClusterSecret
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -198,6 +206,78 @@ func (x *Command) GetRestore() *RestoreCommand {
 	return nil
 }
 
+func (x *Command) GetCreateTeam() *CreateTeamCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_CreateTeam); ok {
+			return x.CreateTeam
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetUpdateTeam() *UpdateTeamCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_UpdateTeam); ok {
+			return x.UpdateTeam
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDeleteTeam() *DeleteTeamCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_DeleteTeam); ok {
+			return x.DeleteTeam
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSpendReport() *SpendReportCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_SpendReport); ok {
+			return x.SpendReport
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetGrantLease() *GrantLeaseCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_GrantLease); ok {
+			return x.GrantLease
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetReturnLease() *ReturnLeaseCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_ReturnLease); ok {
+			return x.ReturnLease
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetReleaseNode() *ReleaseNodeCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_ReleaseNode); ok {
+			return x.ReleaseNode
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSetClusterSecret() *SetClusterSecretCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_SetClusterSecret); ok {
+			return x.SetClusterSecret
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -250,6 +330,38 @@ type Command_Restore struct {
 	Restore *RestoreCommand `protobuf:"bytes,50,opt,name=restore,proto3,oneof"`
 }
 
+type Command_CreateTeam struct {
+	CreateTeam *CreateTeamCommand `protobuf:"bytes,60,opt,name=create_team,json=createTeam,proto3,oneof"`
+}
+
+type Command_UpdateTeam struct {
+	UpdateTeam *UpdateTeamCommand `protobuf:"bytes,61,opt,name=update_team,json=updateTeam,proto3,oneof"`
+}
+
+type Command_DeleteTeam struct {
+	DeleteTeam *DeleteTeamCommand `protobuf:"bytes,62,opt,name=delete_team,json=deleteTeam,proto3,oneof"`
+}
+
+type Command_SpendReport struct {
+	SpendReport *SpendReportCommand `protobuf:"bytes,70,opt,name=spend_report,json=spendReport,proto3,oneof"`
+}
+
+type Command_GrantLease struct {
+	GrantLease *GrantLeaseCommand `protobuf:"bytes,71,opt,name=grant_lease,json=grantLease,proto3,oneof"`
+}
+
+type Command_ReturnLease struct {
+	ReturnLease *ReturnLeaseCommand `protobuf:"bytes,72,opt,name=return_lease,json=returnLease,proto3,oneof"`
+}
+
+type Command_ReleaseNode struct {
+	ReleaseNode *ReleaseNodeCommand `protobuf:"bytes,73,opt,name=release_node,json=releaseNode,proto3,oneof"`
+}
+
+type Command_SetClusterSecret struct {
+	SetClusterSecret *SetClusterSecretCommand `protobuf:"bytes,80,opt,name=set_cluster_secret,json=setClusterSecret,proto3,oneof"`
+}
+
 func (*Command_CreateKey) isCommand_Op() {}
 
 func (*Command_UpdateKey) isCommand_Op() {}
@@ -273,6 +385,22 @@ func (*Command_DeleteCredential) isCommand_Op() {}
 func (*Command_AddAdminToken) isCommand_Op() {}
 
 func (*Command_Restore) isCommand_Op() {}
+
+func (*Command_CreateTeam) isCommand_Op() {}
+
+func (*Command_UpdateTeam) isCommand_Op() {}
+
+func (*Command_DeleteTeam) isCommand_Op() {}
+
+func (*Command_SpendReport) isCommand_Op() {}
+
+func (*Command_GrantLease) isCommand_Op() {}
+
+func (*Command_ReturnLease) isCommand_Op() {}
+
+func (*Command_ReleaseNode) isCommand_Op() {}
+
+func (*Command_SetClusterSecret) isCommand_Op() {}
 
 // StoredKey is a key as the state machine keeps it.
 type StoredKey struct {
@@ -959,6 +1087,557 @@ func (x *RestoreCommand) GetSnapshot() *Snapshot {
 	return nil
 }
 
+type CreateTeamCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Team          *Team                  `protobuf:"bytes,1,opt,name=team,proto3" json:"team,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTeamCommand) Reset() {
+	*x = CreateTeamCommand{}
+	mi := &file_tollgate_v1_raft_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTeamCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTeamCommand) ProtoMessage() {}
+
+func (x *CreateTeamCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_raft_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTeamCommand.ProtoReflect.Descriptor instead.
+func (*CreateTeamCommand) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CreateTeamCommand) GetTeam() *Team {
+	if x != nil {
+		return x.Team
+	}
+	return nil
+}
+
+type UpdateTeamCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Update        *UpdateTeamRequest     `protobuf:"bytes,1,opt,name=update,proto3" json:"update,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateTeamCommand) Reset() {
+	*x = UpdateTeamCommand{}
+	mi := &file_tollgate_v1_raft_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTeamCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTeamCommand) ProtoMessage() {}
+
+func (x *UpdateTeamCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_raft_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTeamCommand.ProtoReflect.Descriptor instead.
+func (*UpdateTeamCommand) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *UpdateTeamCommand) GetUpdate() *UpdateTeamRequest {
+	if x != nil {
+		return x.Update
+	}
+	return nil
+}
+
+type DeleteTeamCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteTeamCommand) Reset() {
+	*x = DeleteTeamCommand{}
+	mi := &file_tollgate_v1_raft_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteTeamCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteTeamCommand) ProtoMessage() {}
+
+func (x *DeleteTeamCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_raft_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteTeamCommand.ProtoReflect.Descriptor instead.
+func (*DeleteTeamCommand) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *DeleteTeamCommand) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// SpendReportCommand carries one node's spend since its previous report:
+// rollup deltas for the cluster-wide totals and spend per budget period,
+// which settles against the node's leases. seq is the node's report
+// counter: a report whose seq is not above the last one applied for that
+// node is a replay and changes nothing.
+type SpendReportCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Rollups       []*SpendRollup         `protobuf:"bytes,3,rep,name=rollups,proto3" json:"rollups,omitempty"`
+	Budgets       []*BudgetUse           `protobuf:"bytes,4,rep,name=budgets,proto3" json:"budgets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SpendReportCommand) Reset() {
+	*x = SpendReportCommand{}
+	mi := &file_tollgate_v1_raft_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SpendReportCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SpendReportCommand) ProtoMessage() {}
+
+func (x *SpendReportCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_raft_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SpendReportCommand.ProtoReflect.Descriptor instead.
+func (*SpendReportCommand) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SpendReportCommand) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *SpendReportCommand) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *SpendReportCommand) GetRollups() []*SpendRollup {
+	if x != nil {
+		return x.Rollups
+	}
+	return nil
+}
+
+func (x *SpendReportCommand) GetBudgets() []*BudgetUse {
+	if x != nil {
+		return x.Budgets
+	}
+	return nil
+}
+
+// GrantLeaseCommand asks for up to want_nanos more of a budget's current
+// period for a node; the state machine grants what is left, at most.
+type GrantLeaseCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Budget        string                 `protobuf:"bytes,2,opt,name=budget,proto3" json:"budget,omitempty"`
+	PeriodStart   int64                  `protobuf:"varint,3,opt,name=period_start,json=periodStart,proto3" json:"period_start,omitempty"`
+	WantNanos     int64                  `protobuf:"varint,4,opt,name=want_nanos,json=wantNanos,proto3" json:"want_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantLeaseCommand) Reset() {
+	*x = GrantLeaseCommand{}
+	mi := &file_tollgate_v1_raft_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantLeaseCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantLeaseCommand) ProtoMessage() {}
+
+func (x *GrantLeaseCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_raft_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantLeaseCommand.ProtoReflect.Descriptor instead.
+func (*GrantLeaseCommand) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GrantLeaseCommand) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *GrantLeaseCommand) GetBudget() string {
+	if x != nil {
+		return x.Budget
+	}
+	return ""
+}
+
+func (x *GrantLeaseCommand) GetPeriodStart() int64 {
+	if x != nil {
+		return x.PeriodStart
+	}
+	return 0
+}
+
+func (x *GrantLeaseCommand) GetWantNanos() int64 {
+	if x != nil {
+		return x.WantNanos
+	}
+	return 0
+}
+
+// ReturnLeaseCommand gives back a node's unspent lease of a budget period.
+type ReturnLeaseCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Budget        string                 `protobuf:"bytes,2,opt,name=budget,proto3" json:"budget,omitempty"`
+	PeriodStart   int64                  `protobuf:"varint,3,opt,name=period_start,json=periodStart,proto3" json:"period_start,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReturnLeaseCommand) Reset() {
+	*x = ReturnLeaseCommand{}
+	mi := &file_tollgate_v1_raft_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReturnLeaseCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReturnLeaseCommand) ProtoMessage() {}
+
+func (x *ReturnLeaseCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_raft_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReturnLeaseCommand.ProtoReflect.Descriptor instead.
+func (*ReturnLeaseCommand) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ReturnLeaseCommand) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ReturnLeaseCommand) GetBudget() string {
+	if x != nil {
+		return x.Budget
+	}
+	return ""
+}
+
+func (x *ReturnLeaseCommand) GetPeriodStart() int64 {
+	if x != nil {
+		return x.PeriodStart
+	}
+	return 0
+}
+
+// ReleaseNodeCommand returns every lease of a node that left the cluster.
+type ReleaseNodeCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseNodeCommand) Reset() {
+	*x = ReleaseNodeCommand{}
+	mi := &file_tollgate_v1_raft_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseNodeCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseNodeCommand) ProtoMessage() {}
+
+func (x *ReleaseNodeCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_raft_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseNodeCommand.ProtoReflect.Descriptor instead.
+func (*ReleaseNodeCommand) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ReleaseNodeCommand) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+// BudgetPeriod is the replicated accounting of one budget in one period.
+type BudgetPeriod struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Budget      string                 `protobuf:"bytes,1,opt,name=budget,proto3" json:"budget,omitempty"`
+	PeriodStart int64                  `protobuf:"varint,2,opt,name=period_start,json=periodStart,proto3" json:"period_start,omitempty"`
+	// Settled spend.
+	SpentNanos int64 `protobuf:"varint,3,opt,name=spent_nanos,json=spentNanos,proto3" json:"spent_nanos,omitempty"`
+	// Granted to nodes and not yet settled or returned, by node id.
+	Leases        map[string]int64 `protobuf:"bytes,4,rep,name=leases,proto3" json:"leases,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BudgetPeriod) Reset() {
+	*x = BudgetPeriod{}
+	mi := &file_tollgate_v1_raft_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BudgetPeriod) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BudgetPeriod) ProtoMessage() {}
+
+func (x *BudgetPeriod) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_raft_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BudgetPeriod.ProtoReflect.Descriptor instead.
+func (*BudgetPeriod) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *BudgetPeriod) GetBudget() string {
+	if x != nil {
+		return x.Budget
+	}
+	return ""
+}
+
+func (x *BudgetPeriod) GetPeriodStart() int64 {
+	if x != nil {
+		return x.PeriodStart
+	}
+	return 0
+}
+
+func (x *BudgetPeriod) GetSpentNanos() int64 {
+	if x != nil {
+		return x.SpentNanos
+	}
+	return 0
+}
+
+func (x *BudgetPeriod) GetLeases() map[string]int64 {
+	if x != nil {
+		return x.Leases
+	}
+	return nil
+}
+
+// NodeSeq is the last spend report applied for a node.
+type NodeSeq struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeSeq) Reset() {
+	*x = NodeSeq{}
+	mi := &file_tollgate_v1_raft_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeSeq) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeSeq) ProtoMessage() {}
+
+func (x *NodeSeq) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_raft_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeSeq.ProtoReflect.Descriptor instead.
+func (*NodeSeq) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *NodeSeq) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *NodeSeq) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+// SetClusterSecretCommand sets the secret nodes use to authenticate their
+// calls to each other; only the first one takes effect.
+type SetClusterSecretCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Secret        string                 `protobuf:"bytes,1,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetClusterSecretCommand) Reset() {
+	*x = SetClusterSecretCommand{}
+	mi := &file_tollgate_v1_raft_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetClusterSecretCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetClusterSecretCommand) ProtoMessage() {}
+
+func (x *SetClusterSecretCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_raft_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetClusterSecretCommand.ProtoReflect.Descriptor instead.
+func (*SetClusterSecretCommand) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *SetClusterSecretCommand) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
 // Snapshot is the whole replicated state, as written by a Raft snapshot
 // and read back by a restore.
 type Snapshot struct {
@@ -968,14 +1647,19 @@ type Snapshot struct {
 	Credentials      []*StoredCredential    `protobuf:"bytes,3,rep,name=credentials,proto3" json:"credentials,omitempty"`
 	AdminTokenHashes [][]byte               `protobuf:"bytes,4,rep,name=admin_token_hashes,json=adminTokenHashes,proto3" json:"admin_token_hashes,omitempty"`
 	// The Raft index the snapshot reflects.
-	Index         uint64 `protobuf:"varint,5,opt,name=index,proto3" json:"index,omitempty"`
+	Index         uint64          `protobuf:"varint,5,opt,name=index,proto3" json:"index,omitempty"`
+	Teams         []*Team         `protobuf:"bytes,6,rep,name=teams,proto3" json:"teams,omitempty"`
+	Rollups       []*SpendRollup  `protobuf:"bytes,7,rep,name=rollups,proto3" json:"rollups,omitempty"`
+	BudgetPeriods []*BudgetPeriod `protobuf:"bytes,8,rep,name=budget_periods,json=budgetPeriods,proto3" json:"budget_periods,omitempty"`
+	NodeSeqs      []*NodeSeq      `protobuf:"bytes,9,rep,name=node_seqs,json=nodeSeqs,proto3" json:"node_seqs,omitempty"`
+	ClusterSecret string          `protobuf:"bytes,10,opt,name=cluster_secret,json=clusterSecret,proto3" json:"cluster_secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_tollgate_v1_raft_proto_msgTypes[15]
+	mi := &file_tollgate_v1_raft_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1671,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_raft_proto_msgTypes[15]
+	mi := &file_tollgate_v1_raft_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1684,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{15}
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Snapshot) GetKeys() []*StoredKey {
@@ -1038,11 +1722,46 @@ func (x *Snapshot) GetIndex() uint64 {
 	return 0
 }
 
+func (x *Snapshot) GetTeams() []*Team {
+	if x != nil {
+		return x.Teams
+	}
+	return nil
+}
+
+func (x *Snapshot) GetRollups() []*SpendRollup {
+	if x != nil {
+		return x.Rollups
+	}
+	return nil
+}
+
+func (x *Snapshot) GetBudgetPeriods() []*BudgetPeriod {
+	if x != nil {
+		return x.BudgetPeriods
+	}
+	return nil
+}
+
+func (x *Snapshot) GetNodeSeqs() []*NodeSeq {
+	if x != nil {
+		return x.NodeSeqs
+	}
+	return nil
+}
+
+func (x *Snapshot) GetClusterSecret() string {
+	if x != nil {
+		return x.ClusterSecret
+	}
+	return ""
+}
+
 var File_tollgate_v1_raft_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\n" +
-	"\x16tollgate/v1/raft.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17tollgate/v1/admin.proto\x1a\x1btollgate/v1/resources.proto\"\x91\a\n" +
+	"\x16tollgate/v1/raft.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17tollgate/v1/admin.proto\x1a\x1btollgate/v1/resources.proto\x1a\x17tollgate/v1/spend.proto\"\xc5\v\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"unix_nanos\x18\x01 \x01(\x03R\tunixNanos\x12>\n" +
@@ -1062,7 +1781,19 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\x0eset_credential\x18\x1e \x01(\v2!.tollgate.v1.SetCredentialCommandH\x00R\rsetCredential\x12S\n" +
 	"\x11delete_credential\x18\x1f \x01(\v2$.tollgate.v1.DeleteCredentialCommandH\x00R\x10deleteCredential\x12K\n" +
 	"\x0fadd_admin_token\x18( \x01(\v2!.tollgate.v1.AddAdminTokenCommandH\x00R\raddAdminToken\x127\n" +
-	"\arestore\x182 \x01(\v2\x1b.tollgate.v1.RestoreCommandH\x00R\arestoreB\x04\n" +
+	"\arestore\x182 \x01(\v2\x1b.tollgate.v1.RestoreCommandH\x00R\arestore\x12A\n" +
+	"\vcreate_team\x18< \x01(\v2\x1e.tollgate.v1.CreateTeamCommandH\x00R\n" +
+	"createTeam\x12A\n" +
+	"\vupdate_team\x18= \x01(\v2\x1e.tollgate.v1.UpdateTeamCommandH\x00R\n" +
+	"updateTeam\x12A\n" +
+	"\vdelete_team\x18> \x01(\v2\x1e.tollgate.v1.DeleteTeamCommandH\x00R\n" +
+	"deleteTeam\x12D\n" +
+	"\fspend_report\x18F \x01(\v2\x1f.tollgate.v1.SpendReportCommandH\x00R\vspendReport\x12A\n" +
+	"\vgrant_lease\x18G \x01(\v2\x1e.tollgate.v1.GrantLeaseCommandH\x00R\n" +
+	"grantLease\x12D\n" +
+	"\freturn_lease\x18H \x01(\v2\x1f.tollgate.v1.ReturnLeaseCommandH\x00R\vreturnLease\x12D\n" +
+	"\frelease_node\x18I \x01(\v2\x1f.tollgate.v1.ReleaseNodeCommandH\x00R\vreleaseNode\x12T\n" +
+	"\x12set_cluster_secret\x18P \x01(\v2$.tollgate.v1.SetClusterSecretCommandH\x00R\x10setClusterSecretB\x04\n" +
 	"\x02op\"P\n" +
 	"\tStoredKey\x12\"\n" +
 	"\x03key\x18\x01 \x01(\v2\x10.tollgate.v1.KeyR\x03key\x12\x1f\n" +
@@ -1105,13 +1836,56 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\n" +
 	"token_hash\x18\x01 \x01(\fR\ttokenHash\"C\n" +
 	"\x0eRestoreCommand\x121\n" +
-	"\bsnapshot\x18\x01 \x01(\v2\x15.tollgate.v1.SnapshotR\bsnapshot\"\xec\x01\n" +
+	"\bsnapshot\x18\x01 \x01(\v2\x15.tollgate.v1.SnapshotR\bsnapshot\":\n" +
+	"\x11CreateTeamCommand\x12%\n" +
+	"\x04team\x18\x01 \x01(\v2\x11.tollgate.v1.TeamR\x04team\"K\n" +
+	"\x11UpdateTeamCommand\x126\n" +
+	"\x06update\x18\x01 \x01(\v2\x1e.tollgate.v1.UpdateTeamRequestR\x06update\"#\n" +
+	"\x11DeleteTeamCommand\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xa0\x01\n" +
+	"\x12SpendReportCommand\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x122\n" +
+	"\arollups\x18\x03 \x03(\v2\x18.tollgate.v1.SpendRollupR\arollups\x120\n" +
+	"\abudgets\x18\x04 \x03(\v2\x16.tollgate.v1.BudgetUseR\abudgets\"\x81\x01\n" +
+	"\x11GrantLeaseCommand\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
+	"\x06budget\x18\x02 \x01(\tR\x06budget\x12!\n" +
+	"\fperiod_start\x18\x03 \x01(\x03R\vperiodStart\x12\x1d\n" +
+	"\n" +
+	"want_nanos\x18\x04 \x01(\x03R\twantNanos\"c\n" +
+	"\x12ReturnLeaseCommand\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
+	"\x06budget\x18\x02 \x01(\tR\x06budget\x12!\n" +
+	"\fperiod_start\x18\x03 \x01(\x03R\vperiodStart\"(\n" +
+	"\x12ReleaseNodeCommand\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"\xe4\x01\n" +
+	"\fBudgetPeriod\x12\x16\n" +
+	"\x06budget\x18\x01 \x01(\tR\x06budget\x12!\n" +
+	"\fperiod_start\x18\x02 \x01(\x03R\vperiodStart\x12\x1f\n" +
+	"\vspent_nanos\x18\x03 \x01(\x03R\n" +
+	"spentNanos\x12=\n" +
+	"\x06leases\x18\x04 \x03(\v2%.tollgate.v1.BudgetPeriod.LeasesEntryR\x06leases\x1a9\n" +
+	"\vLeasesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"/\n" +
+	"\aNodeSeq\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\"1\n" +
+	"\x17SetClusterSecretCommand\x12\x16\n" +
+	"\x06secret\x18\x01 \x01(\tR\x06secret\"\xe5\x03\n" +
 	"\bSnapshot\x12*\n" +
 	"\x04keys\x18\x01 \x03(\v2\x16.tollgate.v1.StoredKeyR\x04keys\x12/\n" +
 	"\x06routes\x18\x02 \x03(\v2\x17.tollgate.v1.ModelRouteR\x06routes\x12?\n" +
 	"\vcredentials\x18\x03 \x03(\v2\x1d.tollgate.v1.StoredCredentialR\vcredentials\x12,\n" +
 	"\x12admin_token_hashes\x18\x04 \x03(\fR\x10adminTokenHashes\x12\x14\n" +
-	"\x05index\x18\x05 \x01(\x04R\x05indexB;Z9github.com/tollgate/tollgate/proto/tollgate/v1;tollgatev1b\x06proto3"
+	"\x05index\x18\x05 \x01(\x04R\x05index\x12'\n" +
+	"\x05teams\x18\x06 \x03(\v2\x11.tollgate.v1.TeamR\x05teams\x122\n" +
+	"\arollups\x18\a \x03(\v2\x18.tollgate.v1.SpendRollupR\arollups\x12@\n" +
+	"\x0ebudget_periods\x18\b \x03(\v2\x19.tollgate.v1.BudgetPeriodR\rbudgetPeriods\x121\n" +
+	"\tnode_seqs\x18\t \x03(\v2\x14.tollgate.v1.NodeSeqR\bnodeSeqs\x12%\n" +
+	"\x0ecluster_secret\x18\n" +
+	" \x01(\tR\rclusterSecretB;Z9github.com/tollgate/tollgate/proto/tollgate/v1;tollgatev1b\x06proto3"
 
 var (
 	file_tollgate_v1_raft_proto_rawDescOnce sync.Once
@@ -1125,7 +1899,7 @@ func file_tollgate_v1_raft_proto_rawDescGZIP() []byte {
 	return file_tollgate_v1_raft_proto_rawDescData
 }
 
-var file_tollgate_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_tollgate_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_tollgate_v1_raft_proto_goTypes = []any{
 	(*Command)(nil),                 // 0: tollgate.v1.Command
 	(*StoredKey)(nil),               // 1: tollgate.v1.StoredKey
@@ -1142,13 +1916,28 @@ var file_tollgate_v1_raft_proto_goTypes = []any{
 	(*DeleteCredentialCommand)(nil), // 12: tollgate.v1.DeleteCredentialCommand
 	(*AddAdminTokenCommand)(nil),    // 13: tollgate.v1.AddAdminTokenCommand
 	(*RestoreCommand)(nil),          // 14: tollgate.v1.RestoreCommand
-	(*Snapshot)(nil),                // 15: tollgate.v1.Snapshot
-	(*Key)(nil),                     // 16: tollgate.v1.Key
-	(*timestamppb.Timestamp)(nil),   // 17: google.protobuf.Timestamp
-	(*UpdateKeyRequest)(nil),        // 18: tollgate.v1.UpdateKeyRequest
-	(*Deployment)(nil),              // 19: tollgate.v1.Deployment
-	(*UpdateDeploymentRequest)(nil), // 20: tollgate.v1.UpdateDeploymentRequest
-	(*ModelRoute)(nil),              // 21: tollgate.v1.ModelRoute
+	(*CreateTeamCommand)(nil),       // 15: tollgate.v1.CreateTeamCommand
+	(*UpdateTeamCommand)(nil),       // 16: tollgate.v1.UpdateTeamCommand
+	(*DeleteTeamCommand)(nil),       // 17: tollgate.v1.DeleteTeamCommand
+	(*SpendReportCommand)(nil),      // 18: tollgate.v1.SpendReportCommand
+	(*GrantLeaseCommand)(nil),       // 19: tollgate.v1.GrantLeaseCommand
+	(*ReturnLeaseCommand)(nil),      // 20: tollgate.v1.ReturnLeaseCommand
+	(*ReleaseNodeCommand)(nil),      // 21: tollgate.v1.ReleaseNodeCommand
+	(*BudgetPeriod)(nil),            // 22: tollgate.v1.BudgetPeriod
+	(*NodeSeq)(nil),                 // 23: tollgate.v1.NodeSeq
+	(*SetClusterSecretCommand)(nil), // 24: tollgate.v1.SetClusterSecretCommand
+	(*Snapshot)(nil),                // 25: tollgate.v1.Snapshot
+	nil,                             // 26: tollgate.v1.BudgetPeriod.LeasesEntry
+	(*Key)(nil),                     // 27: tollgate.v1.Key
+	(*timestamppb.Timestamp)(nil),   // 28: google.protobuf.Timestamp
+	(*UpdateKeyRequest)(nil),        // 29: tollgate.v1.UpdateKeyRequest
+	(*Deployment)(nil),              // 30: tollgate.v1.Deployment
+	(*UpdateDeploymentRequest)(nil), // 31: tollgate.v1.UpdateDeploymentRequest
+	(*Team)(nil),                    // 32: tollgate.v1.Team
+	(*UpdateTeamRequest)(nil),       // 33: tollgate.v1.UpdateTeamRequest
+	(*SpendRollup)(nil),             // 34: tollgate.v1.SpendRollup
+	(*BudgetUse)(nil),               // 35: tollgate.v1.BudgetUse
+	(*ModelRoute)(nil),              // 36: tollgate.v1.ModelRoute
 }
 var file_tollgate_v1_raft_proto_depIdxs = []int32{
 	3,  // 0: tollgate.v1.Command.create_key:type_name -> tollgate.v1.CreateKeyCommand
@@ -1163,21 +1952,38 @@ var file_tollgate_v1_raft_proto_depIdxs = []int32{
 	12, // 9: tollgate.v1.Command.delete_credential:type_name -> tollgate.v1.DeleteCredentialCommand
 	13, // 10: tollgate.v1.Command.add_admin_token:type_name -> tollgate.v1.AddAdminTokenCommand
 	14, // 11: tollgate.v1.Command.restore:type_name -> tollgate.v1.RestoreCommand
-	16, // 12: tollgate.v1.StoredKey.key:type_name -> tollgate.v1.Key
-	17, // 13: tollgate.v1.StoredCredential.updated_at:type_name -> google.protobuf.Timestamp
-	1,  // 14: tollgate.v1.CreateKeyCommand.key:type_name -> tollgate.v1.StoredKey
-	18, // 15: tollgate.v1.UpdateKeyCommand.update:type_name -> tollgate.v1.UpdateKeyRequest
-	19, // 16: tollgate.v1.AddDeploymentCommand.deployment:type_name -> tollgate.v1.Deployment
-	20, // 17: tollgate.v1.UpdateDeploymentCommand.update:type_name -> tollgate.v1.UpdateDeploymentRequest
-	15, // 18: tollgate.v1.RestoreCommand.snapshot:type_name -> tollgate.v1.Snapshot
-	1,  // 19: tollgate.v1.Snapshot.keys:type_name -> tollgate.v1.StoredKey
-	21, // 20: tollgate.v1.Snapshot.routes:type_name -> tollgate.v1.ModelRoute
-	2,  // 21: tollgate.v1.Snapshot.credentials:type_name -> tollgate.v1.StoredCredential
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	15, // 12: tollgate.v1.Command.create_team:type_name -> tollgate.v1.CreateTeamCommand
+	16, // 13: tollgate.v1.Command.update_team:type_name -> tollgate.v1.UpdateTeamCommand
+	17, // 14: tollgate.v1.Command.delete_team:type_name -> tollgate.v1.DeleteTeamCommand
+	18, // 15: tollgate.v1.Command.spend_report:type_name -> tollgate.v1.SpendReportCommand
+	19, // 16: tollgate.v1.Command.grant_lease:type_name -> tollgate.v1.GrantLeaseCommand
+	20, // 17: tollgate.v1.Command.return_lease:type_name -> tollgate.v1.ReturnLeaseCommand
+	21, // 18: tollgate.v1.Command.release_node:type_name -> tollgate.v1.ReleaseNodeCommand
+	24, // 19: tollgate.v1.Command.set_cluster_secret:type_name -> tollgate.v1.SetClusterSecretCommand
+	27, // 20: tollgate.v1.StoredKey.key:type_name -> tollgate.v1.Key
+	28, // 21: tollgate.v1.StoredCredential.updated_at:type_name -> google.protobuf.Timestamp
+	1,  // 22: tollgate.v1.CreateKeyCommand.key:type_name -> tollgate.v1.StoredKey
+	29, // 23: tollgate.v1.UpdateKeyCommand.update:type_name -> tollgate.v1.UpdateKeyRequest
+	30, // 24: tollgate.v1.AddDeploymentCommand.deployment:type_name -> tollgate.v1.Deployment
+	31, // 25: tollgate.v1.UpdateDeploymentCommand.update:type_name -> tollgate.v1.UpdateDeploymentRequest
+	25, // 26: tollgate.v1.RestoreCommand.snapshot:type_name -> tollgate.v1.Snapshot
+	32, // 27: tollgate.v1.CreateTeamCommand.team:type_name -> tollgate.v1.Team
+	33, // 28: tollgate.v1.UpdateTeamCommand.update:type_name -> tollgate.v1.UpdateTeamRequest
+	34, // 29: tollgate.v1.SpendReportCommand.rollups:type_name -> tollgate.v1.SpendRollup
+	35, // 30: tollgate.v1.SpendReportCommand.budgets:type_name -> tollgate.v1.BudgetUse
+	26, // 31: tollgate.v1.BudgetPeriod.leases:type_name -> tollgate.v1.BudgetPeriod.LeasesEntry
+	1,  // 32: tollgate.v1.Snapshot.keys:type_name -> tollgate.v1.StoredKey
+	36, // 33: tollgate.v1.Snapshot.routes:type_name -> tollgate.v1.ModelRoute
+	2,  // 34: tollgate.v1.Snapshot.credentials:type_name -> tollgate.v1.StoredCredential
+	32, // 35: tollgate.v1.Snapshot.teams:type_name -> tollgate.v1.Team
+	34, // 36: tollgate.v1.Snapshot.rollups:type_name -> tollgate.v1.SpendRollup
+	22, // 37: tollgate.v1.Snapshot.budget_periods:type_name -> tollgate.v1.BudgetPeriod
+	23, // 38: tollgate.v1.Snapshot.node_seqs:type_name -> tollgate.v1.NodeSeq
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_raft_proto_init() }
@@ -1187,6 +1993,7 @@ func file_tollgate_v1_raft_proto_init() {
 	}
 	file_tollgate_v1_admin_proto_init()
 	file_tollgate_v1_resources_proto_init()
+	file_tollgate_v1_spend_proto_init()
 	file_tollgate_v1_raft_proto_msgTypes[0].OneofWrappers = []any{
 		(*Command_CreateKey)(nil),
 		(*Command_UpdateKey)(nil),
@@ -1200,6 +2007,14 @@ func file_tollgate_v1_raft_proto_init() {
 		(*Command_DeleteCredential)(nil),
 		(*Command_AddAdminToken)(nil),
 		(*Command_Restore)(nil),
+		(*Command_CreateTeam)(nil),
+		(*Command_UpdateTeam)(nil),
+		(*Command_DeleteTeam)(nil),
+		(*Command_SpendReport)(nil),
+		(*Command_GrantLease)(nil),
+		(*Command_ReturnLease)(nil),
+		(*Command_ReleaseNode)(nil),
+		(*Command_SetClusterSecret)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1207,7 +2022,7 @@ func file_tollgate_v1_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_v1_raft_proto_rawDesc), len(file_tollgate_v1_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -42,7 +42,13 @@ type Key struct {
 	// Set once the key is revoked; a revoked key is refused.
 	RevokedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
 	// Free-form labels for the operator.
-	Metadata      map[string]string `protobuf:"bytes,9,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Metadata map[string]string `protobuf:"bytes,9,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The team the key belongs to; empty for none.
+	TeamId string `protobuf:"bytes,10,opt,name=team_id,json=teamId,proto3" json:"team_id,omitempty"`
+	// Unset: no budget of its own (a team budget may still apply).
+	Budget *Budget `protobuf:"bytes,11,opt,name=budget,proto3" json:"budget,omitempty"`
+	// Unset: no rate limits of its own (a team's may still apply).
+	Limits        *RateLimits `protobuf:"bytes,12,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -140,6 +146,313 @@ func (x *Key) GetMetadata() map[string]string {
 	return nil
 }
 
+func (x *Key) GetTeamId() string {
+	if x != nil {
+		return x.TeamId
+	}
+	return ""
+}
+
+func (x *Key) GetBudget() *Budget {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+func (x *Key) GetLimits() *RateLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+// RateLimits caps request and token rates and concurrency, cluster-wide.
+// Zero means unlimited.
+type RateLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Requests per minute.
+	Rpm int64 `protobuf:"varint,1,opt,name=rpm,proto3" json:"rpm,omitempty"`
+	// Tokens (input plus output) per minute.
+	Tpm int64 `protobuf:"varint,2,opt,name=tpm,proto3" json:"tpm,omitempty"`
+	// Requests in flight at once.
+	MaxParallel   int64 `protobuf:"varint,3,opt,name=max_parallel,json=maxParallel,proto3" json:"max_parallel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RateLimits) Reset() {
+	*x = RateLimits{}
+	mi := &file_tollgate_v1_resources_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RateLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RateLimits) ProtoMessage() {}
+
+func (x *RateLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_resources_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RateLimits.ProtoReflect.Descriptor instead.
+func (*RateLimits) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_resources_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RateLimits) GetRpm() int64 {
+	if x != nil {
+		return x.Rpm
+	}
+	return 0
+}
+
+func (x *RateLimits) GetTpm() int64 {
+	if x != nil {
+		return x.Tpm
+	}
+	return 0
+}
+
+func (x *RateLimits) GetMaxParallel() int64 {
+	if x != nil {
+		return x.MaxParallel
+	}
+	return 0
+}
+
+// Budget caps spend per period. Money is integer nano-dollars (1e-9 USD).
+type Budget struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	LimitNanos int64                  `protobuf:"varint,1,opt,name=limit_nanos,json=limitNanos,proto3" json:"limit_nanos,omitempty"`
+	// "day", "week" (Monday 00:00 UTC), "month" (UTC calendar) or "total".
+	Period string `protobuf:"bytes,2,opt,name=period,proto3" json:"period,omitempty"`
+	// Requests for models without a known price are refused unless this is
+	// set (their cost cannot be counted against the budget).
+	AllowUnpriced bool `protobuf:"varint,3,opt,name=allow_unpriced,json=allowUnpriced,proto3" json:"allow_unpriced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Budget) Reset() {
+	*x = Budget{}
+	mi := &file_tollgate_v1_resources_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Budget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Budget) ProtoMessage() {}
+
+func (x *Budget) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_resources_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Budget.ProtoReflect.Descriptor instead.
+func (*Budget) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_resources_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Budget) GetLimitNanos() int64 {
+	if x != nil {
+		return x.LimitNanos
+	}
+	return 0
+}
+
+func (x *Budget) GetPeriod() string {
+	if x != nil {
+		return x.Period
+	}
+	return ""
+}
+
+func (x *Budget) GetAllowUnpriced() bool {
+	if x != nil {
+		return x.AllowUnpriced
+	}
+	return false
+}
+
+// Team groups keys; a team budget is shared by all its keys.
+type Team struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Stable identifier, "team_" followed by hex.
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Budget        *Budget                `protobuf:"bytes,3,opt,name=budget,proto3" json:"budget,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	Metadata      map[string]string      `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Limits        *RateLimits            `protobuf:"bytes,7,opt,name=limits,proto3" json:"limits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Team) Reset() {
+	*x = Team{}
+	mi := &file_tollgate_v1_resources_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Team) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Team) ProtoMessage() {}
+
+func (x *Team) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_resources_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Team.ProtoReflect.Descriptor instead.
+func (*Team) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_resources_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Team) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Team) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Team) GetBudget() *Budget {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+func (x *Team) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *Team) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+func (x *Team) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *Team) GetLimits() *RateLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+// Price is USD per million tokens in integer micro-dollars (1e-6 USD), so
+// $0.15 per million tokens is 150000.
+type Price struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	InputMicrosPerMtok  int64                  `protobuf:"varint,1,opt,name=input_micros_per_mtok,json=inputMicrosPerMtok,proto3" json:"input_micros_per_mtok,omitempty"`
+	OutputMicrosPerMtok int64                  `protobuf:"varint,2,opt,name=output_micros_per_mtok,json=outputMicrosPerMtok,proto3" json:"output_micros_per_mtok,omitempty"`
+	// Cache reads; zero means the input price.
+	CachedInputMicrosPerMtok int64 `protobuf:"varint,3,opt,name=cached_input_micros_per_mtok,json=cachedInputMicrosPerMtok,proto3" json:"cached_input_micros_per_mtok,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
+}
+
+func (x *Price) Reset() {
+	*x = Price{}
+	mi := &file_tollgate_v1_resources_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Price) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Price) ProtoMessage() {}
+
+func (x *Price) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_resources_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Price.ProtoReflect.Descriptor instead.
+func (*Price) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_resources_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Price) GetInputMicrosPerMtok() int64 {
+	if x != nil {
+		return x.InputMicrosPerMtok
+	}
+	return 0
+}
+
+func (x *Price) GetOutputMicrosPerMtok() int64 {
+	if x != nil {
+		return x.OutputMicrosPerMtok
+	}
+	return 0
+}
+
+func (x *Price) GetCachedInputMicrosPerMtok() int64 {
+	if x != nil {
+		return x.CachedInputMicrosPerMtok
+	}
+	return 0
+}
+
 // Deployment is one upstream that can serve a model route.
 type Deployment struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -161,14 +474,18 @@ type Deployment struct {
 	Priority uint32 `protobuf:"varint,7,opt,name=priority,proto3" json:"priority,omitempty"`
 	// Upstream timeout for this deployment in milliseconds; zero uses the
 	// node's default.
-	TimeoutMs     uint32 `protobuf:"varint,8,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	TimeoutMs uint32 `protobuf:"varint,8,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// Overrides the built-in price of the upstream model.
+	Price *Price `protobuf:"bytes,9,opt,name=price,proto3" json:"price,omitempty"`
+	// Protects the upstream: a deployment at its limit is skipped.
+	Limits        *RateLimits `protobuf:"bytes,10,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Deployment) Reset() {
 	*x = Deployment{}
-	mi := &file_tollgate_v1_resources_proto_msgTypes[1]
+	mi := &file_tollgate_v1_resources_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -180,7 +497,7 @@ func (x *Deployment) String() string {
 func (*Deployment) ProtoMessage() {}
 
 func (x *Deployment) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_resources_proto_msgTypes[1]
+	mi := &file_tollgate_v1_resources_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -193,7 +510,7 @@ func (x *Deployment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Deployment.ProtoReflect.Descriptor instead.
 func (*Deployment) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_resources_proto_rawDescGZIP(), []int{1}
+	return file_tollgate_v1_resources_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Deployment) GetId() string {
@@ -252,6 +569,20 @@ func (x *Deployment) GetTimeoutMs() uint32 {
 	return 0
 }
 
+func (x *Deployment) GetPrice() *Price {
+	if x != nil {
+		return x.Price
+	}
+	return nil
+}
+
+func (x *Deployment) GetLimits() *RateLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
 // ModelRoute maps a public model name to the deployments that serve it.
 type ModelRoute struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -265,7 +596,7 @@ type ModelRoute struct {
 
 func (x *ModelRoute) Reset() {
 	*x = ModelRoute{}
-	mi := &file_tollgate_v1_resources_proto_msgTypes[2]
+	mi := &file_tollgate_v1_resources_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -277,7 +608,7 @@ func (x *ModelRoute) String() string {
 func (*ModelRoute) ProtoMessage() {}
 
 func (x *ModelRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_resources_proto_msgTypes[2]
+	mi := &file_tollgate_v1_resources_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -290,7 +621,7 @@ func (x *ModelRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelRoute.ProtoReflect.Descriptor instead.
 func (*ModelRoute) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_resources_proto_rawDescGZIP(), []int{2}
+	return file_tollgate_v1_resources_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ModelRoute) GetName() string {
@@ -335,7 +666,7 @@ type Credential struct {
 
 func (x *Credential) Reset() {
 	*x = Credential{}
-	mi := &file_tollgate_v1_resources_proto_msgTypes[3]
+	mi := &file_tollgate_v1_resources_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -347,7 +678,7 @@ func (x *Credential) String() string {
 func (*Credential) ProtoMessage() {}
 
 func (x *Credential) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_resources_proto_msgTypes[3]
+	mi := &file_tollgate_v1_resources_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -360,7 +691,7 @@ func (x *Credential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credential.ProtoReflect.Descriptor instead.
 func (*Credential) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_resources_proto_rawDescGZIP(), []int{3}
+	return file_tollgate_v1_resources_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Credential) GetName() string {
@@ -388,7 +719,7 @@ var File_tollgate_v1_resources_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_resources_proto_rawDesc = "" +
 	"\n" +
-	"\x1btollgate/v1/resources.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcb\x03\n" +
+	"\x1btollgate/v1/resources.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc2\x04\n" +
 	"\x03Key\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12#\n" +
@@ -402,10 +733,41 @@ const file_tollgate_v1_resources_proto_rawDesc = "" +
 	"expires_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x129\n" +
 	"\n" +
 	"revoked_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x12:\n" +
-	"\bmetadata\x18\t \x03(\v2\x1e.tollgate.v1.Key.MetadataEntryR\bmetadata\x1a;\n" +
+	"\bmetadata\x18\t \x03(\v2\x1e.tollgate.v1.Key.MetadataEntryR\bmetadata\x12\x17\n" +
+	"\ateam_id\x18\n" +
+	" \x01(\tR\x06teamId\x12+\n" +
+	"\x06budget\x18\v \x01(\v2\x13.tollgate.v1.BudgetR\x06budget\x12/\n" +
+	"\x06limits\x18\f \x01(\v2\x17.tollgate.v1.RateLimitsR\x06limits\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xed\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"S\n" +
+	"\n" +
+	"RateLimits\x12\x10\n" +
+	"\x03rpm\x18\x01 \x01(\x03R\x03rpm\x12\x10\n" +
+	"\x03tpm\x18\x02 \x01(\x03R\x03tpm\x12!\n" +
+	"\fmax_parallel\x18\x03 \x01(\x03R\vmaxParallel\"h\n" +
+	"\x06Budget\x12\x1f\n" +
+	"\vlimit_nanos\x18\x01 \x01(\x03R\n" +
+	"limitNanos\x12\x16\n" +
+	"\x06period\x18\x02 \x01(\tR\x06period\x12%\n" +
+	"\x0eallow_unpriced\x18\x03 \x01(\bR\rallowUnpriced\"\xf8\x02\n" +
+	"\x04Team\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12+\n" +
+	"\x06budget\x18\x03 \x01(\v2\x13.tollgate.v1.BudgetR\x06budget\x129\n" +
+	"\n" +
+	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"updated_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12;\n" +
+	"\bmetadata\x18\x06 \x03(\v2\x1f.tollgate.v1.Team.MetadataEntryR\bmetadata\x12/\n" +
+	"\x06limits\x18\a \x01(\v2\x17.tollgate.v1.RateLimitsR\x06limits\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\x01\n" +
+	"\x05Price\x121\n" +
+	"\x15input_micros_per_mtok\x18\x01 \x01(\x03R\x12inputMicrosPerMtok\x123\n" +
+	"\x16output_micros_per_mtok\x18\x02 \x01(\x03R\x13outputMicrosPerMtok\x12>\n" +
+	"\x1ccached_input_micros_per_mtok\x18\x03 \x01(\x03R\x18cachedInputMicrosPerMtok\"\xc8\x02\n" +
 	"\n" +
 	"Deployment\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
@@ -418,7 +780,10 @@ const file_tollgate_v1_resources_proto_rawDesc = "" +
 	"\x06weight\x18\x06 \x01(\rR\x06weight\x12\x1a\n" +
 	"\bpriority\x18\a \x01(\rR\bpriority\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\b \x01(\rR\ttimeoutMs\"\xd1\x01\n" +
+	"timeout_ms\x18\b \x01(\rR\ttimeoutMs\x12(\n" +
+	"\x05price\x18\t \x01(\v2\x12.tollgate.v1.PriceR\x05price\x12/\n" +
+	"\x06limits\x18\n" +
+	" \x01(\v2\x17.tollgate.v1.RateLimitsR\x06limits\"\xd1\x01\n" +
 	"\n" +
 	"ModelRoute\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x129\n" +
@@ -446,30 +811,44 @@ func file_tollgate_v1_resources_proto_rawDescGZIP() []byte {
 	return file_tollgate_v1_resources_proto_rawDescData
 }
 
-var file_tollgate_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_tollgate_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_tollgate_v1_resources_proto_goTypes = []any{
 	(*Key)(nil),                   // 0: tollgate.v1.Key
-	(*Deployment)(nil),            // 1: tollgate.v1.Deployment
-	(*ModelRoute)(nil),            // 2: tollgate.v1.ModelRoute
-	(*Credential)(nil),            // 3: tollgate.v1.Credential
-	nil,                           // 4: tollgate.v1.Key.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
+	(*RateLimits)(nil),            // 1: tollgate.v1.RateLimits
+	(*Budget)(nil),                // 2: tollgate.v1.Budget
+	(*Team)(nil),                  // 3: tollgate.v1.Team
+	(*Price)(nil),                 // 4: tollgate.v1.Price
+	(*Deployment)(nil),            // 5: tollgate.v1.Deployment
+	(*ModelRoute)(nil),            // 6: tollgate.v1.ModelRoute
+	(*Credential)(nil),            // 7: tollgate.v1.Credential
+	nil,                           // 8: tollgate.v1.Key.MetadataEntry
+	nil,                           // 9: tollgate.v1.Team.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
 }
 var file_tollgate_v1_resources_proto_depIdxs = []int32{
-	5, // 0: tollgate.v1.Key.created_at:type_name -> google.protobuf.Timestamp
-	5, // 1: tollgate.v1.Key.updated_at:type_name -> google.protobuf.Timestamp
-	5, // 2: tollgate.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
-	5, // 3: tollgate.v1.Key.revoked_at:type_name -> google.protobuf.Timestamp
-	4, // 4: tollgate.v1.Key.metadata:type_name -> tollgate.v1.Key.MetadataEntry
-	1, // 5: tollgate.v1.ModelRoute.deployments:type_name -> tollgate.v1.Deployment
-	5, // 6: tollgate.v1.ModelRoute.created_at:type_name -> google.protobuf.Timestamp
-	5, // 7: tollgate.v1.ModelRoute.updated_at:type_name -> google.protobuf.Timestamp
-	5, // 8: tollgate.v1.Credential.updated_at:type_name -> google.protobuf.Timestamp
-	9, // [9:9] is the sub-list for method output_type
-	9, // [9:9] is the sub-list for method input_type
-	9, // [9:9] is the sub-list for extension type_name
-	9, // [9:9] is the sub-list for extension extendee
-	0, // [0:9] is the sub-list for field type_name
+	10, // 0: tollgate.v1.Key.created_at:type_name -> google.protobuf.Timestamp
+	10, // 1: tollgate.v1.Key.updated_at:type_name -> google.protobuf.Timestamp
+	10, // 2: tollgate.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
+	10, // 3: tollgate.v1.Key.revoked_at:type_name -> google.protobuf.Timestamp
+	8,  // 4: tollgate.v1.Key.metadata:type_name -> tollgate.v1.Key.MetadataEntry
+	2,  // 5: tollgate.v1.Key.budget:type_name -> tollgate.v1.Budget
+	1,  // 6: tollgate.v1.Key.limits:type_name -> tollgate.v1.RateLimits
+	2,  // 7: tollgate.v1.Team.budget:type_name -> tollgate.v1.Budget
+	10, // 8: tollgate.v1.Team.created_at:type_name -> google.protobuf.Timestamp
+	10, // 9: tollgate.v1.Team.updated_at:type_name -> google.protobuf.Timestamp
+	9,  // 10: tollgate.v1.Team.metadata:type_name -> tollgate.v1.Team.MetadataEntry
+	1,  // 11: tollgate.v1.Team.limits:type_name -> tollgate.v1.RateLimits
+	4,  // 12: tollgate.v1.Deployment.price:type_name -> tollgate.v1.Price
+	1,  // 13: tollgate.v1.Deployment.limits:type_name -> tollgate.v1.RateLimits
+	5,  // 14: tollgate.v1.ModelRoute.deployments:type_name -> tollgate.v1.Deployment
+	10, // 15: tollgate.v1.ModelRoute.created_at:type_name -> google.protobuf.Timestamp
+	10, // 16: tollgate.v1.ModelRoute.updated_at:type_name -> google.protobuf.Timestamp
+	10, // 17: tollgate.v1.Credential.updated_at:type_name -> google.protobuf.Timestamp
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_resources_proto_init() }
@@ -483,7 +862,7 @@ func file_tollgate_v1_resources_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_v1_resources_proto_rawDesc), len(file_tollgate_v1_resources_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,280 @@
+// Package budget spends budgets out of leases. The leader grants each node
+// a slice of a budget period's remainder through Raft, so the sum of the
+// leases never exceeds what is left; a request reserves its estimated cost
+// from this node's lease before it goes upstream and settles the real cost
+// afterwards. Only a node running low waits for Raft (to be granted more);
+// the common path takes this package's own mutex and nothing else.
+package budget
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+	"github.com/tollgate/tollgate/raftstore"
+)
+
+// StateSource yields the current control state without blocking.
+type StateSource interface {
+	State() *raftstore.State
+}
+
+// Proposer applies a command through the leader and returns once this
+// node's state includes it.
+type Proposer func(ctx context.Context, cmd *pb.Command) error
+
+// Config configures a Manager.
+type Config struct {
+	NodeID  string
+	State   StateSource
+	Propose Proposer
+	// GrantWait bounds how long a request waits for a larger lease when
+	// this node's lease is too small for it. Default 2s.
+	GrantWait time.Duration
+	Logger    *slog.Logger
+}
+
+// Manager tracks this node's leases, reservations and unreported spend.
+type Manager struct {
+	cfg Config
+
+	mu     sync.Mutex
+	local  map[periodRef]*account
+	grants map[periodRef]chan struct{} // in-flight lease requests, closed when done
+}
+
+type periodRef struct {
+	budget string
+	start  int64
+}
+
+// account is this node's view of one budget period.
+type account struct {
+	reserved   int64 // estimates of requests in flight
+	unreported int64 // settled locally, not yet applied in Raft
+	wantNext   int64 // the next lease request's size
+}
+
+// New returns a Manager.
+func New(cfg Config) *Manager {
+	if cfg.GrantWait <= 0 {
+		cfg.GrantWait = 2 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Manager{cfg: cfg, local: map[periodRef]*account{}, grants: map[periodRef]chan struct{}{}}
+}
+
+// Exceeded is returned when a budget cannot cover a request.
+type Exceeded struct {
+	Budget      *raftstore.Limit
+	PeriodStart int64
+	SpentNanos  int64
+	ResetAt     int64 // Unix seconds; 0 for a total budget
+}
+
+func (e *Exceeded) Error() string {
+	return fmt.Sprintf("budget %s exhausted: spent %d of %d nano-dollars", e.Budget.ID, e.SpentNanos, e.Budget.LimitNanos)
+}
+
+// Reservation is what a request holds of its budgets until it settles.
+type Reservation struct {
+	refs   [2]periodRef
+	n      int
+	amount int64
+}
+
+// Uses returns the budget periods of the reservation with the cost that
+// counts against each (for the ledger).
+func (r *Reservation) Uses(cost int64) []*pb.BudgetUse {
+	if r == nil || r.n == 0 {
+		return nil
+	}
+	out := make([]*pb.BudgetUse, r.n)
+	for i := range r.n {
+		out[i] = &pb.BudgetUse{Budget: r.refs[i].budget, PeriodStart: r.refs[i].start, SpentNanos: cost}
+	}
+	return out
+}
+
+// Restore counts spend that was recorded but not yet reported, e.g. read
+// from the ledger after a restart.
+func (m *Manager) Restore(uses []*pb.BudgetUse) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, u := range uses {
+		m.accountOf(periodRef{u.GetBudget(), u.GetPeriodStart()}).unreported += u.GetSpentNanos()
+	}
+}
+
+func (m *Manager) accountOf(ref periodRef) *account {
+	a := m.local[ref]
+	if a == nil {
+		a = &account{}
+		m.local[ref] = a
+	}
+	return a
+}
+
+// available returns what this node may still reserve of ref.
+func (m *Manager) available(st *raftstore.State, ref periodRef, a *account) int64 {
+	var lease int64
+	if bp := st.BudgetPeriod(ref.budget, ref.start); bp != nil {
+		lease = bp.GetLeases()[m.cfg.NodeID]
+	}
+	return lease - a.unreported - a.reserved
+}
+
+// Reserve sets estimate aside in every budget that applies (at most two:
+// the key's and its team's). When this node's lease is short it asks the
+// leader for more and waits up to GrantWait; a budget with nothing left
+// returns *Exceeded.
+func (m *Manager) Reserve(ctx context.Context, limits []*raftstore.Limit, estimate int64, now time.Time) (*Reservation, error) {
+	if len(limits) == 0 {
+		return nil, nil
+	}
+	r := &Reservation{amount: max(estimate, 1)}
+	for _, l := range limits {
+		r.refs[r.n] = periodRef{l.ID, raftstore.PeriodStart(l.Period, now)}
+		r.n++
+	}
+	deadline := time.Now().Add(m.cfg.GrantWait)
+	for {
+		short, lim := m.tryReserve(r, limits)
+		if short < 0 {
+			return r, nil
+		}
+		ref := r.refs[short]
+		room, err := m.requestLease(ctx, ref, lim, r.amount, deadline)
+		if room && err == nil && time.Now().Before(deadline) {
+			continue // something was left to grant: look again
+		}
+		if err != nil && room {
+			// The budget had room but the grant could not be made (no
+			// leader, or it took too long): fail closed, but say why.
+			return nil, fmt.Errorf("budget %s: could not get a lease: %w", ref.budget, err)
+		}
+		st := m.cfg.State.State()
+		e := &Exceeded{Budget: lim, PeriodStart: ref.start, ResetAt: raftstore.PeriodReset(lim.Period, ref.start)}
+		if bp := st.BudgetPeriod(ref.budget, ref.start); bp != nil {
+			e.SpentNanos = bp.GetSpentNanos()
+		}
+		m.mu.Lock()
+		if a := m.local[ref]; a != nil {
+			e.SpentNanos += a.unreported // spent here, not yet reported
+		}
+		m.mu.Unlock()
+		return nil, e
+	}
+}
+
+// left returns what a budget period still has to grant, cluster-wide.
+func (m *Manager) left(ref periodRef, lim *raftstore.Limit) int64 {
+	left := lim.LimitNanos
+	if bp := m.cfg.State.State().BudgetPeriod(ref.budget, ref.start); bp != nil {
+		left -= bp.GetSpentNanos()
+		for _, l := range bp.GetLeases() {
+			left -= l
+		}
+	}
+	return left
+}
+
+// tryReserve reserves r in every budget at once, or in none. It returns -1
+// on success, else the index of a budget that is short and its limit.
+func (m *Manager) tryReserve(r *Reservation, limits []*raftstore.Limit) (int, *raftstore.Limit) {
+	st := m.cfg.State.State()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range r.n {
+		a := m.accountOf(r.refs[i])
+		if m.available(st, r.refs[i], a) < r.amount {
+			return i, limits[i]
+		}
+	}
+	for i := range r.n {
+		m.accountOf(r.refs[i]).reserved += r.amount
+	}
+	return -1, nil
+}
+
+// requestLease asks the leader for more of ref (one request at a time per
+// budget period; others wait for it). room reports whether the budget had
+// anything left to grant when the request was made — the caller then looks
+// again — and err whether the request itself failed.
+func (m *Manager) requestLease(ctx context.Context, ref periodRef, lim *raftstore.Limit, need int64, deadline time.Time) (room bool, err error) {
+	m.mu.Lock()
+	if ch, ok := m.grants[ref]; ok { // someone is already asking
+		m.mu.Unlock()
+		select {
+		case <-ch:
+			return true, nil // look again
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(time.Until(deadline)):
+			return false, nil
+		}
+	}
+	if m.left(ref, lim) <= 0 {
+		m.mu.Unlock()
+		return false, nil
+	}
+	ch := make(chan struct{})
+	m.grants[ref] = ch
+	a := m.accountOf(ref)
+	want := max(need*4, lim.LimitNanos/32, a.wantNext)
+	m.mu.Unlock()
+
+	cctx, cancel := context.WithDeadline(ctx, deadline)
+	err = m.cfg.Propose(cctx, &pb.Command{Op: &pb.Command_GrantLease{GrantLease: &pb.GrantLeaseCommand{
+		Node: m.cfg.NodeID, Budget: ref.budget, PeriodStart: ref.start, WantNanos: want}}})
+	cancel()
+
+	m.mu.Lock()
+	delete(m.grants, ref)
+	close(ch)
+	m.mu.Unlock()
+	return true, err
+}
+
+func (m *Manager) lease(ref periodRef) int64 {
+	if bp := m.cfg.State.State().BudgetPeriod(ref.budget, ref.start); bp != nil {
+		return bp.GetLeases()[m.cfg.NodeID]
+	}
+	return 0
+}
+
+// Settle ends a reservation: the estimate is released and the real cost
+// counts as spend not yet reported. Settle with a nil reservation does
+// nothing.
+func (m *Manager) Settle(r *Reservation, cost int64) {
+	if r == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range r.n {
+		a := m.accountOf(r.refs[i])
+		a.reserved -= r.amount
+		a.unreported += cost
+	}
+}
+
+// Reported tells the manager that spend was applied in Raft (the node's
+// lease there shrank by the same amounts).
+func (m *Manager) Reported(uses []*pb.BudgetUse) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, u := range uses {
+		ref := periodRef{u.GetBudget(), u.GetPeriodStart()}
+		a := m.accountOf(ref)
+		a.unreported -= u.GetSpentNanos()
+		if a.unreported == 0 && a.reserved == 0 && m.lease(ref) == 0 {
+			delete(m.local, ref)
+		}
+	}
+}

@@ -1,0 +1,77 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+	"github.com/tollgate/tollgate/raftstore"
+)
+
+// propose applies a command through the leader, wherever it runs, and
+// returns once this node's state includes it. Nodes use it for their own
+// bookkeeping (spend reports, budget leases), authenticated with the
+// cluster secret.
+func (n *Node) propose(ctx context.Context, cmd *pb.Command) (proto.Message, error) {
+	if n.store.IsLeader() {
+		return n.store.Apply(ctx, cmd)
+	}
+	addr := n.leaderAdminAddr()
+	if addr == "" {
+		return nil, fmt.Errorf("propose: %w", raftstore.ErrNotLeader)
+	}
+	conn, err := n.peers.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	data, err := proto.Marshal(cmd)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := pb.NewClusterServiceClient(conn).Propose(n.internalContext(ctx), &pb.ProposeRequest{Command: data})
+	if err != nil {
+		if status.Code(err) == codes.Unavailable {
+			return nil, fmt.Errorf("propose: %v: %w", err, raftstore.ErrNotLeader)
+		}
+		return nil, fmt.Errorf("propose: %w", err)
+	}
+	if err := n.store.WaitForIndex(ctx, resp.GetIndex()); err != nil {
+		return nil, fmt.Errorf("propose: wait for index %d: %w", resp.GetIndex(), err)
+	}
+	return nil, nil
+}
+
+// internalContext authenticates a call to another node with the cluster
+// secret.
+func (n *Node) internalContext(ctx context.Context) context.Context {
+	return metadata.NewOutgoingContext(ctx, metadata.Pairs("authorization", "Bearer "+n.store.State().ClusterSecret()))
+}
+
+// Propose implements the internal ClusterService.Propose on the leader.
+func (c *clusterAPI) Propose(ctx context.Context, req *pb.ProposeRequest) (*pb.ProposeResponse, error) {
+	var cmd pb.Command
+	if err := proto.Unmarshal(req.GetCommand(), &cmd); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "not a command: %v", err)
+	}
+	switch cmd.GetOp().(type) {
+	case *pb.Command_SpendReport, *pb.Command_GrantLease, *pb.Command_ReturnLease:
+	default:
+		return nil, status.Errorf(codes.PermissionDenied, "command %T cannot be proposed through the internal API", cmd.GetOp())
+	}
+	if !c.n.store.IsLeader() {
+		return nil, status.Error(codes.Unavailable, "not the leader; retry")
+	}
+	if _, err := c.n.store.Apply(ctx, &cmd); err != nil {
+		if errors.Is(err, raftstore.ErrNotLeader) || errors.Is(err, raftstore.ErrClosed) {
+			return nil, status.Error(codes.Unavailable, err.Error())
+		}
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	return &pb.ProposeResponse{Index: c.n.store.State().Index}, nil
+}

@@ -1,0 +1,460 @@
+package raftstore
+
+import (
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+)
+
+// Budget periods.
+const (
+	PeriodDay   = "day"
+	PeriodWeek  = "week"
+	PeriodMonth = "month"
+	PeriodTotal = "total"
+)
+
+// Limit is a budget as the data plane needs it.
+type Limit struct {
+	// ID names the budget: "key:ID" or "team:ID".
+	ID            string
+	LimitNanos    int64
+	Period        string
+	AllowUnpriced bool
+}
+
+// Team is the data plane's view of a team.
+type Team struct {
+	ID     string
+	Name   string
+	Budget *Limit
+	Limits *RateLimits
+}
+
+// KeyBudgetID and TeamBudgetID name the budget of a key or a team.
+func KeyBudgetID(id string) string  { return "key:" + id }
+func TeamBudgetID(id string) string { return "team:" + id }
+
+// PeriodStart returns the start (Unix seconds, UTC) of the period that
+// contains t; 0 for a total budget.
+func PeriodStart(period string, t time.Time) int64 {
+	t = t.UTC()
+	switch period {
+	case PeriodDay:
+		return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC).Unix()
+	case PeriodWeek:
+		d := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+		back := (int(d.Weekday()) + 6) % 7 // days since Monday
+		return d.AddDate(0, 0, -back).Unix()
+	case PeriodMonth:
+		return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC).Unix()
+	}
+	return 0
+}
+
+// PeriodReset returns when the period that started at start ends (Unix
+// seconds); 0 for a total budget, which never resets.
+func PeriodReset(period string, start int64) int64 {
+	t := time.Unix(start, 0).UTC()
+	switch period {
+	case PeriodDay:
+		return t.AddDate(0, 0, 1).Unix()
+	case PeriodWeek:
+		return t.AddDate(0, 0, 7).Unix()
+	case PeriodMonth:
+		return t.AddDate(0, 1, 0).Unix()
+	}
+	return 0
+}
+
+// ValidateBudget checks a budget's fields.
+func ValidateBudget(b *pb.Budget) error {
+	if b == nil {
+		return nil
+	}
+	if b.GetLimitNanos() <= 0 {
+		return fmt.Errorf("budget limit must be positive: %w", ErrInvalid)
+	}
+	switch b.GetPeriod() {
+	case PeriodDay, PeriodWeek, PeriodMonth, PeriodTotal:
+	default:
+		return fmt.Errorf("budget period %q: want day, week, month or total: %w", b.GetPeriod(), ErrInvalid)
+	}
+	return nil
+}
+
+func limitOf(id string, b *pb.Budget) *Limit {
+	if b == nil {
+		return nil
+	}
+	return &Limit{ID: id, LimitNanos: b.GetLimitNanos(), Period: b.GetPeriod(), AllowUnpriced: b.GetAllowUnpriced()}
+}
+
+// Team returns the team with the given id, or nil.
+func (s *State) Team(id string) *Team { return s.teamViews[id] }
+
+// TeamConfig returns the stored team, or nil. It must not be modified.
+func (s *State) TeamConfig(id string) *pb.Team { return s.teams[id] }
+
+// Teams returns every team sorted by name, then id.
+func (s *State) Teams() []*pb.Team {
+	out := make([]*pb.Team, 0, len(s.teams))
+	for _, t := range s.teams {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].GetName() != out[j].GetName() {
+			return out[i].GetName() < out[j].GetName()
+		}
+		return out[i].GetId() < out[j].GetId()
+	})
+	return out
+}
+
+// KeysOfTeam returns the ids of the keys that belong to a team, sorted.
+func (s *State) KeysOfTeam(team string) []string {
+	var ids []string
+	for id, k := range s.keys {
+		if k.GetKey().GetTeamId() == team {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// BudgetLimit returns the configured budget with the given id, or nil.
+func (s *State) BudgetLimit(id string) *Limit {
+	kind, ref, _ := strings.Cut(id, ":")
+	switch kind {
+	case "key":
+		if k := s.keys[ref]; k != nil {
+			return limitOf(id, k.GetKey().GetBudget())
+		}
+	case "team":
+		if t := s.teamViews[ref]; t != nil {
+			return t.Budget
+		}
+	}
+	return nil
+}
+
+func periodKey(budget string, start int64) string {
+	return budget + "\x00" + strconv.FormatInt(start, 10)
+}
+
+// BudgetPeriod returns the accounting of a budget in the period that
+// started at start, or nil when nothing was granted or spent in it. It
+// must not be modified.
+func (s *State) BudgetPeriod(budget string, start int64) *pb.BudgetPeriod {
+	return s.periods[periodKey(budget, start)]
+}
+
+// NodeSeq returns the last spend report applied for node.
+func (s *State) NodeSeq(node string) uint64 { return s.nodeSeqs[node] }
+
+// ClusterSecret returns the secret nodes authenticate each other with.
+func (s *State) ClusterSecret() string { return s.clusterSecret }
+
+// rollupKey orders rollups by hour, then key, team and model.
+func rollupKey(r *pb.SpendRollup) []byte {
+	b := make([]byte, 8, 8+len(r.GetKeyId())+len(r.GetTeamId())+len(r.GetModel())+2)
+	binary.BigEndian.PutUint64(b, uint64(r.GetHourUnix()))
+	b = append(b, r.GetKeyId()...)
+	b = append(b, 0)
+	b = append(b, r.GetTeamId()...)
+	b = append(b, 0)
+	return append(b, r.GetModel()...)
+}
+
+// WalkRollups calls fn for every hourly rollup with since <= hour < until
+// (Unix seconds), in time order, until fn returns false. The rollups must
+// not be modified.
+func (s *State) WalkRollups(since, until int64, fn func(*pb.SpendRollup) bool) {
+	it := s.rollups.Root().Iterator()
+	var lo [8]byte
+	binary.BigEndian.PutUint64(lo[:], uint64(max(since, 0)))
+	it.SeekLowerBound(lo[:])
+	for k, v, ok := it.Next(); ok; k, v, ok = it.Next() {
+		if len(k) >= 8 && int64(binary.BigEndian.Uint64(k[:8])) >= until {
+			return
+		}
+		if !fn(v.(*pb.SpendRollup)) {
+			return
+		}
+	}
+}
+
+func (s *State) copyTeams() *State {
+	n := *s
+	n.teams = maps.Clone(s.teams)
+	n.teamViews = maps.Clone(s.teamViews)
+	return &n
+}
+
+func (s *State) putTeam(t *pb.Team) {
+	s.teams[t.GetId()] = t
+	s.teamViews[t.GetId()] = &Team{ID: t.GetId(), Name: t.GetName(), Budget: limitOf(TeamBudgetID(t.GetId()), t.GetBudget()),
+		Limits: rateLimitsOf(t.GetLimits())}
+}
+
+func createTeam(cur *State, c *pb.CreateTeamCommand, ts *timestamppb.Timestamp) (*State, proto.Message, error) {
+	t := c.GetTeam()
+	if t.GetId() == "" || t.GetName() == "" {
+		return nil, nil, fmt.Errorf("team id and name must not be empty: %w", ErrInvalid)
+	}
+	if _, ok := cur.teams[t.GetId()]; ok {
+		return nil, nil, fmt.Errorf("team %q: %w", t.GetId(), ErrAlreadyExists)
+	}
+	if err := ValidateBudget(t.GetBudget()); err != nil {
+		return nil, nil, err
+	}
+	if err := ValidateRateLimits(t.GetLimits()); err != nil {
+		return nil, nil, err
+	}
+	t = proto.Clone(t).(*pb.Team)
+	t.Limits = emptyToNil(t.Limits)
+	t.CreatedAt, t.UpdatedAt = ts, ts
+	next := cur.copyTeams()
+	next.putTeam(t)
+	return next, t, nil
+}
+
+func updateTeam(cur *State, u *pb.UpdateTeamRequest, ts *timestamppb.Timestamp) (*State, proto.Message, error) {
+	old, ok := cur.teams[u.GetId()]
+	if !ok {
+		return nil, nil, fmt.Errorf("team %q: %w", u.GetId(), ErrNotFound)
+	}
+	t := proto.Clone(old).(*pb.Team)
+	if u.Name != nil {
+		if u.GetName() == "" {
+			return nil, nil, fmt.Errorf("team name must not be empty: %w", ErrInvalid)
+		}
+		t.Name = u.GetName()
+	}
+	if u.GetClearBudget() {
+		t.Budget = nil
+	} else if u.Budget != nil {
+		if err := ValidateBudget(u.GetBudget()); err != nil {
+			return nil, nil, err
+		}
+		t.Budget = u.GetBudget()
+	}
+	if u.Limits != nil {
+		if err := ValidateRateLimits(u.GetLimits()); err != nil {
+			return nil, nil, err
+		}
+		t.Limits = emptyToNil(u.GetLimits())
+	}
+	mergeMetadata(&t.Metadata, u.GetMetadata())
+	t.UpdatedAt = ts
+	next := cur.copyTeams()
+	next.putTeam(t)
+	return next, t, nil
+}
+
+func mergeMetadata(dst *map[string]string, src map[string]string) {
+	for k, v := range src {
+		if v == "" {
+			delete(*dst, k)
+			continue
+		}
+		if *dst == nil {
+			*dst = map[string]string{}
+		}
+		(*dst)[k] = v
+	}
+}
+
+func deleteTeam(cur *State, id string) (*State, error) {
+	if _, ok := cur.teams[id]; !ok {
+		return nil, fmt.Errorf("team %q: %w", id, ErrNotFound)
+	}
+	if keys := cur.KeysOfTeam(id); len(keys) > 0 {
+		return nil, fmt.Errorf("team %q still has %d key(s), e.g. %s (revoked keys count too): move them out first with tollctl key update KEY --team '': %w",
+			id, len(keys), keys[0], ErrFailedPrecondition)
+	}
+	next := cur.copyTeams()
+	delete(next.teams, id)
+	delete(next.teamViews, id)
+	return next, nil
+}
+
+func (s *State) copyPeriods() *State {
+	n := *s
+	n.periods = maps.Clone(s.periods)
+	return &n
+}
+
+// spendReport adds a node's rollup deltas to the totals and settles its
+// budget spend against its leases, once per seq.
+func spendReport(cur *State, c *pb.SpendReportCommand) (*State, error) {
+	if c.GetNode() == "" || c.GetSeq() == 0 {
+		return nil, fmt.Errorf("spend report needs a node and a seq: %w", ErrInvalid)
+	}
+	if c.GetSeq() <= cur.nodeSeqs[c.GetNode()] {
+		return nil, nil // a replay or a retry: already counted
+	}
+	next := cur.copyPeriods()
+	next.nodeSeqs = maps.Clone(cur.nodeSeqs)
+	next.nodeSeqs[c.GetNode()] = c.GetSeq()
+	txn := cur.rollups.Txn()
+	for _, d := range c.GetRollups() {
+		k := rollupKey(d)
+		r := &pb.SpendRollup{HourUnix: d.GetHourUnix(), KeyId: d.GetKeyId(), TeamId: d.GetTeamId(), Model: d.GetModel()}
+		if old, ok := txn.Get(k); ok {
+			r = proto.Clone(old.(*pb.SpendRollup)).(*pb.SpendRollup)
+		}
+		r.Requests += d.GetRequests()
+		r.PromptTokens += d.GetPromptTokens()
+		r.CompletionTokens += d.GetCompletionTokens()
+		r.CachedTokens += d.GetCachedTokens()
+		r.CostNanos += d.GetCostNanos()
+		r.UnpricedRequests += d.GetUnpricedRequests()
+		txn.Insert(k, r)
+	}
+	next.rollups = txn.Commit()
+	for _, u := range c.GetBudgets() {
+		pk := periodKey(u.GetBudget(), u.GetPeriodStart())
+		bp := &pb.BudgetPeriod{Budget: u.GetBudget(), PeriodStart: u.GetPeriodStart()}
+		if old, ok := next.periods[pk]; ok {
+			bp = proto.Clone(old).(*pb.BudgetPeriod)
+		}
+		bp.SpentNanos += u.GetSpentNanos()
+		if l := bp.GetLeases()[c.GetNode()]; l > 0 {
+			bp.Leases[c.GetNode()] = max(l-u.GetSpentNanos(), 0)
+		}
+		next.periods[pk] = bp
+	}
+	return next, nil
+}
+
+// grantLease gives a node up to want of what is left of a budget period:
+// spent plus every lease never exceeds the limit.
+func grantLease(cur *State, c *pb.GrantLeaseCommand) (*State, proto.Message, error) {
+	lim := cur.BudgetLimit(c.GetBudget())
+	if lim == nil {
+		return nil, nil, fmt.Errorf("budget %q does not exist: %w", c.GetBudget(), ErrNotFound)
+	}
+	if c.GetNode() == "" || c.GetWantNanos() <= 0 {
+		return nil, nil, fmt.Errorf("lease request needs a node and a positive amount: %w", ErrInvalid)
+	}
+	pk := periodKey(c.GetBudget(), c.GetPeriodStart())
+	bp := &pb.BudgetPeriod{Budget: c.GetBudget(), PeriodStart: c.GetPeriodStart()}
+	if old, ok := cur.periods[pk]; ok {
+		bp = proto.Clone(old).(*pb.BudgetPeriod)
+	}
+	left := lim.LimitNanos - bp.GetSpentNanos()
+	for _, l := range bp.GetLeases() {
+		left -= l
+	}
+	grant := min(c.GetWantNanos(), left)
+	if grant <= 0 {
+		return nil, bp, nil
+	}
+	if bp.Leases == nil {
+		bp.Leases = map[string]int64{}
+	}
+	bp.Leases[c.GetNode()] += grant
+	next := cur.copyPeriods()
+	next.periods[pk] = bp
+	// Periods before the previous one of this budget are history: drop them.
+	for k, old := range next.periods {
+		if old.GetBudget() == c.GetBudget() && old.GetPeriodStart() < c.GetPeriodStart() && k != pk {
+			if prev := previousPeriodStart(lim.Period, c.GetPeriodStart()); old.GetPeriodStart() < prev {
+				delete(next.periods, k)
+			}
+		}
+	}
+	return next, bp, nil
+}
+
+func previousPeriodStart(period string, start int64) int64 {
+	t := time.Unix(start, 0).UTC()
+	switch period {
+	case PeriodDay:
+		return t.AddDate(0, 0, -1).Unix()
+	case PeriodWeek:
+		return t.AddDate(0, 0, -7).Unix()
+	case PeriodMonth:
+		return t.AddDate(0, -1, 0).Unix()
+	}
+	return 0
+}
+
+func returnLease(cur *State, c *pb.ReturnLeaseCommand) (*State, error) {
+	pk := periodKey(c.GetBudget(), c.GetPeriodStart())
+	old, ok := cur.periods[pk]
+	if !ok || old.GetLeases()[c.GetNode()] == 0 {
+		return nil, nil
+	}
+	bp := proto.Clone(old).(*pb.BudgetPeriod)
+	delete(bp.Leases, c.GetNode())
+	next := cur.copyPeriods()
+	next.periods[pk] = bp
+	return next, nil
+}
+
+func releaseNode(cur *State, node string) (*State, error) {
+	var next *State
+	for k, old := range cur.periods {
+		if old.GetLeases()[node] == 0 {
+			continue
+		}
+		if next == nil {
+			next = cur.copyPeriods()
+		}
+		bp := proto.Clone(old).(*pb.BudgetPeriod)
+		delete(bp.Leases, node)
+		next.periods[k] = bp
+	}
+	return next, nil
+}
+
+func setClusterSecret(cur *State, secret string) (*State, error) {
+	if cur.clusterSecret != "" {
+		return nil, nil
+	}
+	if len(secret) < 16 {
+		return nil, fmt.Errorf("cluster secret too short: %w", ErrInvalid)
+	}
+	next := *cur
+	next.clusterSecret = secret
+	return &next, nil
+}
+
+// RateLimits are a key's, team's or deployment's rate limits; zero fields
+// are unlimited.
+type RateLimits struct{ RPM, TPM, MaxParallel int64 }
+
+func rateLimitsOf(l *pb.RateLimits) *RateLimits {
+	if l == nil || (l.GetRpm() == 0 && l.GetTpm() == 0 && l.GetMaxParallel() == 0) {
+		return nil
+	}
+	return &RateLimits{RPM: l.GetRpm(), TPM: l.GetTpm(), MaxParallel: l.GetMaxParallel()}
+}
+
+// ValidateRateLimits checks that no limit is negative.
+func ValidateRateLimits(l *pb.RateLimits) error {
+	if l.GetRpm() < 0 || l.GetTpm() < 0 || l.GetMaxParallel() < 0 {
+		return fmt.Errorf("rate limits must not be negative: %w", ErrInvalid)
+	}
+	return nil
+}
+
+// emptyToNil stores "no limits" as an unset field.
+func emptyToNil(l *pb.RateLimits) *pb.RateLimits {
+	if rateLimitsOf(l) == nil {
+		return nil
+	}
+	return l
+}
