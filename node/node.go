@@ -494,6 +494,7 @@ func (n *Node) shutdown(stopMembership func()) {
 	n.flushSpend(fctx)
 	fcancel()
 	n.gossip.leave(time.Second)
+	n.store.SnapshotForRestart()
 	done := make(chan struct{})
 	go func() { n.grpcSrv.GracefulStop(); close(done) }()
 	select {

@@ -17,7 +17,7 @@ import (
 
 // pricing prices deployments: a deployment's own price overrides the
 // table.
-type pricing struct{ table *prices.Table }
+type pricing struct{ table func() *prices.Table }
 
 // priceOf returns d's price and where it comes from.
 func (p pricing) priceOf(kind, baseURL, model string, override *pb.Price) (prices.Price, string, bool) {
@@ -25,7 +25,7 @@ func (p pricing) priceOf(kind, baseURL, model string, override *pb.Price) (price
 		return prices.Price{InputMicros: override.GetInputMicrosPerMtok(), OutputMicros: override.GetOutputMicrosPerMtok(),
 			CachedInputMicros: override.GetCachedInputMicrosPerMtok()}, "override", true
 	}
-	m, ok := p.table.Lookup(kind, baseURL, model)
+	m, ok := p.table().Lookup(kind, baseURL, model)
 	if !ok {
 		return prices.Price{}, "unknown", false
 	}
@@ -138,10 +138,13 @@ func (n *Node) newBudgets() *budget.Manager {
 	return m
 }
 
-// loadPrices returns the built-in price table, or the one in path.
-func loadPrices(path string) (*prices.Table, error) {
+// loadPrices returns the built-in price table, or the one in path. The
+// built-in one is parsed in the background (it takes tens of milliseconds)
+// so that it does not delay readiness.
+func loadPrices(path string) (func() *prices.Table, error) {
 	if path == "" {
-		return prices.Builtin(), nil
+		go prices.Builtin()
+		return prices.Builtin, nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -152,7 +155,7 @@ func loadPrices(path string) (*prices.Table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("price table %s: %w", path, err)
 	}
-	return t, nil
+	return func() *prices.Table { return t }, nil
 }
 
 // apiPrice answers the admin API's price question.

@@ -65,6 +65,10 @@ type Store struct {
 	transport *raft.NetworkTransport
 	boltStore *raftboltdb.BoltStore
 	fresh     bool
+	// completeAtOpen: the node was the only voter and every command on
+	// disk was in the snapshot it restored, so its state was complete
+	// before Raft even elected it.
+	completeAtOpen bool
 	// lastIndexAtOpen is the index of the last command in the log on disk
 	// when the store opened: the node is caught up once its State has
 	// reached it. (Only commands reach the FSM, so State.Index never
@@ -146,6 +150,12 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("raftstore: read last index: %w", err)
 	}
 
+	if existing {
+		s.completeAtOpen, err = completeOnDisk(cfg.NodeID, bolt, snaps, s.lastIndexAtOpen)
+		if err != nil {
+			return nil, fmt.Errorf("raftstore: read configuration: %w", err)
+		}
+	}
 	s.raft, err = raft.NewRaft(rc, s.fsm, bolt, bolt, snaps, s.transport)
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: start raft: %w", err)
@@ -267,8 +277,9 @@ func (s *Store) WaitForIndex(ctx context.Context, idx uint64) error {
 	}
 }
 
-// WaitReady blocks until this node can serve from an up-to-date state: a
-// leader is known and, on the leader, everything committed before it took
+// WaitReady blocks until this node can serve from an up-to-date state: at
+// once for a single-voter cluster whose snapshot held every command on disk
+// (see SnapshotForRestart); otherwise once a leader is known and, on the leader, everything committed before it took
 // office is applied; on a follower, the node is in the cluster
 // configuration and has applied everything the leader has told it is
 // committed (at least every command it had on disk when it opened).
@@ -288,6 +299,9 @@ func (s *Store) WaitReady(ctx context.Context) error {
 }
 
 func (s *Store) readyOnce(ctx context.Context) (bool, error) {
+	if s.completeAtOpen {
+		return true, nil
+	}
 	if addr, _ := s.Leader(); addr == "" {
 		return false, nil
 	}
@@ -356,4 +370,60 @@ func (w slogWriter) Write(p []byte) (int, error) {
 	}
 	w.l.Info(msg, "component", "raft")
 	return len(p), nil
+}
+
+// completeOnDisk reports whether nodeID is the only voter of the latest
+// configuration on disk and the latest snapshot covers every command in
+// the log, so restoring that snapshot yields the whole committed state.
+func completeOnDisk(nodeID string, logs raft.LogStore, snaps raft.SnapshotStore, lastCommand uint64) (bool, error) {
+	metas, err := snaps.List()
+	if err != nil || len(metas) == 0 {
+		return false, err
+	}
+	snap := metas[0]
+	if lastCommand > snap.Index {
+		return false, nil
+	}
+	cfg := snap.Configuration
+	first, err := logs.FirstIndex()
+	if err != nil {
+		return false, err
+	}
+	last, err := logs.LastIndex()
+	if err != nil {
+		return false, err
+	}
+	for i := last; i >= max(first, 1) && i > snap.Index; i-- {
+		var l raft.Log
+		if err := logs.GetLog(i, &l); err != nil {
+			if errors.Is(err, raft.ErrLogNotFound) {
+				continue
+			}
+			return false, err
+		}
+		if l.Type == raft.LogConfiguration {
+			cfg = raft.DecodeConfiguration(l.Data)
+			break
+		}
+	}
+	voters := 0
+	self := false
+	for _, srv := range cfg.Servers {
+		if srv.Suffrage == raft.Voter {
+			voters++
+			self = self || string(srv.ID) == nodeID
+		}
+	}
+	return voters == 1 && self, nil
+}
+
+// SnapshotForRestart takes a snapshot when this node is the cluster's only
+// voter, so that its next start is ready without waiting for an election.
+func (s *Store) SnapshotForRestart() {
+	srvs, err := s.Servers()
+	if err != nil || len(srvs) != 1 || srvs[0].ID != s.cfg.NodeID {
+		return
+	}
+	_ = s.raft.Snapshot().Error() // ErrNothingNewToSnapshot is fine too
+
 }

@@ -162,8 +162,6 @@ func NewTransport() *http.Transport {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true,
-		WriteBufferSize:       16 << 10,
-		ReadBufferSize:        16 << 10,
 	}
 }
 
