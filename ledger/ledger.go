@@ -158,13 +158,16 @@ func Open(cfg Config) (*Ledger, error) {
 func pebbleOptions(fs *walFS, log *slog.Logger) *pebble.Options {
 	pl := pebbleLogger{log: log}
 	opts := &pebble.Options{
-		FS:                 fs,
-		CacheSize:          blockCacheSize + 2*memTableSize,
-		MemTableSize:       memTableSize,
-		MaxOpenFiles:       256,
-		DisableWAL:         false,
-		FormatMajorVersion: pebble.FormatNewest,
-		Logger:             pl,
+		FS:           fs,
+		CacheSize:    blockCacheSize + 2*memTableSize,
+		MemTableSize: memTableSize,
+		MaxOpenFiles: 256,
+		// One compaction normally, a second one while L0 or the compaction
+		// debt builds up (sustained bursts), rather than stalling writes.
+		CompactionConcurrencyRange: func() (int, int) { return 1, 2 },
+		DisableWAL:                 false,
+		FormatMajorVersion:         pebble.FormatNewest,
+		Logger:                     pl,
 		EventListener: &pebble.EventListener{
 			BackgroundError: func(err error) { log.Warn("pebble background error", "err", err) },
 			DataCorruption: func(info pebble.DataCorruptionInfo) {
@@ -220,7 +223,8 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 // uses are the budget periods the request's cost counts against (may be
 // empty); each adds its SpentNanos (normally rec.CostNanos) to its period's
 // pending spend. rec.UnixNanos must be set; key, team, model and budget names
-// must not contain 0x00. The ledger keeps no reference to rec or uses.
+// must be valid UTF-8 without 0x00. The ledger keeps no reference to rec or
+// uses.
 func (l *Ledger) Append(rec *pb.SpendRecord, uses []*pb.BudgetUse) error {
 	if err := validate(rec, uses); err != nil {
 		return err
