@@ -126,6 +126,9 @@ func (c *clusterAPI) RestoreSnapshot(ctx context.Context, req *pb.RestoreSnapsho
 	if err := proto.Unmarshal(req.GetData(), &snap); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "not a Tollgate snapshot: %v", err)
 	}
+	if len(req.GetData()) == 0 || snap.GetIndex() == 0 {
+		return nil, status.Error(codes.InvalidArgument, "not a Tollgate snapshot: it is empty or has no index (tollctl cluster snapshot save writes one); nothing was changed")
+	}
 	if _, err := c.n.store.Apply(ctx, &pb.Command{Op: &pb.Command_Restore{Restore: &pb.RestoreCommand{Snapshot: &snap}}}); err != nil {
 		return nil, storeStatus(err)
 	}

@@ -33,6 +33,9 @@ type memberMeta struct {
 	// Fresh is set while the node has no Raft state, i.e. has not yet
 	// bootstrapped or been added to a cluster.
 	Fresh bool `json:"fresh,omitempty"`
+	// Leaving is announced just before a graceful leave, so that the
+	// others record "left" rather than "dead".
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 // member is a node as gossip last described it.
@@ -55,6 +58,8 @@ type gossip struct {
 	queue   *memberlist.TransmitLimitedQueue
 	// numNodes is the live cluster size for the queue's retransmits.
 	numNodes atomic.Int32
+	stopped  atomic.Bool
+	selfAddr string // set once after memberlist starts
 	log      *slog.Logger
 	meta     atomic.Pointer[[]byte]
 	events   chan struct{} // a membership change happened (non-blocking send)
@@ -116,6 +121,8 @@ func newGossip(cfg gossipConfig) (*gossip, error) {
 	if g.ml, err = memberlist.Create(mc); err != nil {
 		return nil, fmt.Errorf("start gossip on %s: %w", cfg.BindAddr, err)
 	}
+	ln := g.ml.LocalNode()
+	g.selfAddr = net.JoinHostPort(ln.Addr.String(), strconv.Itoa(int(ln.Port)))
 	return g, nil
 }
 
@@ -169,36 +176,32 @@ func (g *gossip) updateMeta(m memberMeta) {
 func (g *gossip) join(addrs []string) (int, error) { return g.ml.Join(addrs) }
 
 // addr returns the gossip address this node advertises.
-func (g *gossip) addr() string {
-	n := g.ml.LocalNode()
-	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
-}
+func (g *gossip) addr() string { return g.selfAddr }
 
 func (g *gossip) leave(timeout time.Duration) {
+	if !g.stopped.CompareAndSwap(false, true) {
+		return // already shut down
+	}
 	if err := g.ml.Leave(timeout); err != nil {
 		g.log.Warn("gossip leave", "err", err)
 	}
 	_ = g.ml.Shutdown()
 }
 
-// snapshot returns a copy of the member table, with suspect states from
-// memberlist's live view.
+// shutdown stops gossip at once, without announcing a leave.
+func (g *gossip) shutdown() {
+	g.stopped.Store(true)
+	_ = g.ml.Shutdown()
+}
+
+// snapshot returns a copy of the member table. (memberlist does not expose
+// its "suspect" state: a member is alive until it is declared dead.)
 func (g *gossip) snapshot() map[string]member {
-	suspect := map[string]bool{}
-	for _, n := range g.ml.Members() {
-		if n.State == memberlist.StateSuspect {
-			suspect[n.Name] = true
-		}
-	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	out := make(map[string]member, len(g.members))
 	for id, m := range g.members {
-		c := *m
-		if c.state == "alive" && suspect[id] {
-			c.state = "suspect"
-		}
-		out[id] = c
+		out[id] = *m
 	}
 	return out
 }
@@ -235,12 +238,20 @@ func (g *gossip) record(n *memberlist.Node, state string) {
 // NotifyJoin implements memberlist.EventDelegate.
 func (g *gossip) NotifyJoin(n *memberlist.Node) { g.record(n, "alive") }
 
-// NotifyLeave implements memberlist.EventDelegate.
+// NotifyLeave implements memberlist.EventDelegate. memberlist does not
+// tell a leave from a death here; a node announces a graceful leave in its
+// metadata first.
 func (g *gossip) NotifyLeave(n *memberlist.Node) {
 	state := "dead"
-	if n.State == memberlist.StateLeft {
+	var m memberMeta
+	if json.Unmarshal(n.Meta, &m) == nil && m.Leaving {
 		state = "left"
 	}
+	g.mu.Lock()
+	if old, ok := g.members[n.Name]; ok && old.meta.Leaving {
+		state = "left"
+	}
+	g.mu.Unlock()
 	g.record(n, state)
 }
 

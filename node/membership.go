@@ -36,10 +36,12 @@ func (n *Node) runMembership(ctx context.Context) {
 		if n.bootstrapPending.Load() {
 			n.tryBootstrap()
 		}
-		if n.store.IsLeader() {
+		if n.ready.Load() {
 			if err := n.registerAdminToken(ctx); err != nil {
-				n.log.Warn("register admin token", "err", err)
+				n.log.Debug("register admin token", "err", err)
 			}
+		}
+		if n.store.IsLeader() {
 			if err := n.ensureClusterSecret(ctx); err != nil {
 				n.log.Warn("set cluster secret", "err", err)
 			}

@@ -441,6 +441,10 @@ func (n *Node) becomeReady(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	n.catchUp(ctx)
+	if ctx.Err() != nil {
+		return
+	}
 	if n.store.IsLeader() {
 		if err := n.firstStartSetup(ctx); err != nil {
 			n.log.Error("first-start setup failed", "err", err)
@@ -493,6 +497,9 @@ func (n *Node) shutdown(stopMembership func()) {
 	fctx, fcancel := context.WithTimeout(context.Background(), 3*time.Second)
 	n.flushSpend(fctx)
 	fcancel()
+	leaving := n.meta
+	leaving.Leaving = true
+	n.gossip.updateMeta(leaving)
 	n.gossip.leave(time.Second)
 	n.store.SnapshotForRestart()
 	done := make(chan struct{})
@@ -510,7 +517,7 @@ func (n *Node) Close() {
 	n.closeOnce.Do(func() {
 		_ = n.httpSrv.Close()
 		n.grpcSrv.Stop()
-		_ = n.gossip.ml.Shutdown()
+		n.gossip.shutdown()
 		n.peers.close()
 		if err := n.ledger.Close(); err != nil {
 			n.log.Warn("ledger close", "err", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -50,7 +51,55 @@ func (n *Node) propose(ctx context.Context, cmd *pb.Command) (proto.Message, err
 // internalContext authenticates a call to another node with the cluster
 // secret.
 func (n *Node) internalContext(ctx context.Context) context.Context {
-	return metadata.NewOutgoingContext(ctx, metadata.Pairs("authorization", "Bearer "+n.store.State().ClusterSecret()))
+	secret := n.store.State().ClusterSecret()
+	if secret == "" { // not replicated here yet: this node's own token
+		secret = n.adminToken
+	}
+	return metadata.NewOutgoingContext(ctx, metadata.Pairs("authorization", "Bearer "+secret))
+}
+
+// catchUp waits, on a follower of a multi-node cluster, until this node
+// has applied everything the leader had committed when asked: a node that
+// joins or restarts turns ready only with the whole state.
+func (n *Node) catchUp(ctx context.Context) {
+	for ctx.Err() == nil {
+		if n.store.IsLeader() {
+			return
+		}
+		if srvs, err := n.store.Servers(); err == nil && len(srvs) <= 1 {
+			return
+		}
+		target, err := n.leaderCommitIndex(ctx)
+		if err == nil {
+			if n.store.WaitCaughtUp(ctx, target) == nil {
+				return
+			}
+		} else {
+			n.log.Debug("catching up: asking the leader", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (n *Node) leaderCommitIndex(ctx context.Context) (uint64, error) {
+	addr := n.leaderAdminAddr()
+	if addr == "" {
+		return 0, errors.New("no leader known")
+	}
+	conn, err := n.peers.conn(addr)
+	if err != nil {
+		return 0, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := pb.NewClusterServiceClient(conn).Status(n.internalContext(cctx), &pb.StatusRequest{})
+	if err != nil {
+		return 0, err
+	}
+	return st.GetCommitIndex(), nil
 }
 
 // Propose implements the internal ClusterService.Propose on the leader.
@@ -60,7 +109,7 @@ func (c *clusterAPI) Propose(ctx context.Context, req *pb.ProposeRequest) (*pb.P
 		return nil, status.Errorf(codes.InvalidArgument, "not a command: %v", err)
 	}
 	switch cmd.GetOp().(type) {
-	case *pb.Command_SpendReport, *pb.Command_GrantLease, *pb.Command_ReturnLease:
+	case *pb.Command_SpendReport, *pb.Command_GrantLease, *pb.Command_ReturnLease, *pb.Command_AddAdminToken:
 	default:
 		return nil, status.Errorf(codes.PermissionDenied, "command %T cannot be proposed through the internal API", cmd.GetOp())
 	}

@@ -65,7 +65,8 @@ func (n *Node) ensureClusterSecret(ctx context.Context) error {
 }
 
 // registerAdminToken adds this node's admin token to the replicated state
-// if it is not there yet (leader only), so that it works on every node.
+// if it is not there yet (through the leader, from any node), so that the
+// token this node printed works on every node.
 func (n *Node) registerAdminToken(ctx context.Context) error {
 	if n.adminToken == "" {
 		return nil
@@ -74,7 +75,7 @@ func (n *Node) registerAdminToken(ctx context.Context) error {
 	if n.store.State().HasAdminToken(h) {
 		return nil
 	}
-	if err := n.apply(ctx, &pb.Command{Op: &pb.Command_AddAdminToken{
+	if _, err := n.propose(ctx, &pb.Command{Op: &pb.Command_AddAdminToken{
 		AddAdminToken: &pb.AddAdminTokenCommand{TokenHash: h[:]}}}); err != nil {
 		return fmt.Errorf("register admin token: %w", err)
 	}

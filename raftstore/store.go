@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -156,7 +157,9 @@ func Open(cfg Config) (*Store, error) {
 			return nil, fmt.Errorf("raftstore: read configuration: %w", err)
 		}
 	}
-	s.raft, err = raft.NewRaft(rc, s.fsm, bolt, bolt, snaps, s.transport)
+	// Pipelined replication can deadlock shutdown and stall replication in
+	// hashicorp/raft (#612); plain AppendEntries are fast enough here.
+	s.raft, err = raft.NewRaft(rc, s.fsm, bolt, bolt, snaps, noPipeline{s.transport})
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: start raft: %w", err)
 	}
@@ -364,12 +367,68 @@ func newHCLogger(cfg Config) hclog.Logger {
 type slogWriter struct{ l *slog.Logger }
 
 func (w slogWriter) Write(p []byte) (int, error) {
-	msg := string(p)
-	for len(msg) > 0 && msg[len(msg)-1] == '\n' {
-		msg = msg[:len(msg)-1]
+	msg := strings.TrimSpace(string(p))
+	level := slog.LevelInfo
+	for _, lv := range []struct {
+		prefix string
+		level  slog.Level
+	}{{"[DEBUG]", slog.LevelDebug}, {"[TRACE]", slog.LevelDebug}, {"[INFO]", slog.LevelInfo}, {"[WARN]", slog.LevelWarn}, {"[ERROR]", slog.LevelError}} {
+		if i := strings.Index(msg, lv.prefix); i >= 0 {
+			level, msg = lv.level, strings.TrimSpace(msg[i+len(lv.prefix):])
+			break
+		}
 	}
-	w.l.Info(msg, "component", "raft")
+	w.l.Log(context.Background(), level, msg, "component", "raft")
 	return len(p), nil
+}
+
+// noPipeline turns off pipelined replication.
+type noPipeline struct{ *raft.NetworkTransport }
+
+func (noPipeline) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+	return nil, raft.ErrPipelineReplicationNotSupported
+}
+
+// WaitCaughtUp blocks until this node has applied every entry up to
+// target, including the state machine's work on the last command among
+// them (Raft counts an entry applied when it hands it over).
+func (s *Store) WaitCaughtUp(ctx context.Context, target uint64) error {
+	for {
+		if s.raft.AppliedIndex() >= target {
+			last, err := lastCommandAtOrBelow(s.boltStore, target)
+			if err == nil && s.State().Index >= last {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// lastCommandAtOrBelow returns the index of the last command entry at or
+// below target; 0 when the log holds none there (it was compacted into a
+// snapshot, which the state already reflects).
+func lastCommandAtOrBelow(logs raft.LogStore, target uint64) (uint64, error) {
+	first, err := logs.FirstIndex()
+	if err != nil {
+		return 0, err
+	}
+	for i := target; i >= first && i > 0; i-- {
+		var l raft.Log
+		if err := logs.GetLog(i, &l); err != nil {
+			if errors.Is(err, raft.ErrLogNotFound) {
+				return 0, nil
+			}
+			return 0, err
+		}
+		if l.Type == raft.LogCommand {
+			return i, nil
+		}
+	}
+	return 0, nil
 }
 
 // completeOnDisk reports whether nodeID is the only voter of the latest

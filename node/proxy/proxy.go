@@ -446,6 +446,10 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, r
 	for i, d := range deps {
 		rec.Attempts++
 		rec.Deployment, rec.Provider, rec.dep = d.ID, d.Provider, d
+		if t := rec.tickets[1]; t != nil { // the previous deployment did not serve
+			t.Done(0)
+			rec.tickets[1] = nil
+		}
 		if d.Provider == routing.ProviderDemo {
 			w.Header().Set("X-Tollgate-Deployment", d.ID)
 			rec.FirstByte = time.Since(rec.Start)
@@ -467,9 +471,6 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, r
 				h.commit(rec)
 				writeError(w, errDeploymentsBusy(req.Model, refusal))
 				return
-			}
-			if rec.tickets[1] != nil {
-				rec.tickets[1].Done(0)
 			}
 			rec.tickets[1] = t
 		}
