@@ -223,9 +223,7 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 	w.Header().Set("X-Request-Id", rec.RequestID)
 	defer h.finish(rec)
 	fail := func(e apiError) {
-		rec.Status = e.status
-		h.commit(rec)
-		writeError(w, e)
+		h.fail(w, rec, e)
 	}
 	st := h.cfg.State.State()
 	key, aerr := authenticate(r, st)
@@ -439,6 +437,14 @@ func (h *Handler) commit(rec *Record) {
 
 func (h *Handler) finish(rec *Record) { h.commit(rec) }
 
+// fail ends a request with an error of the gateway's own: recorded first,
+// then written, like every answer.
+func (h *Handler) fail(w http.ResponseWriter, rec *Record, e apiError) {
+	rec.Status = e.status
+	h.commit(rec)
+	writeError(w, e)
+}
+
 // forward tries the route's deployments in order until one answers.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, route *raftstore.Route, body []byte, req *routing.Request) {
 	var orderBuf [8]*raftstore.Deployment
@@ -467,9 +473,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, r
 				}
 				rec.RateLimited = refusal.Reason
 				w.Header().Set("Retry-After", strconv.FormatInt(int64(max(refusal.RetryAfter/time.Second, 1)), 10))
-				rec.Status = http.StatusTooManyRequests
-				h.commit(rec)
-				writeError(w, errDeploymentsBusy(req.Model, refusal))
+				h.fail(w, rec, errDeploymentsBusy(req.Model, refusal))
 				return
 			}
 			rec.tickets[1] = t
@@ -478,9 +482,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, r
 			if i < len(deps)-1 {
 				continue
 			}
-			rec.Status = http.StatusBadGateway
-			h.commit(rec)
-			writeError(w, apiError{http.StatusBadGateway, typeUpstream, "credential_missing", "",
+			h.fail(w, rec, apiError{http.StatusBadGateway, typeUpstream, "credential_missing", "",
 				"The deployment '" + d.ID + "' names a credential that is not set; an operator must run 'tollctl credential set " + d.CredentialName + "'."})
 			return
 		}
@@ -511,9 +513,7 @@ func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, rec *Record, d
 	out.b = routing.RewriteRequest(out.b[:0], body, req, d.UpstreamModel, rec.Endpoint != routing.EndpointEmbeddings)
 	ureq, err := newUpstreamRequest(ctx, d, rec.Endpoint, out)
 	if err != nil { // newUpstreamRequest returned out to the pool
-		rec.Status = http.StatusBadGateway
-		h.commit(rec)
-		writeError(w, apiError{http.StatusBadGateway, typeUpstream, "bad_upstream_url", "", err.Error()})
+		h.fail(w, rec, apiError{http.StatusBadGateway, typeUpstream, "bad_upstream_url", "", err.Error()})
 		return false
 	}
 	sent := time.Now()
@@ -523,16 +523,12 @@ func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, rec *Record, d
 		case r.Context().Err() != nil:
 			rec.Status = statusClientClosed
 		case timedOut.Load():
-			rec.Status = http.StatusGatewayTimeout
-			h.commit(rec)
-			writeError(w, apiError{http.StatusGatewayTimeout, typeTimeout, "upstream_timeout", "",
+			h.fail(w, rec, apiError{http.StatusGatewayTimeout, typeTimeout, "upstream_timeout", "",
 				"The upstream deployment '" + d.ID + "' did not answer within " + timeout.String() + "."})
 		case canRetry && isConnectError(err):
 			return true
 		default:
-			rec.Status = http.StatusBadGateway
-			h.commit(rec)
-			writeError(w, apiError{http.StatusBadGateway, typeUpstream, "upstream_unreachable", "",
+			h.fail(w, rec, apiError{http.StatusBadGateway, typeUpstream, "upstream_unreachable", "",
 				"The upstream deployment '" + d.ID + "' failed: " + upstreamErrText(err)})
 		}
 		return false

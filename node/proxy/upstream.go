@@ -66,14 +66,10 @@ func (h *Handler) buffered(w http.ResponseWriter, r *http.Request, rec *Record, 
 		case r.Context().Err() != nil:
 			rec.Status = statusClientClosed
 		case timedOut.Load():
-			rec.Status = http.StatusGatewayTimeout
-			h.commit(rec)
-			writeError(w, apiError{http.StatusGatewayTimeout, typeTimeout, "upstream_timeout", "",
+			h.fail(w, rec, apiError{http.StatusGatewayTimeout, typeTimeout, "upstream_timeout", "",
 				"The upstream deployment '" + d.ID + "' did not finish within " + timeout.String() + "."})
 		default:
-			rec.Status = http.StatusBadGateway
-			h.commit(rec)
-			writeError(w, apiError{http.StatusBadGateway, typeUpstream, "upstream_failed", "",
+			h.fail(w, rec, apiError{http.StatusBadGateway, typeUpstream, "upstream_failed", "",
 				"The upstream deployment '" + d.ID + "' failed while answering: " + upstreamErrText(err)})
 		}
 		return
@@ -86,8 +82,7 @@ func (h *Handler) buffered(w http.ResponseWriter, r *http.Request, rec *Record, 
 		if len(snippet) > 200 {
 			snippet = snippet[:200] + "…"
 		}
-		h.commit(rec)
-		writeError(w, apiError{resp.StatusCode, typeUpstream, "upstream_error", "",
+		h.fail(w, rec, apiError{resp.StatusCode, typeUpstream, "upstream_error", "",
 			"The upstream deployment '" + d.ID + "' answered " + strconv.Itoa(resp.StatusCode) + ": " + snippet})
 		return
 	}
