@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	_ "net/http/pprof" // served only with --pprof-addr
 	"os"
 	"os/signal"
 	"strconv"
@@ -50,6 +52,7 @@ Flags:
 	var (
 		cfg         node.Config
 		join        string
+		pprofAddr   string
 		drainDelay  string
 		logLevel    string
 		maxBody     int64
@@ -74,6 +77,7 @@ Flags:
 	fs.DurationVar(&cfg.LedgerRetention, "ledger-retention", envDuration("TOLLGATE_LEDGER_RETENTION", 30*24*time.Hour), "how long raw spend records are kept in this node's ledger (totals are kept in the cluster state) [TOLLGATE_LEDGER_RETENTION]")
 	str(&cfg.PricesFile, "prices", "TOLLGATE_PRICES", "", "price table file replacing the built-in one (the genai-prices JSON format); a deployment's own price overrides both")
 	fs.Int64Var(&cfg.BudgetOutputCap, "budget-output-cap", envInt("TOLLGATE_BUDGET_OUTPUT_CAP", 4096), "completion tokens a budget reservation assumes for a request without max_tokens [TOLLGATE_BUDGET_OUTPUT_CAP]")
+	str(&pprofAddr, "pprof-addr", "TOLLGATE_PPROF_ADDR", "", "serve Go's /debug/pprof on this address (keep it on loopback); empty: off")
 	str(&logLevel, "log-level", "TOLLGATE_LOG_LEVEL", "info", "log level: debug, info, warn, error")
 	fs.Int64Var(&maxBody, "max-body-bytes", envInt("TOLLGATE_MAX_BODY_BYTES", 8<<20), "largest accepted request body in bytes; larger ones get 413 [TOLLGATE_MAX_BODY_BYTES]")
 	fs.DurationVar(&cfg.UpstreamTimeout, "upstream-timeout", envDuration("TOLLGATE_UPSTREAM_TIMEOUT", 10*time.Minute), "default timeout of an upstream call (a stream: until its first byte); a deployment may set its own [TOLLGATE_UPSTREAM_TIMEOUT]")
@@ -132,6 +136,15 @@ Flags:
 	cfg.Seed = !noSeed
 	cfg.TokenOut = stderr
 
+	if pprofAddr != "" {
+		go func() {
+			// http.DefaultServeMux holds the /debug/pprof handlers.
+			srv := &http.Server{Addr: pprofAddr, ReadHeaderTimeout: 10 * time.Second}
+			if err := srv.ListenAndServe(); err != nil {
+				cfg.Logger.Error("pprof server", "err", err)
+			}
+		}()
+	}
 	n, err := node.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "tollgate: %v\n", err)
