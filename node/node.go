@@ -391,6 +391,7 @@ func (n *Node) Run(ctx context.Context) error {
 	go n.runMembership(mctx)
 	go n.runSpendReports(mctx)
 	go n.gossip.runRateGossip(mctx, n.cfg.NodeID)
+	go n.releaseMemory(mctx, 30*time.Second, 32<<20)
 	go n.becomeReady(ctx)
 
 	var runErr error
