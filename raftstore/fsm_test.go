@@ -307,7 +307,7 @@ func routeCases() []cmdCase {
 			}
 			v := routeView(t, after, "o1")
 			want := Deployment{ID: "x", Provider: "openai", BaseURL: "https://x.example/v1", UpstreamModel: "up-x",
-				Weight: 2, Priority: 1, TimeoutMillis: 3000, Credential: "sk-openai", CredentialName: "openai", LimitBucket: "dep:o1/x"}
+				Weight: 2, Priority: 1, TimeoutMillis: 3000, Credential: "sk-openai", CredentialName: "openai"}
 			if v.Name != "o1" || v.Created != now/1e9 || len(v.Deployments) != 1 || *v.Deployments[0] != want {
 				t.Errorf("view = %+v %+v, want created %d and %+v", v, v.Deployments, now/1e9, want)
 			}
@@ -364,7 +364,7 @@ func routeCases() []cmdCase {
 			Credential: proto.String("openai"), Weight: proto.Uint32(5), Priority: proto.Uint32(0), TimeoutMs: proto.Uint32(10)}),
 			check: func(t *testing.T, _, after *State, _ proto.Message, _ int64) {
 				want := Deployment{ID: "d2", Provider: "openai-compatible", BaseURL: "http://b", UpstreamModel: "m",
-					Weight: 5, Priority: 0, TimeoutMillis: 10, Credential: "sk-openai", CredentialName: "openai", LimitBucket: "dep:gpt-4o/d2"}
+					Weight: 5, Priority: 0, TimeoutMillis: 10, Credential: "sk-openai", CredentialName: "openai"}
 				if d := routeView(t, after, "gpt-4o").Deployments[1]; *d != want {
 					t.Errorf("view = %+v, want %+v", *d, want)
 				}

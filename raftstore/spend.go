@@ -204,7 +204,7 @@ func (s *State) copyTeams() *State {
 func (s *State) putTeam(t *pb.Team) {
 	s.teams[t.GetId()] = t
 	s.teamViews[t.GetId()] = &Team{ID: t.GetId(), Name: t.GetName(), Budget: limitOf(TeamBudgetID(t.GetId()), t.GetBudget()),
-		Limits: rateLimitsOf(t.GetLimits())}
+		Limits: rateLimitsOf("team:"+t.GetId(), t.GetLimits())}
 }
 
 func createTeam(cur *State, c *pb.CreateTeamCommand, ts *timestamppb.Timestamp) (*State, proto.Message, error) {
@@ -433,14 +433,18 @@ func setClusterSecret(cur *State, secret string) (*State, error) {
 }
 
 // RateLimits are a key's, team's or deployment's rate limits; zero fields
-// are unlimited.
-type RateLimits struct{ RPM, TPM, MaxParallel int64 }
+// are unlimited. Bucket names the limiter bucket ("key:ID", "team:ID",
+// "dep:ROUTE/DEPLOYMENT"), built once here rather than per request.
+type RateLimits struct {
+	Bucket                string
+	RPM, TPM, MaxParallel int64
+}
 
-func rateLimitsOf(l *pb.RateLimits) *RateLimits {
+func rateLimitsOf(bucket string, l *pb.RateLimits) *RateLimits {
 	if l == nil || (l.GetRpm() == 0 && l.GetTpm() == 0 && l.GetMaxParallel() == 0) {
 		return nil
 	}
-	return &RateLimits{RPM: l.GetRpm(), TPM: l.GetTpm(), MaxParallel: l.GetMaxParallel()}
+	return &RateLimits{Bucket: bucket, RPM: l.GetRpm(), TPM: l.GetTpm(), MaxParallel: l.GetMaxParallel()}
 }
 
 // ValidateRateLimits checks that no limit is negative.
@@ -453,7 +457,7 @@ func ValidateRateLimits(l *pb.RateLimits) error {
 
 // emptyToNil stores "no limits" as an unset field.
 func emptyToNil(l *pb.RateLimits) *pb.RateLimits {
-	if rateLimitsOf(l) == nil {
+	if rateLimitsOf("", l) == nil {
 		return nil
 	}
 	return l

@@ -100,8 +100,6 @@ type Deployment struct {
 	Price *pb.Price
 	// Limits protect the upstream; nil for none.
 	Limits *RateLimits
-	// LimitBucket names the deployment's rate-limit bucket.
-	LimitBucket string
 }
 
 func emptyState() *State {
@@ -221,7 +219,7 @@ func MatchPattern(pattern, name string) bool {
 func newKeyView(sk *pb.StoredKey) *Key {
 	k := sk.GetKey()
 	v := &Key{ID: k.GetId(), Name: k.GetName(), Revoked: k.GetRevokedAt() != nil,
-		TeamID: k.GetTeamId(), Budget: limitOf(KeyBudgetID(k.GetId()), k.GetBudget()), Limits: rateLimitsOf(k.GetLimits())}
+		TeamID: k.GetTeamId(), Budget: limitOf(KeyBudgetID(k.GetId()), k.GetBudget()), Limits: rateLimitsOf("key:"+k.GetId(), k.GetLimits())}
 	if e := k.GetExpiresAt(); e != nil {
 		v.ExpiresAt = e.AsTime().UnixNano()
 	}
@@ -256,8 +254,7 @@ func newRouteView(r *pb.ModelRoute, creds map[string]*pb.StoredCredential) *Rout
 			TimeoutMillis:  d.GetTimeoutMs(),
 			CredentialName: d.GetCredential(),
 			Price:          d.GetPrice(),
-			Limits:         rateLimitsOf(d.GetLimits()),
-			LimitBucket:    "dep:" + r.GetName() + "/" + d.GetId(),
+			Limits:         rateLimitsOf("dep:"+r.GetName()+"/"+d.GetId(), d.GetLimits()),
 		}
 		if n := d.GetCredential(); n != "" {
 			if c, ok := creds[n]; ok {

@@ -311,16 +311,20 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 
 // limitChecks appends the rate-limit buckets a key's requests count in.
 func limitChecks(dst []ratelimit.Check, st *raftstore.State, key *raftstore.Key) []ratelimit.Check {
-	if l := key.Limits; l != nil {
-		dst = append(dst, ratelimit.Check{Bucket: "key:" + key.ID, Limits: ratelimit.Limits{RPM: l.RPM, TPM: l.TPM, MaxParallel: l.MaxParallel}})
+	if key.Limits != nil {
+		dst = append(dst, checkOf(key.Limits))
 	}
 	if key.TeamID != "" {
 		if t := st.Team(key.TeamID); t != nil && t.Limits != nil {
-			l := t.Limits
-			dst = append(dst, ratelimit.Check{Bucket: "team:" + t.ID, Limits: ratelimit.Limits{RPM: l.RPM, TPM: l.TPM, MaxParallel: l.MaxParallel}})
+			dst = append(dst, checkOf(t.Limits))
 		}
 	}
 	return dst
+}
+
+// checkOf turns a key's, team's or deployment's limits into a limiter check.
+func checkOf(l *raftstore.RateLimits) ratelimit.Check {
+	return ratelimit.Check{Bucket: l.Bucket, Limits: ratelimit.Limits{RPM: l.RPM, TPM: l.TPM, MaxParallel: l.MaxParallel}}
 }
 
 // estimateTokens guesses a request's tokens for TPM before it runs (four
@@ -464,9 +468,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, r
 			return
 		}
 		if d.Limits != nil && h.cfg.Limiter != nil {
-			l := d.Limits
-			t, refusal := h.cfg.Limiter.Admit([]ratelimit.Check{{Bucket: d.LimitBucket,
-				Limits: ratelimit.Limits{RPM: l.RPM, TPM: l.TPM, MaxParallel: l.MaxParallel}}}, estimateTokens(len(body), req, h.cfg.OutputCap))
+			checks := [1]ratelimit.Check{checkOf(d.Limits)}
+			t, refusal := h.cfg.Limiter.Admit(checks[:], estimateTokens(len(body), req, h.cfg.OutputCap))
 			if refusal != nil {
 				if i < len(deps)-1 {
 					continue // another deployment serves before the client sees a 429
