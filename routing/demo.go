@@ -11,8 +11,13 @@ import (
 // ServeDemo answers a request for a deployment of the demo provider inside
 // the gateway, in OpenAI's response shapes. It exists so that a fresh
 // install answers its first request offline; it echoes the last user
-// message. It reports the usage it made up.
-func ServeDemo(w http.ResponseWriter, e Endpoint, model string, body []byte, req *Request) Usage {
+// message. It reports the usage it made up, and calls beforeLast (when not
+// nil) with it just before the answer's last bytes are written, where the
+// gateway records the request.
+func ServeDemo(w http.ResponseWriter, e Endpoint, model string, body []byte, req *Request, beforeLast func(Usage)) Usage {
+	if beforeLast == nil {
+		beforeLast = func(Usage) {}
+	}
 	var in struct {
 		Messages []struct {
 			Role    string          `json:"role"`
@@ -43,6 +48,7 @@ func ServeDemo(w http.ResponseWriter, e Endpoint, model string, body []byte, req
 		for i := range vec {
 			vec[i] = float64(len(prompt)%(i+7)) / 10
 		}
+		beforeLast(u)
 		writeJSON(w, map[string]any{
 			"object": "list", "model": model,
 			"data":  []any{map[string]any{"object": "embedding", "index": 0, "embedding": vec}},
@@ -72,6 +78,7 @@ func ServeDemo(w http.ResponseWriter, e Endpoint, model string, body []byte, req
 		} else {
 			choice["text"] = answer
 		}
+		beforeLast(u)
 		writeJSON(w, map[string]any{"id": id, "object": object, "created": now, "model": model,
 			"choices": []any{choice}, "usage": usage})
 		return u
@@ -107,6 +114,7 @@ func ServeDemo(w http.ResponseWriter, e Endpoint, model string, body []byte, req
 	if req.IncludeUsage {
 		send(map[string]any{"id": id, "object": chunkObject, "created": now, "model": model, "choices": []any{}, "usage": usage})
 	}
+	beforeLast(u)
 	_, _ = w.Write([]byte("data: [DONE]\n\n"))
 	if fl != nil {
 		fl.Flush()

@@ -17,7 +17,7 @@ func serveDemo(t *testing.T, e routing.Endpoint, body string) (*httptest.Respons
 		t.Fatal(err)
 	}
 	w := httptest.NewRecorder()
-	u := routing.ServeDemo(w, e, req.Model, []byte(body), &req)
+	u := routing.ServeDemo(w, e, req.Model, []byte(body), &req, nil)
 	if w.Code != 200 {
 		t.Fatalf("status %d", w.Code)
 	}

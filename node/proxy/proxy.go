@@ -463,8 +463,11 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, r
 		if d.Provider == routing.ProviderDemo {
 			w.Header().Set("X-Tollgate-Deployment", d.ID)
 			rec.FirstByte = time.Since(rec.Start)
-			rec.Usage = routing.ServeDemo(w, rec.Endpoint, req.Model, body, req)
 			rec.Status = http.StatusOK
+			routing.ServeDemo(w, rec.Endpoint, req.Model, body, req, func(u routing.Usage) {
+				rec.Usage = u
+				h.commit(rec) // before the last byte, as for real upstreams
+			})
 			return
 		}
 		if d.Limits != nil && h.cfg.Limiter != nil {
