@@ -187,9 +187,13 @@ func (m *Manager) left(ref periodRef, lim *raftstore.Limit) int64 {
 // tryReserve reserves r in every budget at once, or in none. It returns -1
 // on success, else the index of a budget that is short and its limit.
 func (m *Manager) tryReserve(r *Reservation, limits []*raftstore.Limit) (int, *raftstore.Limit) {
-	st := m.cfg.State.State()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	// The state is read under the lock: Reported lowers unreported under
+	// it only after Raft's lease already shrank, so a state read before
+	// Reported ran would count the reported spend neither in the lease
+	// nor in unreported, and over-grant by that much.
+	st := m.cfg.State.State()
 	for i := range r.n {
 		a := m.accountOf(r.refs[i])
 		if m.available(st, r.refs[i], a) < r.amount {
