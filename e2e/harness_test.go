@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/e2e/ports"
 )
 
 // bin holds the paths of the binaries built once for the whole run.
@@ -42,16 +43,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freePort returns a loopback address with a port that was free a moment
-// ago.
+// freePort returns a loopback address with a port below the ephemeral
+// range that was free a moment ago and is never handed out again.
 func freePort(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := ports.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // proc is a running child process whose output is kept for failure

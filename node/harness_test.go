@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/tollgate/tollgate/e2e/ports"
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 )
 
@@ -51,41 +52,16 @@ func eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 
 // --- ports --------------------------------------------------------------------
 
-var (
-	portsMu   sync.Mutex
-	portsUsed = map[int]bool{}
-)
-
-// freePort returns a port of 127.0.0.1 that is free for TCP and, when udp,
-// also for UDP (gossip binds both on one port). The process never hands out
-// the same port twice.
-func freePort(t testing.TB, udp bool) int {
+// freePort returns a port of 127.0.0.1 that is free for TCP and UDP
+// (gossip binds both on one port), from below the ephemeral range; the
+// process never hands out the same port twice.
+func freePort(t testing.TB, _ bool) int {
 	t.Helper()
-	portsMu.Lock()
-	defer portsMu.Unlock()
-	for range 50 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("pick a port: %v", err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		if udp {
-			pc, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-			if err != nil {
-				_ = ln.Close()
-				continue
-			}
-			_ = pc.Close()
-		}
-		_ = ln.Close()
-		if portsUsed[port] {
-			continue
-		}
-		portsUsed[port] = true
-		return port
+	p, err := ports.Next()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free port found")
-	return 0
+	return p
 }
 
 func localAddr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }

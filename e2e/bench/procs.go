@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tollgate/tollgate/e2e/ports"
 )
 
 // Binaries are the programs built for the run.
@@ -47,15 +48,9 @@ func build(root, dir string) (*Binaries, error) {
 	return b, nil
 }
 
-// freeAddr returns a loopback address whose port was free a moment ago.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
+// freeAddr returns a loopback address whose port was free a moment ago
+// (from below the ephemeral range: see package ports).
+func freeAddr() (string, error) { return ports.Addr() }
 
 // child is a process started by the harness; its output goes to a log
 // file in the temp dir.
