@@ -3,7 +3,9 @@ package raftstore
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -41,11 +43,90 @@ func (s *State) copyCreds() *State {
 func (s *State) rebuildRoutes() {
 	s.routes = make(map[string]*Route, len(s.routeSrc))
 	s.routeNames = make([]string, 0, len(s.routeSrc))
+	s.aliases = map[string]*Route{}
+	s.wildcards = nil
 	for name, r := range s.routeSrc {
-		s.routes[name] = newRouteView(r, s.creds)
+		v := newRouteView(r, s.creds)
+		s.routes[name] = v
 		s.routeNames = append(s.routeNames, name)
+		for _, a := range r.GetOptions().GetAliases() {
+			s.aliases[a] = v
+		}
+		if v.Wildcard {
+			s.wildcards = append(s.wildcards, v)
+		}
 	}
 	sort.Strings(s.routeNames)
+	sort.Slice(s.wildcards, func(i, j int) bool {
+		a, b := s.wildcards[i].Name, s.wildcards[j].Name
+		la, lb := len(a)-strings.Count(a, "*"), len(b)-strings.Count(b, "*")
+		if la != lb {
+			return la > lb
+		}
+		return a < b
+	})
+}
+
+// setRouteOptions replaces a route's options after checking that its
+// aliases name no other route or alias and its fallbacks are not itself.
+func setRouteOptions(cur *State, c *pb.SetRouteOptionsCommand, ts *timestamppb.Timestamp) (*State, proto.Message, error) {
+	old, ok := cur.routeSrc[c.GetRoute()]
+	if !ok {
+		return nil, nil, fmt.Errorf("model %q: %w", c.GetRoute(), ErrNotFound)
+	}
+	o := c.GetOptions()
+	if err := ValidateRouteOptions(c.GetRoute(), o); err != nil {
+		return nil, nil, err
+	}
+	for _, a := range o.GetAliases() {
+		if _, taken := cur.routeSrc[a]; taken {
+			return nil, nil, fmt.Errorf("alias %q is the name of a model route: %w", a, ErrInvalid)
+		}
+		if r := cur.aliases[a]; r != nil && r.Name != c.GetRoute() {
+			return nil, nil, fmt.Errorf("alias %q already belongs to model %q: %w", a, r.Name, ErrAlreadyExists)
+		}
+	}
+	r := proto.Clone(old).(*pb.ModelRoute)
+	r.Options = proto.Clone(o).(*pb.RouteOptions)
+	if isEmptyOptions(r.Options) {
+		r.Options = nil
+	}
+	r.UpdatedAt = ts
+	next := cur.copyRoutes()
+	next.routeSrc[r.GetName()] = r
+	next.rebuildRoutes()
+	return next, r, nil
+}
+
+func isEmptyOptions(o *pb.RouteOptions) bool {
+	return o.GetStrategy() == "" && len(o.GetFallbacks()) == 0 && len(o.GetContextFallbacks()) == 0 &&
+		len(o.GetAliases()) == 0 && o.GetMaxAttempts() == 0
+}
+
+// Routing strategies a route may name.
+var Strategies = []string{"weighted", "least-inflight", "latency", "cost"}
+
+// ValidateRouteOptions checks options for the route named route.
+func ValidateRouteOptions(route string, o *pb.RouteOptions) error {
+	if s := o.GetStrategy(); s != "" && !slices.Contains(Strategies, s) {
+		return fmt.Errorf("unknown strategy %q; one of %s: %w", s, strings.Join(Strategies, ", "), ErrInvalid)
+	}
+	for _, list := range [][]string{o.GetFallbacks(), o.GetContextFallbacks()} {
+		for _, f := range list {
+			if f == "" || f == route {
+				return fmt.Errorf("fallback %q: a fallback must name another model: %w", f, ErrInvalid)
+			}
+		}
+	}
+	for _, a := range o.GetAliases() {
+		if a == "" || a == route || strings.ContainsAny(a, "*?") {
+			return fmt.Errorf("alias %q: an alias is another plain name for the model: %w", a, ErrInvalid)
+		}
+	}
+	if o.GetMaxAttempts() > 10 {
+		return fmt.Errorf("max attempts %d: at most 10: %w", o.GetMaxAttempts(), ErrInvalid)
+	}
+	return nil
 }
 
 func (s *State) putKey(sk *pb.StoredKey) {
@@ -261,6 +342,12 @@ func updateDeployment(cur *State, u *pb.UpdateDeploymentRequest, ts *timestamppb
 	}
 	if u.Limits != nil {
 		d.Limits = emptyToNil(u.GetLimits())
+	}
+	if u.GetSetOptions() {
+		d.Options = maps.Clone(u.GetOptions())
+	}
+	if u.FirstTokenTimeoutMs != nil {
+		d.FirstTokenTimeoutMs = u.GetFirstTokenTimeoutMs()
 	}
 	if err := validateDeployment(d); err != nil {
 		return nil, nil, err

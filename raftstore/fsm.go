@@ -234,6 +234,8 @@ func applyCommand(cur *State, cmd *pb.Command) (*State, applyResult) {
 		next, val, err = updateDeployment(cur, op.UpdateDeployment.GetUpdate(), ts)
 	case *pb.Command_RemoveDeployment:
 		next, val, err = removeDeployment(cur, op.RemoveDeployment, ts)
+	case *pb.Command_SetRouteOptions:
+		next, val, err = setRouteOptions(cur, op.SetRouteOptions, ts)
 	case *pb.Command_DeleteRoute:
 		next, err = deleteRoute(cur, op.DeleteRoute.GetRoute())
 	case *pb.Command_SetCredential:

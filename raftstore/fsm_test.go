@@ -307,8 +307,8 @@ func routeCases() []cmdCase {
 			}
 			v := routeView(t, after, "o1")
 			want := Deployment{ID: "x", Provider: "openai", BaseURL: "https://x.example/v1", UpstreamModel: "up-x",
-				Weight: 2, Priority: 1, TimeoutMillis: 3000, Credential: "sk-openai", CredentialName: "openai"}
-			if v.Name != "o1" || v.Created != now/1e9 || len(v.Deployments) != 1 || *v.Deployments[0] != want {
+				Weight: 2, Priority: 1, TimeoutMillis: 3000, Credential: "sk-openai", CredentialName: "openai", Key: "o1/x"}
+			if v.Name != "o1" || v.Created != now/1e9 || len(v.Deployments) != 1 || !reflect.DeepEqual(*v.Deployments[0], want) {
 				t.Errorf("view = %+v %+v, want created %d and %+v", v, v.Deployments, now/1e9, want)
 			}
 			if before.Route("o1") != nil || slices.Contains(before.RouteNames(), "o1") {
@@ -361,11 +361,13 @@ func routeCases() []cmdCase {
 		}},
 		{name: "UpdateDeployment every field", cmd: updateDeploymentCmd(&pb.UpdateDeploymentRequest{Model: "gpt-4o", DeploymentId: "d2",
 			Provider: proto.String("openai-compatible"), BaseUrl: proto.String("http://b"), UpstreamModel: proto.String("m"),
-			Credential: proto.String("openai"), Weight: proto.Uint32(5), Priority: proto.Uint32(0), TimeoutMs: proto.Uint32(10)}),
+			Credential: proto.String("openai"), Weight: proto.Uint32(5), Priority: proto.Uint32(0), TimeoutMs: proto.Uint32(10),
+			SetOptions: true, Options: map[string]string{"region": "eu-west-1"}, FirstTokenTimeoutMs: proto.Uint32(700)}),
 			check: func(t *testing.T, _, after *State, _ proto.Message, _ int64) {
 				want := Deployment{ID: "d2", Provider: "openai-compatible", BaseURL: "http://b", UpstreamModel: "m",
-					Weight: 5, Priority: 0, TimeoutMillis: 10, Credential: "sk-openai", CredentialName: "openai"}
-				if d := routeView(t, after, "gpt-4o").Deployments[1]; *d != want {
+					Weight: 5, Priority: 0, TimeoutMillis: 10, Credential: "sk-openai", CredentialName: "openai", Key: "gpt-4o/d2",
+					Options: map[string]string{"region": "eu-west-1"}, FirstTokenTimeoutMillis: 700}
+				if d := routeView(t, after, "gpt-4o").Deployments[1]; !reflect.DeepEqual(*d, want) {
 					t.Errorf("view = %+v, want %+v", *d, want)
 				}
 			}},

@@ -23,6 +23,8 @@ type State struct {
 	routeSrc    map[string]*pb.ModelRoute
 	routes      map[string]*Route // derived from routeSrc and creds
 	routeNames  []string          // sorted
+	aliases     map[string]*Route // alias → route
+	wildcards   []*Route          // most specific first
 	creds       map[string]*pb.StoredCredential
 	adminTokens map[[32]byte]struct{}
 
@@ -80,6 +82,18 @@ type Route struct {
 	Name        string
 	Created     int64 // Unix seconds
 	Deployments []*Deployment
+	// Wildcard is set when Name contains '*'.
+	Wildcard bool
+	// Strategy picks among deployments of one priority: "weighted" (also
+	// when empty), "least-inflight", "latency" or "cost".
+	Strategy string
+	// Fallbacks and ContextFallbacks name routes tried after this one (see
+	// pb.RouteOptions).
+	Fallbacks        []string
+	ContextFallbacks []string
+	// MaxAttempts bounds the attempts of one request on this route; zero
+	// uses the node's default.
+	MaxAttempts uint32
 }
 
 // Deployment is one upstream of a route, ready to be called.
@@ -100,6 +114,15 @@ type Deployment struct {
 	Price *pb.Price
 	// Limits protect the upstream; nil for none.
 	Limits *RateLimits
+	// Options are provider-specific settings (see pb.Deployment.options);
+	// never modified once published.
+	Options map[string]string
+	// FirstTokenTimeoutMillis bounds the wait for a stream's first event;
+	// zero for none.
+	FirstTokenTimeoutMillis uint32
+	// Key identifies the deployment across the cluster's routes
+	// ("route/id"), for health and latency tracking.
+	Key string
 }
 
 func emptyState() *State {
@@ -147,6 +170,25 @@ func (s *State) Keys() []*pb.StoredKey {
 
 // Route returns the route named name, or nil.
 func (s *State) Route(name string) *Route { return s.routes[name] }
+
+// Resolve returns the route that serves the model name a client asked
+// for: the route of that exact name, else the route with that alias, else
+// the most specific wildcard route that matches it (the one with the most
+// non-'*' characters; ties go to the lexically smaller name). Nil if none.
+func (s *State) Resolve(name string) *Route {
+	if r := s.routes[name]; r != nil {
+		return r
+	}
+	if r := s.aliases[name]; r != nil {
+		return r
+	}
+	for _, r := range s.wildcards {
+		if MatchPattern(r.Name, name) {
+			return r
+		}
+	}
+	return nil
+}
 
 // RouteNames returns the names of all routes, sorted.
 func (s *State) RouteNames() []string { return s.routeNames }
@@ -242,9 +284,15 @@ func newKeyView(sk *pb.StoredKey) *Key {
 }
 
 func newRouteView(r *pb.ModelRoute, creds map[string]*pb.StoredCredential) *Route {
-	v := &Route{Name: r.GetName(), Created: r.GetCreatedAt().GetSeconds()}
+	o := r.GetOptions()
+	v := &Route{Name: r.GetName(), Created: r.GetCreatedAt().GetSeconds(),
+		Wildcard: strings.IndexByte(r.GetName(), '*') >= 0, Strategy: o.GetStrategy(),
+		Fallbacks: o.GetFallbacks(), ContextFallbacks: o.GetContextFallbacks(), MaxAttempts: o.GetMaxAttempts()}
 	for _, d := range r.GetDeployments() {
 		dv := &Deployment{
+			Key:                     r.GetName() + "/" + d.GetId(),
+			Options:                 d.GetOptions(),
+			FirstTokenTimeoutMillis: d.GetFirstTokenTimeoutMs(),
 			ID:             d.GetId(),
 			Provider:       d.GetProvider(),
 			BaseURL:        strings.TrimRight(d.GetBaseUrl(), "/"),

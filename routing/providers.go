@@ -2,7 +2,9 @@ package routing
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
@@ -12,16 +14,72 @@ import (
 const (
 	ProviderOpenAI           = "openai"
 	ProviderOpenAICompatible = "openai-compatible"
+	ProviderAzureOpenAI      = "azure-openai"
+	ProviderAnthropic        = "anthropic"
+	ProviderGemini           = "gemini"
+	ProviderBedrock          = "bedrock"
 	// ProviderDemo answers inside the gateway, with no upstream: it makes
 	// the first run work offline.
 	ProviderDemo = "demo"
 )
 
-// OpenAIBaseURL is the default API root of the openai provider.
-const OpenAIBaseURL = "https://api.openai.com/v1"
+// Default API roots.
+const (
+	OpenAIBaseURL    = "https://api.openai.com/v1"
+	AnthropicBaseURL = "https://api.anthropic.com/v1"
+	GeminiBaseURL    = "https://generativelanguage.googleapis.com/v1beta"
+	// AzureAPIVersion is the api-version an azure-openai deployment uses
+	// unless its options name another.
+	AzureAPIVersion = "2024-10-21"
+)
 
 // Providers lists the provider kinds this build supports.
-var Providers = []string{ProviderOpenAI, ProviderOpenAICompatible, ProviderDemo}
+var Providers = []string{ProviderOpenAI, ProviderOpenAICompatible, ProviderAzureOpenAI, ProviderAnthropic,
+	ProviderGemini, ProviderBedrock, ProviderDemo}
+
+// Preset is an OpenAI-compatible server with a known API root and quirks.
+type Preset struct {
+	Name    string
+	BaseURL string
+	// NoStreamOptions: the server refuses or ignores stream_options, so the
+	// gateway does not add include_usage (these servers report usage in the
+	// last chunk on their own).
+	NoStreamOptions bool
+	// NoEmbeddings: the server has no /embeddings.
+	NoEmbeddings bool
+}
+
+// Presets are the OpenAI-compatible servers a deployment may name as its
+// provider; the deployment is stored as openai-compatible with the preset's
+// base URL (unless one is given) and options["preset"].
+var Presets = map[string]Preset{
+	"vllm":       {Name: "vllm", BaseURL: "http://127.0.0.1:8000/v1"},
+	"ollama":     {Name: "ollama", BaseURL: "http://127.0.0.1:11434/v1"},
+	"lmstudio":   {Name: "lmstudio", BaseURL: "http://127.0.0.1:1234/v1"},
+	"groq":       {Name: "groq", BaseURL: "https://api.groq.com/openai/v1"},
+	"mistral":    {Name: "mistral", BaseURL: "https://api.mistral.ai/v1", NoStreamOptions: true},
+	"deepseek":   {Name: "deepseek", BaseURL: "https://api.deepseek.com/v1", NoEmbeddings: true},
+	"together":   {Name: "together", BaseURL: "https://api.together.xyz/v1"},
+	"fireworks":  {Name: "fireworks", BaseURL: "https://api.fireworks.ai/inference/v1"},
+	"openrouter": {Name: "openrouter", BaseURL: "https://openrouter.ai/api/v1"},
+	"xai":        {Name: "xai", BaseURL: "https://api.x.ai/v1", NoEmbeddings: true},
+	"perplexity": {Name: "perplexity", BaseURL: "https://api.perplexity.ai", NoStreamOptions: true, NoEmbeddings: true},
+}
+
+// PresetNames returns the preset names, sorted.
+func PresetNames() []string { return slices.Sorted(maps.Keys(Presets)) }
+
+// PresetOf returns the preset a deployment was made from, if any.
+func PresetOf(options map[string]string) (Preset, bool) {
+	p, ok := Presets[options["preset"]]
+	return p, ok
+}
+
+// OpenAIWire reports whether a provider kind speaks the OpenAI wire format
+// (the gateway's fast path: requests pass through with the model renamed).
+func OpenAIWire(kind string) bool {
+	return kind == ProviderOpenAI || kind == ProviderOpenAICompatible || kind == ProviderAzureOpenAI
+}
 
 // Endpoint is an inbound API the gateway proxies.
 type Endpoint uint8
@@ -31,15 +89,22 @@ const (
 	EndpointChat Endpoint = iota
 	EndpointCompletions
 	EndpointEmbeddings
+	EndpointMessages  // Anthropic Messages
+	EndpointResponses // OpenAI Responses
 )
 
-// Path returns the endpoint's path below the API root.
+// Path returns the endpoint's path below the API root of an OpenAI-wire
+// upstream.
 func (e Endpoint) Path() string {
 	switch e {
 	case EndpointChat:
 		return "/chat/completions"
 	case EndpointCompletions:
 		return "/completions"
+	case EndpointMessages:
+		return "/messages"
+	case EndpointResponses:
+		return "/responses"
 	default:
 		return "/embeddings"
 	}
@@ -52,6 +117,10 @@ func (e Endpoint) Name() string {
 		return "chat"
 	case EndpointCompletions:
 		return "completions"
+	case EndpointMessages:
+		return "messages"
+	case EndpointResponses:
+		return "responses"
 	default:
 		return "embeddings"
 	}
@@ -63,6 +132,18 @@ func NormalizeDeployment(d *pb.Deployment) error {
 	if d.GetId() == "" {
 		return fmt.Errorf("deployment id is empty")
 	}
+	if p, ok := Presets[d.GetProvider()]; ok {
+		d.Provider = ProviderOpenAICompatible
+		if d.GetBaseUrl() == "" {
+			d.BaseUrl = p.BaseURL
+		}
+		if d.Options == nil {
+			d.Options = map[string]string{}
+		}
+		d.Options["preset"] = p.Name
+	}
+	opts := d.GetOptions()
+	allowed := []string{"preset"}
 	switch d.GetProvider() {
 	case ProviderOpenAI:
 		if d.GetBaseUrl() == "" {
@@ -70,14 +151,56 @@ func NormalizeDeployment(d *pb.Deployment) error {
 		}
 	case ProviderOpenAICompatible:
 		if d.GetBaseUrl() == "" {
-			return fmt.Errorf("provider %s needs a base URL (the API root including /v1)", d.GetProvider())
+			return fmt.Errorf("provider %s needs a base URL (the API root including /v1), or name a preset as the provider: %s",
+				d.GetProvider(), strings.Join(PresetNames(), ", "))
+		}
+		if p := opts["preset"]; p != "" {
+			if _, ok := Presets[p]; !ok {
+				return fmt.Errorf("unknown preset %q; one of %s", p, strings.Join(PresetNames(), ", "))
+			}
+		}
+	case ProviderAzureOpenAI:
+		allowed = []string{"api_version"}
+		if d.GetBaseUrl() == "" {
+			return fmt.Errorf("provider %s needs a base URL: the resource endpoint, e.g. https://NAME.openai.azure.com", d.GetProvider())
+		}
+	case ProviderAnthropic:
+		if d.GetBaseUrl() == "" {
+			d.BaseUrl = AnthropicBaseURL
+		}
+	case ProviderGemini:
+		allowed = []string{"vertex_project", "vertex_location"}
+		if d.GetBaseUrl() == "" {
+			if p := opts["vertex_project"]; p != "" {
+				loc := opts["vertex_location"]
+				if loc == "" {
+					loc = "us-central1"
+				}
+				d.BaseUrl = "https://" + loc + "-aiplatform.googleapis.com/v1"
+			} else {
+				d.BaseUrl = GeminiBaseURL
+			}
+		}
+	case ProviderBedrock:
+		allowed = []string{"region"}
+		if opts["region"] == "" {
+			return fmt.Errorf("provider %s needs the AWS region: --option region=us-east-1", d.GetProvider())
+		}
+		if d.GetBaseUrl() == "" {
+			d.BaseUrl = "https://bedrock-runtime." + opts["region"] + ".amazonaws.com"
 		}
 	case ProviderDemo:
 		return nil
 	case "":
-		return fmt.Errorf("provider is empty; one of %s", strings.Join(Providers, ", "))
+		return fmt.Errorf("provider is empty; one of %s, or a preset: %s", strings.Join(Providers, ", "), strings.Join(PresetNames(), ", "))
 	default:
-		return fmt.Errorf("unknown provider %q; one of %s", d.GetProvider(), strings.Join(Providers, ", "))
+		return fmt.Errorf("unknown provider %q; one of %s, or a preset: %s", d.GetProvider(), strings.Join(Providers, ", "),
+			strings.Join(PresetNames(), ", "))
+	}
+	for k := range opts {
+		if !slices.Contains(allowed, k) {
+			return fmt.Errorf("option %q does not apply to provider %s (it takes: %s)", k, d.GetProvider(), strings.Join(allowed, ", "))
+		}
 	}
 	u, err := url.Parse(d.GetBaseUrl())
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -37,8 +37,46 @@ func TestNormalizeDeployment(t *testing.T) {
 			in:      &pb.Deployment{Id: "a", BaseUrl: "http://x/v1", UpstreamModel: "m"},
 			wantErr: "provider is empty"},
 		{name: "unknown provider",
-			in:      &pb.Deployment{Id: "a", Provider: "anthropic", BaseUrl: "http://x/v1", UpstreamModel: "m"},
-			wantErr: `unknown provider "anthropic"`},
+			in:      &pb.Deployment{Id: "a", Provider: "cohere", BaseUrl: "http://x/v1", UpstreamModel: "m"},
+			wantErr: `unknown provider "cohere"`},
+		{name: "anthropic default base URL",
+			in:      &pb.Deployment{Id: "a", Provider: "anthropic", UpstreamModel: "claude-sonnet-4-5"},
+			wantURL: routing.AnthropicBaseURL},
+		{name: "gemini AI Studio",
+			in:      &pb.Deployment{Id: "a", Provider: "gemini", UpstreamModel: "gemini-2.5-flash"},
+			wantURL: routing.GeminiBaseURL},
+		{name: "gemini Vertex",
+			in: &pb.Deployment{Id: "a", Provider: "gemini", UpstreamModel: "gemini-2.5-flash",
+				Options: map[string]string{"vertex_project": "p1", "vertex_location": "europe-west4"}},
+			wantURL: "https://europe-west4-aiplatform.googleapis.com/v1"},
+		{name: "bedrock region",
+			in: &pb.Deployment{Id: "a", Provider: "bedrock", UpstreamModel: "anthropic.claude-3-haiku-20240307-v1:0",
+				Options: map[string]string{"region": "eu-central-1"}},
+			wantURL: "https://bedrock-runtime.eu-central-1.amazonaws.com"},
+		{name: "bedrock without region",
+			in:      &pb.Deployment{Id: "a", Provider: "bedrock", UpstreamModel: "m"},
+			wantErr: "needs the AWS region"},
+		{name: "azure needs its endpoint",
+			in:      &pb.Deployment{Id: "a", Provider: "azure-openai", UpstreamModel: "my-deployment"},
+			wantErr: "resource endpoint"},
+		{name: "azure",
+			in: &pb.Deployment{Id: "a", Provider: "azure-openai", BaseUrl: "https://r.openai.azure.com/", UpstreamModel: "gpt4o-prod",
+				Options: map[string]string{"api_version": "2025-01-01-preview"}},
+			wantURL: "https://r.openai.azure.com"},
+		{name: "option of another provider",
+			in: &pb.Deployment{Id: "a", Provider: "openai", UpstreamModel: "gpt-4o",
+				Options: map[string]string{"region": "x"}},
+			wantErr: `option "region" does not apply`},
+		{name: "preset fills the base URL",
+			in:      &pb.Deployment{Id: "a", Provider: "groq", UpstreamModel: "llama-3.3-70b-versatile"},
+			wantURL: "https://api.groq.com/openai/v1"},
+		{name: "preset with own base URL",
+			in:      &pb.Deployment{Id: "a", Provider: "vllm", BaseUrl: "http://gpu-1:8000/v1", UpstreamModel: "qwen"},
+			wantURL: "http://gpu-1:8000/v1"},
+		{name: "unknown preset option",
+			in: &pb.Deployment{Id: "a", Provider: "openai-compatible", BaseUrl: "http://x/v1", UpstreamModel: "m",
+				Options: map[string]string{"preset": "nope"}},
+			wantErr: `unknown preset "nope"`},
 		{name: "compatible without base URL",
 			in:      &pb.Deployment{Id: "a", Provider: "openai-compatible", UpstreamModel: "m"},
 			wantErr: "needs a base URL"},
@@ -80,6 +118,20 @@ func TestNormalizeDeployment(t *testing.T) {
 				t.Errorf("BaseUrl = %q, want %q", tc.in.GetBaseUrl(), tc.wantURL)
 			}
 		})
+	}
+}
+
+// A preset is stored as openai-compatible and remembered in the options.
+func TestPresetStoredAsCompatible(t *testing.T) {
+	for _, name := range routing.PresetNames() {
+		d := &pb.Deployment{Id: "a", Provider: name, UpstreamModel: "m"}
+		if err := routing.NormalizeDeployment(d); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		p, ok := routing.PresetOf(d.GetOptions())
+		if d.GetProvider() != routing.ProviderOpenAICompatible || !ok || p.Name != name || d.GetBaseUrl() != strings.TrimRight(p.BaseURL, "/") {
+			t.Errorf("%s: stored as %s %s %v", name, d.GetProvider(), d.GetBaseUrl(), d.GetOptions())
+		}
 	}
 }
 

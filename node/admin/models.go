@@ -2,13 +2,16 @@ package admin
 
 import (
 	"context"
+	"maps"
 	"sort"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+	"github.com/tollgate/tollgate/raftstore"
 	"github.com/tollgate/tollgate/routing"
 )
 
@@ -74,8 +77,9 @@ func (m modelService) UpdateDeployment(ctx context.Context, req *pb.UpdateDeploy
 		return nil, err
 	}
 	if req.Provider == nil && req.BaseUrl == nil && req.UpstreamModel == nil && req.Credential == nil &&
-		req.Weight == nil && req.Priority == nil && req.TimeoutMs == nil && req.Limits == nil {
-		return nil, invalid("nothing to update: set at least one of provider, base_url, upstream_model, credential, weight, priority, timeout_ms, limits")
+		req.Weight == nil && req.Priority == nil && req.TimeoutMs == nil && req.Limits == nil &&
+		!req.GetSetOptions() && req.FirstTokenTimeoutMs == nil {
+		return nil, invalid("nothing to update: set at least one of provider, base_url, upstream_model, credential, weight, priority, timeout_ms, first_token_timeout_ms, limits, options")
 	}
 	cur := findDeployment(m.s.store.State().RouteConfig(req.GetModel()), req.GetDeploymentId())
 	if cur == nil {
@@ -90,6 +94,14 @@ func (m modelService) UpdateDeployment(ctx context.Context, req *pb.UpdateDeploy
 	// a trailing slash): send the value that passed the check.
 	if d.GetBaseUrl() != cur.GetBaseUrl() || upd.BaseUrl != nil {
 		upd.BaseUrl = proto.String(d.GetBaseUrl())
+	}
+	// Likewise the provider (a preset name becomes openai-compatible) and
+	// the options (a preset is recorded there).
+	if d.GetProvider() != cur.GetProvider() {
+		upd.Provider = proto.String(d.GetProvider())
+	}
+	if !maps.Equal(d.GetOptions(), cur.GetOptions()) {
+		upd.Options, upd.SetOptions = d.GetOptions(), true
 	}
 	cmd := &pb.Command{Op: &pb.Command_UpdateDeployment{UpdateDeployment: &pb.UpdateDeploymentCommand{Update: upd}}}
 	r, err := applyAs[*pb.ModelRoute](ctx, m.s, cmd, false)
@@ -135,7 +147,49 @@ func patchDeployment(cur *pb.Deployment, req *pb.UpdateDeploymentRequest) *pb.De
 	if req.Limits != nil {
 		d.Limits = req.GetLimits()
 	}
+	if req.GetSetOptions() {
+		d.Options = maps.Clone(req.GetOptions())
+	}
+	if req.FirstTokenTimeoutMs != nil {
+		d.FirstTokenTimeoutMs = req.GetFirstTokenTimeoutMs()
+	}
 	return d
+}
+
+// SetRouteOptions replaces a route's routing options. Fallback models must
+// exist when they are set (a later deletion leaves a dangling name, which
+// the data plane skips).
+func (m modelService) SetRouteOptions(ctx context.Context, req *pb.SetRouteOptionsRequest) (*pb.SetRouteOptionsResponse, error) {
+	if err := checkName("model name", req.GetModel()); err != nil {
+		return nil, err
+	}
+	o := req.GetOptions()
+	if o == nil {
+		o = &pb.RouteOptions{}
+	}
+	if err := raftstore.ValidateRouteOptions(req.GetModel(), o); err != nil {
+		return nil, invalid("%v", strings.TrimSuffix(err.Error(), ": "+raftstore.ErrInvalid.Error()))
+	}
+	st := m.s.store.State()
+	for _, list := range [][]string{o.GetFallbacks(), o.GetContextFallbacks()} {
+		for _, f := range list {
+			if st.Resolve(f) == nil {
+				return nil, status.Errorf(codes.FailedPrecondition, "fallback model %q does not exist; add it first", f)
+			}
+		}
+	}
+	for _, a := range o.GetAliases() {
+		if err := checkName("alias", a); err != nil {
+			return nil, err
+		}
+	}
+	cmd := &pb.Command{Op: &pb.Command_SetRouteOptions{SetRouteOptions: &pb.SetRouteOptionsCommand{
+		Route: req.GetModel(), Options: o}}}
+	r, err := applyAs[*pb.ModelRoute](ctx, m.s, cmd, false)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.SetRouteOptionsResponse{Route: r}, nil
 }
 
 func (m modelService) RemoveDeployment(ctx context.Context, req *pb.RemoveDeploymentRequest) (*pb.RemoveDeploymentResponse, error) {

@@ -859,6 +859,102 @@ func (x *RotateKeyResponse) GetSecret() string {
 	return ""
 }
 
+type SetRouteOptionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Model         string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	Options       *RouteOptions          `protobuf:"bytes,2,opt,name=options,proto3" json:"options,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRouteOptionsRequest) Reset() {
+	*x = SetRouteOptionsRequest{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRouteOptionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRouteOptionsRequest) ProtoMessage() {}
+
+func (x *SetRouteOptionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRouteOptionsRequest.ProtoReflect.Descriptor instead.
+func (*SetRouteOptionsRequest) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *SetRouteOptionsRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *SetRouteOptionsRequest) GetOptions() *RouteOptions {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
+type SetRouteOptionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Route         *ModelRoute            `protobuf:"bytes,1,opt,name=route,proto3" json:"route,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRouteOptionsResponse) Reset() {
+	*x = SetRouteOptionsResponse{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRouteOptionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRouteOptionsResponse) ProtoMessage() {}
+
+func (x *SetRouteOptionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRouteOptionsResponse.ProtoReflect.Descriptor instead.
+func (*SetRouteOptionsResponse) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SetRouteOptionsResponse) GetRoute() *ModelRoute {
+	if x != nil {
+		return x.Route
+	}
+	return nil
+}
+
 type ListPricesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only this model route; empty for all.
@@ -869,7 +965,7 @@ type ListPricesRequest struct {
 
 func (x *ListPricesRequest) Reset() {
 	*x = ListPricesRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[14]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -881,7 +977,7 @@ func (x *ListPricesRequest) String() string {
 func (*ListPricesRequest) ProtoMessage() {}
 
 func (x *ListPricesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[14]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -894,7 +990,7 @@ func (x *ListPricesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPricesRequest.ProtoReflect.Descriptor instead.
 func (*ListPricesRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListPricesRequest) GetModel() string {
@@ -920,7 +1016,7 @@ type PriceRow struct {
 
 func (x *PriceRow) Reset() {
 	*x = PriceRow{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[15]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -932,7 +1028,7 @@ func (x *PriceRow) String() string {
 func (*PriceRow) ProtoMessage() {}
 
 func (x *PriceRow) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[15]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -945,7 +1041,7 @@ func (x *PriceRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PriceRow.ProtoReflect.Descriptor instead.
 func (*PriceRow) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PriceRow) GetModel() string {
@@ -999,7 +1095,7 @@ type ListPricesResponse struct {
 
 func (x *ListPricesResponse) Reset() {
 	*x = ListPricesResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[16]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1107,7 @@ func (x *ListPricesResponse) String() string {
 func (*ListPricesResponse) ProtoMessage() {}
 
 func (x *ListPricesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[16]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1120,7 @@ func (x *ListPricesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPricesResponse.ProtoReflect.Descriptor instead.
 func (*ListPricesResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListPricesResponse) GetPrices() []*PriceRow {
@@ -1044,7 +1140,7 @@ type AddDeploymentRequest struct {
 
 func (x *AddDeploymentRequest) Reset() {
 	*x = AddDeploymentRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[17]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1056,7 +1152,7 @@ func (x *AddDeploymentRequest) String() string {
 func (*AddDeploymentRequest) ProtoMessage() {}
 
 func (x *AddDeploymentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[17]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1069,7 +1165,7 @@ func (x *AddDeploymentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddDeploymentRequest.ProtoReflect.Descriptor instead.
 func (*AddDeploymentRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AddDeploymentRequest) GetModel() string {
@@ -1095,7 +1191,7 @@ type AddDeploymentResponse struct {
 
 func (x *AddDeploymentResponse) Reset() {
 	*x = AddDeploymentResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[18]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1203,7 @@ func (x *AddDeploymentResponse) String() string {
 func (*AddDeploymentResponse) ProtoMessage() {}
 
 func (x *AddDeploymentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[18]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1216,7 @@ func (x *AddDeploymentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddDeploymentResponse.ProtoReflect.Descriptor instead.
 func (*AddDeploymentResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AddDeploymentResponse) GetRoute() *ModelRoute {
@@ -1142,14 +1238,18 @@ type UpdateDeploymentRequest struct {
 	Priority      *uint32                `protobuf:"varint,8,opt,name=priority,proto3,oneof" json:"priority,omitempty"`
 	TimeoutMs     *uint32                `protobuf:"varint,9,opt,name=timeout_ms,json=timeoutMs,proto3,oneof" json:"timeout_ms,omitempty"`
 	// When set, replaces the deployment's rate limits (all zero: none).
-	Limits        *RateLimits `protobuf:"bytes,10,opt,name=limits,proto3" json:"limits,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Limits *RateLimits `protobuf:"bytes,10,opt,name=limits,proto3" json:"limits,omitempty"`
+	// When set_options is true, options replace the deployment's options.
+	Options             map[string]string `protobuf:"bytes,11,rep,name=options,proto3" json:"options,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	SetOptions          bool              `protobuf:"varint,12,opt,name=set_options,json=setOptions,proto3" json:"set_options,omitempty"`
+	FirstTokenTimeoutMs *uint32           `protobuf:"varint,13,opt,name=first_token_timeout_ms,json=firstTokenTimeoutMs,proto3,oneof" json:"first_token_timeout_ms,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *UpdateDeploymentRequest) Reset() {
 	*x = UpdateDeploymentRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[19]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1161,7 +1261,7 @@ func (x *UpdateDeploymentRequest) String() string {
 func (*UpdateDeploymentRequest) ProtoMessage() {}
 
 func (x *UpdateDeploymentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[19]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1174,7 +1274,7 @@ func (x *UpdateDeploymentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateDeploymentRequest.ProtoReflect.Descriptor instead.
 func (*UpdateDeploymentRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *UpdateDeploymentRequest) GetModel() string {
@@ -1247,6 +1347,27 @@ func (x *UpdateDeploymentRequest) GetLimits() *RateLimits {
 	return nil
 }
 
+func (x *UpdateDeploymentRequest) GetOptions() map[string]string {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
+func (x *UpdateDeploymentRequest) GetSetOptions() bool {
+	if x != nil {
+		return x.SetOptions
+	}
+	return false
+}
+
+func (x *UpdateDeploymentRequest) GetFirstTokenTimeoutMs() uint32 {
+	if x != nil && x.FirstTokenTimeoutMs != nil {
+		return *x.FirstTokenTimeoutMs
+	}
+	return 0
+}
+
 type UpdateDeploymentResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Route         *ModelRoute            `protobuf:"bytes,1,opt,name=route,proto3" json:"route,omitempty"`
@@ -1256,7 +1377,7 @@ type UpdateDeploymentResponse struct {
 
 func (x *UpdateDeploymentResponse) Reset() {
 	*x = UpdateDeploymentResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[20]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1389,7 @@ func (x *UpdateDeploymentResponse) String() string {
 func (*UpdateDeploymentResponse) ProtoMessage() {}
 
 func (x *UpdateDeploymentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[20]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1402,7 @@ func (x *UpdateDeploymentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateDeploymentResponse.ProtoReflect.Descriptor instead.
 func (*UpdateDeploymentResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UpdateDeploymentResponse) GetRoute() *ModelRoute {
@@ -1301,7 +1422,7 @@ type RemoveDeploymentRequest struct {
 
 func (x *RemoveDeploymentRequest) Reset() {
 	*x = RemoveDeploymentRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[21]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1434,7 @@ func (x *RemoveDeploymentRequest) String() string {
 func (*RemoveDeploymentRequest) ProtoMessage() {}
 
 func (x *RemoveDeploymentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[21]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1447,7 @@ func (x *RemoveDeploymentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveDeploymentRequest.ProtoReflect.Descriptor instead.
 func (*RemoveDeploymentRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RemoveDeploymentRequest) GetModel() string {
@@ -1353,7 +1474,7 @@ type RemoveDeploymentResponse struct {
 
 func (x *RemoveDeploymentResponse) Reset() {
 	*x = RemoveDeploymentResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[22]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1486,7 @@ func (x *RemoveDeploymentResponse) String() string {
 func (*RemoveDeploymentResponse) ProtoMessage() {}
 
 func (x *RemoveDeploymentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[22]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +1499,7 @@ func (x *RemoveDeploymentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveDeploymentResponse.ProtoReflect.Descriptor instead.
 func (*RemoveDeploymentResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RemoveDeploymentResponse) GetRoute() *ModelRoute {
@@ -1397,7 +1518,7 @@ type DeleteModelRequest struct {
 
 func (x *DeleteModelRequest) Reset() {
 	*x = DeleteModelRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[23]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1409,7 +1530,7 @@ func (x *DeleteModelRequest) String() string {
 func (*DeleteModelRequest) ProtoMessage() {}
 
 func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[23]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1422,7 +1543,7 @@ func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelRequest.ProtoReflect.Descriptor instead.
 func (*DeleteModelRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteModelRequest) GetModel() string {
@@ -1440,7 +1561,7 @@ type DeleteModelResponse struct {
 
 func (x *DeleteModelResponse) Reset() {
 	*x = DeleteModelResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[24]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1452,7 +1573,7 @@ func (x *DeleteModelResponse) String() string {
 func (*DeleteModelResponse) ProtoMessage() {}
 
 func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[24]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1465,7 +1586,7 @@ func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelResponse.ProtoReflect.Descriptor instead.
 func (*DeleteModelResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 type ListModelsRequest struct {
@@ -1476,7 +1597,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[25]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1488,7 +1609,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[25]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1501,7 +1622,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 type ListModelsResponse struct {
@@ -1513,7 +1634,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[26]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1525,7 +1646,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[26]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1538,7 +1659,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListModelsResponse) GetRoutes() []*ModelRoute {
@@ -1557,7 +1678,7 @@ type GetModelRequest struct {
 
 func (x *GetModelRequest) Reset() {
 	*x = GetModelRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[27]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +1690,7 @@ func (x *GetModelRequest) String() string {
 func (*GetModelRequest) ProtoMessage() {}
 
 func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[27]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +1703,7 @@ func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
 func (*GetModelRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetModelRequest) GetModel() string {
@@ -1601,7 +1722,7 @@ type GetModelResponse struct {
 
 func (x *GetModelResponse) Reset() {
 	*x = GetModelResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[28]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +1734,7 @@ func (x *GetModelResponse) String() string {
 func (*GetModelResponse) ProtoMessage() {}
 
 func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[28]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +1747,7 @@ func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelResponse.ProtoReflect.Descriptor instead.
 func (*GetModelResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetModelResponse) GetRoute() *ModelRoute {
@@ -1646,7 +1767,7 @@ type SetCredentialRequest struct {
 
 func (x *SetCredentialRequest) Reset() {
 	*x = SetCredentialRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[29]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1658,7 +1779,7 @@ func (x *SetCredentialRequest) String() string {
 func (*SetCredentialRequest) ProtoMessage() {}
 
 func (x *SetCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[29]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +1792,7 @@ func (x *SetCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCredentialRequest.ProtoReflect.Descriptor instead.
 func (*SetCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SetCredentialRequest) GetName() string {
@@ -1697,7 +1818,7 @@ type SetCredentialResponse struct {
 
 func (x *SetCredentialResponse) Reset() {
 	*x = SetCredentialResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[30]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1709,7 +1830,7 @@ func (x *SetCredentialResponse) String() string {
 func (*SetCredentialResponse) ProtoMessage() {}
 
 func (x *SetCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[30]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1722,7 +1843,7 @@ func (x *SetCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCredentialResponse.ProtoReflect.Descriptor instead.
 func (*SetCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SetCredentialResponse) GetCredential() *Credential {
@@ -1740,7 +1861,7 @@ type ListCredentialsRequest struct {
 
 func (x *ListCredentialsRequest) Reset() {
 	*x = ListCredentialsRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[31]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1752,7 +1873,7 @@ func (x *ListCredentialsRequest) String() string {
 func (*ListCredentialsRequest) ProtoMessage() {}
 
 func (x *ListCredentialsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[31]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1765,7 +1886,7 @@ func (x *ListCredentialsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCredentialsRequest.ProtoReflect.Descriptor instead.
 func (*ListCredentialsRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 type ListCredentialsResponse struct {
@@ -1777,7 +1898,7 @@ type ListCredentialsResponse struct {
 
 func (x *ListCredentialsResponse) Reset() {
 	*x = ListCredentialsResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[32]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1789,7 +1910,7 @@ func (x *ListCredentialsResponse) String() string {
 func (*ListCredentialsResponse) ProtoMessage() {}
 
 func (x *ListCredentialsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[32]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1802,7 +1923,7 @@ func (x *ListCredentialsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCredentialsResponse.ProtoReflect.Descriptor instead.
 func (*ListCredentialsResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListCredentialsResponse) GetCredentials() []*Credential {
@@ -1821,7 +1942,7 @@ type DeleteCredentialRequest struct {
 
 func (x *DeleteCredentialRequest) Reset() {
 	*x = DeleteCredentialRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[33]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1833,7 +1954,7 @@ func (x *DeleteCredentialRequest) String() string {
 func (*DeleteCredentialRequest) ProtoMessage() {}
 
 func (x *DeleteCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[33]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1846,7 +1967,7 @@ func (x *DeleteCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCredentialRequest.ProtoReflect.Descriptor instead.
 func (*DeleteCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeleteCredentialRequest) GetName() string {
@@ -1864,7 +1985,7 @@ type DeleteCredentialResponse struct {
 
 func (x *DeleteCredentialResponse) Reset() {
 	*x = DeleteCredentialResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[34]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1876,7 +1997,7 @@ func (x *DeleteCredentialResponse) String() string {
 func (*DeleteCredentialResponse) ProtoMessage() {}
 
 func (x *DeleteCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[34]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1889,7 +2010,7 @@ func (x *DeleteCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCredentialResponse.ProtoReflect.Descriptor instead.
 func (*DeleteCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 type CreateTeamRequest struct {
@@ -1904,7 +2025,7 @@ type CreateTeamRequest struct {
 
 func (x *CreateTeamRequest) Reset() {
 	*x = CreateTeamRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[35]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1916,7 +2037,7 @@ func (x *CreateTeamRequest) String() string {
 func (*CreateTeamRequest) ProtoMessage() {}
 
 func (x *CreateTeamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[35]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1929,7 +2050,7 @@ func (x *CreateTeamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTeamRequest.ProtoReflect.Descriptor instead.
 func (*CreateTeamRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CreateTeamRequest) GetName() string {
@@ -1969,7 +2090,7 @@ type CreateTeamResponse struct {
 
 func (x *CreateTeamResponse) Reset() {
 	*x = CreateTeamResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[36]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1981,7 +2102,7 @@ func (x *CreateTeamResponse) String() string {
 func (*CreateTeamResponse) ProtoMessage() {}
 
 func (x *CreateTeamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[36]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1994,7 +2115,7 @@ func (x *CreateTeamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTeamResponse.ProtoReflect.Descriptor instead.
 func (*CreateTeamResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CreateTeamResponse) GetTeam() *Team {
@@ -2012,7 +2133,7 @@ type ListTeamsRequest struct {
 
 func (x *ListTeamsRequest) Reset() {
 	*x = ListTeamsRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[37]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2024,7 +2145,7 @@ func (x *ListTeamsRequest) String() string {
 func (*ListTeamsRequest) ProtoMessage() {}
 
 func (x *ListTeamsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[37]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2037,7 +2158,7 @@ func (x *ListTeamsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTeamsRequest.ProtoReflect.Descriptor instead.
 func (*ListTeamsRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 type ListTeamsResponse struct {
@@ -2049,7 +2170,7 @@ type ListTeamsResponse struct {
 
 func (x *ListTeamsResponse) Reset() {
 	*x = ListTeamsResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[38]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2061,7 +2182,7 @@ func (x *ListTeamsResponse) String() string {
 func (*ListTeamsResponse) ProtoMessage() {}
 
 func (x *ListTeamsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[38]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2074,7 +2195,7 @@ func (x *ListTeamsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTeamsResponse.ProtoReflect.Descriptor instead.
 func (*ListTeamsResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListTeamsResponse) GetTeams() []*Team {
@@ -2093,7 +2214,7 @@ type GetTeamRequest struct {
 
 func (x *GetTeamRequest) Reset() {
 	*x = GetTeamRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[39]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2105,7 +2226,7 @@ func (x *GetTeamRequest) String() string {
 func (*GetTeamRequest) ProtoMessage() {}
 
 func (x *GetTeamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[39]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2118,7 +2239,7 @@ func (x *GetTeamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTeamRequest.ProtoReflect.Descriptor instead.
 func (*GetTeamRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetTeamRequest) GetId() string {
@@ -2140,7 +2261,7 @@ type GetTeamResponse struct {
 
 func (x *GetTeamResponse) Reset() {
 	*x = GetTeamResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[40]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2152,7 +2273,7 @@ func (x *GetTeamResponse) String() string {
 func (*GetTeamResponse) ProtoMessage() {}
 
 func (x *GetTeamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[40]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2165,7 +2286,7 @@ func (x *GetTeamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTeamResponse.ProtoReflect.Descriptor instead.
 func (*GetTeamResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetTeamResponse) GetTeam() *Team {
@@ -2206,7 +2327,7 @@ type UpdateTeamRequest struct {
 
 func (x *UpdateTeamRequest) Reset() {
 	*x = UpdateTeamRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[41]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2218,7 +2339,7 @@ func (x *UpdateTeamRequest) String() string {
 func (*UpdateTeamRequest) ProtoMessage() {}
 
 func (x *UpdateTeamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[41]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2231,7 +2352,7 @@ func (x *UpdateTeamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTeamRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTeamRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *UpdateTeamRequest) GetId() string {
@@ -2285,7 +2406,7 @@ type UpdateTeamResponse struct {
 
 func (x *UpdateTeamResponse) Reset() {
 	*x = UpdateTeamResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[42]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2297,7 +2418,7 @@ func (x *UpdateTeamResponse) String() string {
 func (*UpdateTeamResponse) ProtoMessage() {}
 
 func (x *UpdateTeamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[42]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2310,7 +2431,7 @@ func (x *UpdateTeamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTeamResponse.ProtoReflect.Descriptor instead.
 func (*UpdateTeamResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *UpdateTeamResponse) GetTeam() *Team {
@@ -2329,7 +2450,7 @@ type DeleteTeamRequest struct {
 
 func (x *DeleteTeamRequest) Reset() {
 	*x = DeleteTeamRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[43]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2341,7 +2462,7 @@ func (x *DeleteTeamRequest) String() string {
 func (*DeleteTeamRequest) ProtoMessage() {}
 
 func (x *DeleteTeamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[43]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2354,7 +2475,7 @@ func (x *DeleteTeamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTeamRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTeamRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DeleteTeamRequest) GetId() string {
@@ -2372,7 +2493,7 @@ type DeleteTeamResponse struct {
 
 func (x *DeleteTeamResponse) Reset() {
 	*x = DeleteTeamResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[44]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2384,7 +2505,7 @@ func (x *DeleteTeamResponse) String() string {
 func (*DeleteTeamResponse) ProtoMessage() {}
 
 func (x *DeleteTeamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[44]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2397,7 +2518,7 @@ func (x *DeleteTeamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTeamResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTeamResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 type SpendReportRequest struct {
@@ -2416,7 +2537,7 @@ type SpendReportRequest struct {
 
 func (x *SpendReportRequest) Reset() {
 	*x = SpendReportRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[45]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2428,7 +2549,7 @@ func (x *SpendReportRequest) String() string {
 func (*SpendReportRequest) ProtoMessage() {}
 
 func (x *SpendReportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[45]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2441,7 +2562,7 @@ func (x *SpendReportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendReportRequest.ProtoReflect.Descriptor instead.
 func (*SpendReportRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{45}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SpendReportRequest) GetKeyId() string {
@@ -2494,7 +2615,7 @@ type SpendReportRow struct {
 
 func (x *SpendReportRow) Reset() {
 	*x = SpendReportRow{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[46]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2506,7 +2627,7 @@ func (x *SpendReportRow) String() string {
 func (*SpendReportRow) ProtoMessage() {}
 
 func (x *SpendReportRow) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[46]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2519,7 +2640,7 @@ func (x *SpendReportRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendReportRow.ProtoReflect.Descriptor instead.
 func (*SpendReportRow) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{46}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SpendReportRow) GetGroup() string {
@@ -2581,7 +2702,7 @@ type SpendReportResponse struct {
 
 func (x *SpendReportResponse) Reset() {
 	*x = SpendReportResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[47]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2593,7 +2714,7 @@ func (x *SpendReportResponse) String() string {
 func (*SpendReportResponse) ProtoMessage() {}
 
 func (x *SpendReportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[47]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2606,7 +2727,7 @@ func (x *SpendReportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendReportResponse.ProtoReflect.Descriptor instead.
 func (*SpendReportResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{47}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SpendReportResponse) GetRows() []*SpendReportRow {
@@ -2637,7 +2758,7 @@ type SpendLogsRequest struct {
 
 func (x *SpendLogsRequest) Reset() {
 	*x = SpendLogsRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[48]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2649,7 +2770,7 @@ func (x *SpendLogsRequest) String() string {
 func (*SpendLogsRequest) ProtoMessage() {}
 
 func (x *SpendLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[48]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2662,7 +2783,7 @@ func (x *SpendLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendLogsRequest.ProtoReflect.Descriptor instead.
 func (*SpendLogsRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{48}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SpendLogsRequest) GetKeyId() string {
@@ -2705,7 +2826,7 @@ type SpendLogsResponse struct {
 
 func (x *SpendLogsResponse) Reset() {
 	*x = SpendLogsResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[49]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2717,7 +2838,7 @@ func (x *SpendLogsResponse) String() string {
 func (*SpendLogsResponse) ProtoMessage() {}
 
 func (x *SpendLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[49]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2730,7 +2851,7 @@ func (x *SpendLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendLogsResponse.ProtoReflect.Descriptor instead.
 func (*SpendLogsResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{49}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SpendLogsResponse) GetRecords() []*SpendRecord {
@@ -2756,7 +2877,7 @@ type NodeLogsRequest struct {
 
 func (x *NodeLogsRequest) Reset() {
 	*x = NodeLogsRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[50]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2768,7 +2889,7 @@ func (x *NodeLogsRequest) String() string {
 func (*NodeLogsRequest) ProtoMessage() {}
 
 func (x *NodeLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[50]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2781,7 +2902,7 @@ func (x *NodeLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLogsRequest.ProtoReflect.Descriptor instead.
 func (*NodeLogsRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{50}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *NodeLogsRequest) GetQuery() *SpendLogsRequest {
@@ -2800,7 +2921,7 @@ type NodeLogsResponse struct {
 
 func (x *NodeLogsResponse) Reset() {
 	*x = NodeLogsResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[51]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2812,7 +2933,7 @@ func (x *NodeLogsResponse) String() string {
 func (*NodeLogsResponse) ProtoMessage() {}
 
 func (x *NodeLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[51]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2825,7 +2946,7 @@ func (x *NodeLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLogsResponse.ProtoReflect.Descriptor instead.
 func (*NodeLogsResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{51}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *NodeLogsResponse) GetRecords() []*SpendRecord {
@@ -2907,7 +3028,12 @@ const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"O\n" +
 	"\x11RotateKeyResponse\x12\"\n" +
 	"\x03key\x18\x01 \x01(\v2\x10.tollgate.v1.KeyR\x03key\x12\x16\n" +
-	"\x06secret\x18\x02 \x01(\tR\x06secret\")\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"c\n" +
+	"\x16SetRouteOptionsRequest\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x123\n" +
+	"\aoptions\x18\x02 \x01(\v2\x19.tollgate.v1.RouteOptionsR\aoptions\"H\n" +
+	"\x17SetRouteOptionsResponse\x12-\n" +
+	"\x05route\x18\x01 \x01(\v2\x17.tollgate.v1.ModelRouteR\x05route\")\n" +
 	"\x11ListPricesRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\"\xc5\x01\n" +
 	"\bPriceRow\x12\x14\n" +
@@ -2927,7 +3053,7 @@ const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"deployment\x18\x02 \x01(\v2\x17.tollgate.v1.DeploymentR\n" +
 	"deployment\"F\n" +
 	"\x15AddDeploymentResponse\x12-\n" +
-	"\x05route\x18\x01 \x01(\v2\x17.tollgate.v1.ModelRouteR\x05route\"\xdc\x03\n" +
+	"\x05route\x18\x01 \x01(\v2\x17.tollgate.v1.ModelRouteR\x05route\"\xdb\x05\n" +
 	"\x17UpdateDeploymentRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12#\n" +
 	"\rdeployment_id\x18\x02 \x01(\tR\fdeploymentId\x12\x1f\n" +
@@ -2942,14 +3068,22 @@ const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\t \x01(\rH\x06R\ttimeoutMs\x88\x01\x01\x12/\n" +
 	"\x06limits\x18\n" +
-	" \x01(\v2\x17.tollgate.v1.RateLimitsR\x06limitsB\v\n" +
+	" \x01(\v2\x17.tollgate.v1.RateLimitsR\x06limits\x12K\n" +
+	"\aoptions\x18\v \x03(\v21.tollgate.v1.UpdateDeploymentRequest.OptionsEntryR\aoptions\x12\x1f\n" +
+	"\vset_options\x18\f \x01(\bR\n" +
+	"setOptions\x128\n" +
+	"\x16first_token_timeout_ms\x18\r \x01(\rH\aR\x13firstTokenTimeoutMs\x88\x01\x01\x1a:\n" +
+	"\fOptionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\v\n" +
 	"\t_providerB\v\n" +
 	"\t_base_urlB\x11\n" +
 	"\x0f_upstream_modelB\r\n" +
 	"\v_credentialB\t\n" +
 	"\a_weightB\v\n" +
 	"\t_priorityB\r\n" +
-	"\v_timeout_ms\"I\n" +
+	"\v_timeout_msB\x19\n" +
+	"\x17_first_token_timeout_ms\"I\n" +
 	"\x18UpdateDeploymentResponse\x12-\n" +
 	"\x05route\x18\x01 \x01(\v2\x17.tollgate.v1.ModelRouteR\x05route\"T\n" +
 	"\x17RemoveDeploymentRequest\x12\x14\n" +
@@ -3052,7 +3186,7 @@ const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"\x06GetKey\x12\x1a.tollgate.v1.GetKeyRequest\x1a\x1b.tollgate.v1.GetKeyResponse\x12J\n" +
 	"\tUpdateKey\x12\x1d.tollgate.v1.UpdateKeyRequest\x1a\x1e.tollgate.v1.UpdateKeyResponse\x12J\n" +
 	"\tRevokeKey\x12\x1d.tollgate.v1.RevokeKeyRequest\x1a\x1e.tollgate.v1.RevokeKeyResponse\x12J\n" +
-	"\tRotateKey\x12\x1d.tollgate.v1.RotateKeyRequest\x1a\x1e.tollgate.v1.RotateKeyResponse2\xe1\x04\n" +
+	"\tRotateKey\x12\x1d.tollgate.v1.RotateKeyRequest\x1a\x1e.tollgate.v1.RotateKeyResponse2\xbf\x05\n" +
 	"\fModelService\x12V\n" +
 	"\rAddDeployment\x12!.tollgate.v1.AddDeploymentRequest\x1a\".tollgate.v1.AddDeploymentResponse\x12_\n" +
 	"\x10UpdateDeployment\x12$.tollgate.v1.UpdateDeploymentRequest\x1a%.tollgate.v1.UpdateDeploymentResponse\x12_\n" +
@@ -3062,7 +3196,8 @@ const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"ListModels\x12\x1e.tollgate.v1.ListModelsRequest\x1a\x1f.tollgate.v1.ListModelsResponse\x12G\n" +
 	"\bGetModel\x12\x1c.tollgate.v1.GetModelRequest\x1a\x1d.tollgate.v1.GetModelResponse\x12M\n" +
 	"\n" +
-	"ListPrices\x12\x1e.tollgate.v1.ListPricesRequest\x1a\x1f.tollgate.v1.ListPricesResponse2\xaa\x02\n" +
+	"ListPrices\x12\x1e.tollgate.v1.ListPricesRequest\x1a\x1f.tollgate.v1.ListPricesResponse\x12\\\n" +
+	"\x0fSetRouteOptions\x12#.tollgate.v1.SetRouteOptionsRequest\x1a$.tollgate.v1.SetRouteOptionsResponse2\xaa\x02\n" +
 	"\x11CredentialService\x12V\n" +
 	"\rSetCredential\x12!.tollgate.v1.SetCredentialRequest\x1a\".tollgate.v1.SetCredentialResponse\x12\\\n" +
 	"\x0fListCredentials\x12#.tollgate.v1.ListCredentialsRequest\x1a$.tollgate.v1.ListCredentialsResponse\x12_\n" +
@@ -3093,7 +3228,7 @@ func file_tollgate_v1_admin_proto_rawDescGZIP() []byte {
 	return file_tollgate_v1_admin_proto_rawDescData
 }
 
-var file_tollgate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_tollgate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_tollgate_v1_admin_proto_goTypes = []any{
 	(*CreateKeyRequest)(nil),         // 0: tollgate.v1.CreateKeyRequest
 	(*CreateKeyResponse)(nil),        // 1: tollgate.v1.CreateKeyResponse
@@ -3109,157 +3244,166 @@ var file_tollgate_v1_admin_proto_goTypes = []any{
 	(*RevokeKeyResponse)(nil),        // 11: tollgate.v1.RevokeKeyResponse
 	(*RotateKeyRequest)(nil),         // 12: tollgate.v1.RotateKeyRequest
 	(*RotateKeyResponse)(nil),        // 13: tollgate.v1.RotateKeyResponse
-	(*ListPricesRequest)(nil),        // 14: tollgate.v1.ListPricesRequest
-	(*PriceRow)(nil),                 // 15: tollgate.v1.PriceRow
-	(*ListPricesResponse)(nil),       // 16: tollgate.v1.ListPricesResponse
-	(*AddDeploymentRequest)(nil),     // 17: tollgate.v1.AddDeploymentRequest
-	(*AddDeploymentResponse)(nil),    // 18: tollgate.v1.AddDeploymentResponse
-	(*UpdateDeploymentRequest)(nil),  // 19: tollgate.v1.UpdateDeploymentRequest
-	(*UpdateDeploymentResponse)(nil), // 20: tollgate.v1.UpdateDeploymentResponse
-	(*RemoveDeploymentRequest)(nil),  // 21: tollgate.v1.RemoveDeploymentRequest
-	(*RemoveDeploymentResponse)(nil), // 22: tollgate.v1.RemoveDeploymentResponse
-	(*DeleteModelRequest)(nil),       // 23: tollgate.v1.DeleteModelRequest
-	(*DeleteModelResponse)(nil),      // 24: tollgate.v1.DeleteModelResponse
-	(*ListModelsRequest)(nil),        // 25: tollgate.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),       // 26: tollgate.v1.ListModelsResponse
-	(*GetModelRequest)(nil),          // 27: tollgate.v1.GetModelRequest
-	(*GetModelResponse)(nil),         // 28: tollgate.v1.GetModelResponse
-	(*SetCredentialRequest)(nil),     // 29: tollgate.v1.SetCredentialRequest
-	(*SetCredentialResponse)(nil),    // 30: tollgate.v1.SetCredentialResponse
-	(*ListCredentialsRequest)(nil),   // 31: tollgate.v1.ListCredentialsRequest
-	(*ListCredentialsResponse)(nil),  // 32: tollgate.v1.ListCredentialsResponse
-	(*DeleteCredentialRequest)(nil),  // 33: tollgate.v1.DeleteCredentialRequest
-	(*DeleteCredentialResponse)(nil), // 34: tollgate.v1.DeleteCredentialResponse
-	(*CreateTeamRequest)(nil),        // 35: tollgate.v1.CreateTeamRequest
-	(*CreateTeamResponse)(nil),       // 36: tollgate.v1.CreateTeamResponse
-	(*ListTeamsRequest)(nil),         // 37: tollgate.v1.ListTeamsRequest
-	(*ListTeamsResponse)(nil),        // 38: tollgate.v1.ListTeamsResponse
-	(*GetTeamRequest)(nil),           // 39: tollgate.v1.GetTeamRequest
-	(*GetTeamResponse)(nil),          // 40: tollgate.v1.GetTeamResponse
-	(*UpdateTeamRequest)(nil),        // 41: tollgate.v1.UpdateTeamRequest
-	(*UpdateTeamResponse)(nil),       // 42: tollgate.v1.UpdateTeamResponse
-	(*DeleteTeamRequest)(nil),        // 43: tollgate.v1.DeleteTeamRequest
-	(*DeleteTeamResponse)(nil),       // 44: tollgate.v1.DeleteTeamResponse
-	(*SpendReportRequest)(nil),       // 45: tollgate.v1.SpendReportRequest
-	(*SpendReportRow)(nil),           // 46: tollgate.v1.SpendReportRow
-	(*SpendReportResponse)(nil),      // 47: tollgate.v1.SpendReportResponse
-	(*SpendLogsRequest)(nil),         // 48: tollgate.v1.SpendLogsRequest
-	(*SpendLogsResponse)(nil),        // 49: tollgate.v1.SpendLogsResponse
-	(*NodeLogsRequest)(nil),          // 50: tollgate.v1.NodeLogsRequest
-	(*NodeLogsResponse)(nil),         // 51: tollgate.v1.NodeLogsResponse
-	nil,                              // 52: tollgate.v1.CreateKeyRequest.MetadataEntry
-	nil,                              // 53: tollgate.v1.UpdateKeyRequest.MetadataEntry
-	nil,                              // 54: tollgate.v1.CreateTeamRequest.MetadataEntry
-	nil,                              // 55: tollgate.v1.UpdateTeamRequest.MetadataEntry
-	(*timestamppb.Timestamp)(nil),    // 56: google.protobuf.Timestamp
-	(*Budget)(nil),                   // 57: tollgate.v1.Budget
-	(*RateLimits)(nil),               // 58: tollgate.v1.RateLimits
-	(*Key)(nil),                      // 59: tollgate.v1.Key
-	(*Price)(nil),                    // 60: tollgate.v1.Price
-	(*Deployment)(nil),               // 61: tollgate.v1.Deployment
-	(*ModelRoute)(nil),               // 62: tollgate.v1.ModelRoute
-	(*Credential)(nil),               // 63: tollgate.v1.Credential
-	(*Team)(nil),                     // 64: tollgate.v1.Team
-	(*SpendRecord)(nil),              // 65: tollgate.v1.SpendRecord
+	(*SetRouteOptionsRequest)(nil),   // 14: tollgate.v1.SetRouteOptionsRequest
+	(*SetRouteOptionsResponse)(nil),  // 15: tollgate.v1.SetRouteOptionsResponse
+	(*ListPricesRequest)(nil),        // 16: tollgate.v1.ListPricesRequest
+	(*PriceRow)(nil),                 // 17: tollgate.v1.PriceRow
+	(*ListPricesResponse)(nil),       // 18: tollgate.v1.ListPricesResponse
+	(*AddDeploymentRequest)(nil),     // 19: tollgate.v1.AddDeploymentRequest
+	(*AddDeploymentResponse)(nil),    // 20: tollgate.v1.AddDeploymentResponse
+	(*UpdateDeploymentRequest)(nil),  // 21: tollgate.v1.UpdateDeploymentRequest
+	(*UpdateDeploymentResponse)(nil), // 22: tollgate.v1.UpdateDeploymentResponse
+	(*RemoveDeploymentRequest)(nil),  // 23: tollgate.v1.RemoveDeploymentRequest
+	(*RemoveDeploymentResponse)(nil), // 24: tollgate.v1.RemoveDeploymentResponse
+	(*DeleteModelRequest)(nil),       // 25: tollgate.v1.DeleteModelRequest
+	(*DeleteModelResponse)(nil),      // 26: tollgate.v1.DeleteModelResponse
+	(*ListModelsRequest)(nil),        // 27: tollgate.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),       // 28: tollgate.v1.ListModelsResponse
+	(*GetModelRequest)(nil),          // 29: tollgate.v1.GetModelRequest
+	(*GetModelResponse)(nil),         // 30: tollgate.v1.GetModelResponse
+	(*SetCredentialRequest)(nil),     // 31: tollgate.v1.SetCredentialRequest
+	(*SetCredentialResponse)(nil),    // 32: tollgate.v1.SetCredentialResponse
+	(*ListCredentialsRequest)(nil),   // 33: tollgate.v1.ListCredentialsRequest
+	(*ListCredentialsResponse)(nil),  // 34: tollgate.v1.ListCredentialsResponse
+	(*DeleteCredentialRequest)(nil),  // 35: tollgate.v1.DeleteCredentialRequest
+	(*DeleteCredentialResponse)(nil), // 36: tollgate.v1.DeleteCredentialResponse
+	(*CreateTeamRequest)(nil),        // 37: tollgate.v1.CreateTeamRequest
+	(*CreateTeamResponse)(nil),       // 38: tollgate.v1.CreateTeamResponse
+	(*ListTeamsRequest)(nil),         // 39: tollgate.v1.ListTeamsRequest
+	(*ListTeamsResponse)(nil),        // 40: tollgate.v1.ListTeamsResponse
+	(*GetTeamRequest)(nil),           // 41: tollgate.v1.GetTeamRequest
+	(*GetTeamResponse)(nil),          // 42: tollgate.v1.GetTeamResponse
+	(*UpdateTeamRequest)(nil),        // 43: tollgate.v1.UpdateTeamRequest
+	(*UpdateTeamResponse)(nil),       // 44: tollgate.v1.UpdateTeamResponse
+	(*DeleteTeamRequest)(nil),        // 45: tollgate.v1.DeleteTeamRequest
+	(*DeleteTeamResponse)(nil),       // 46: tollgate.v1.DeleteTeamResponse
+	(*SpendReportRequest)(nil),       // 47: tollgate.v1.SpendReportRequest
+	(*SpendReportRow)(nil),           // 48: tollgate.v1.SpendReportRow
+	(*SpendReportResponse)(nil),      // 49: tollgate.v1.SpendReportResponse
+	(*SpendLogsRequest)(nil),         // 50: tollgate.v1.SpendLogsRequest
+	(*SpendLogsResponse)(nil),        // 51: tollgate.v1.SpendLogsResponse
+	(*NodeLogsRequest)(nil),          // 52: tollgate.v1.NodeLogsRequest
+	(*NodeLogsResponse)(nil),         // 53: tollgate.v1.NodeLogsResponse
+	nil,                              // 54: tollgate.v1.CreateKeyRequest.MetadataEntry
+	nil,                              // 55: tollgate.v1.UpdateKeyRequest.MetadataEntry
+	nil,                              // 56: tollgate.v1.UpdateDeploymentRequest.OptionsEntry
+	nil,                              // 57: tollgate.v1.CreateTeamRequest.MetadataEntry
+	nil,                              // 58: tollgate.v1.UpdateTeamRequest.MetadataEntry
+	(*timestamppb.Timestamp)(nil),    // 59: google.protobuf.Timestamp
+	(*Budget)(nil),                   // 60: tollgate.v1.Budget
+	(*RateLimits)(nil),               // 61: tollgate.v1.RateLimits
+	(*Key)(nil),                      // 62: tollgate.v1.Key
+	(*RouteOptions)(nil),             // 63: tollgate.v1.RouteOptions
+	(*ModelRoute)(nil),               // 64: tollgate.v1.ModelRoute
+	(*Price)(nil),                    // 65: tollgate.v1.Price
+	(*Deployment)(nil),               // 66: tollgate.v1.Deployment
+	(*Credential)(nil),               // 67: tollgate.v1.Credential
+	(*Team)(nil),                     // 68: tollgate.v1.Team
+	(*SpendRecord)(nil),              // 69: tollgate.v1.SpendRecord
 }
 var file_tollgate_v1_admin_proto_depIdxs = []int32{
-	56, // 0: tollgate.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	52, // 1: tollgate.v1.CreateKeyRequest.metadata:type_name -> tollgate.v1.CreateKeyRequest.MetadataEntry
-	57, // 2: tollgate.v1.CreateKeyRequest.budget:type_name -> tollgate.v1.Budget
-	58, // 3: tollgate.v1.CreateKeyRequest.limits:type_name -> tollgate.v1.RateLimits
-	59, // 4: tollgate.v1.CreateKeyResponse.key:type_name -> tollgate.v1.Key
-	59, // 5: tollgate.v1.ListKeysResponse.keys:type_name -> tollgate.v1.Key
-	59, // 6: tollgate.v1.GetKeyResponse.key:type_name -> tollgate.v1.Key
+	59, // 0: tollgate.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	54, // 1: tollgate.v1.CreateKeyRequest.metadata:type_name -> tollgate.v1.CreateKeyRequest.MetadataEntry
+	60, // 2: tollgate.v1.CreateKeyRequest.budget:type_name -> tollgate.v1.Budget
+	61, // 3: tollgate.v1.CreateKeyRequest.limits:type_name -> tollgate.v1.RateLimits
+	62, // 4: tollgate.v1.CreateKeyResponse.key:type_name -> tollgate.v1.Key
+	62, // 5: tollgate.v1.ListKeysResponse.keys:type_name -> tollgate.v1.Key
+	62, // 6: tollgate.v1.GetKeyResponse.key:type_name -> tollgate.v1.Key
 	6,  // 7: tollgate.v1.GetKeyResponse.budget_status:type_name -> tollgate.v1.BudgetStatus
 	6,  // 8: tollgate.v1.GetKeyResponse.team_budget_status:type_name -> tollgate.v1.BudgetStatus
 	7,  // 9: tollgate.v1.UpdateKeyRequest.models:type_name -> tollgate.v1.StringList
-	56, // 10: tollgate.v1.UpdateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	53, // 11: tollgate.v1.UpdateKeyRequest.metadata:type_name -> tollgate.v1.UpdateKeyRequest.MetadataEntry
-	57, // 12: tollgate.v1.UpdateKeyRequest.budget:type_name -> tollgate.v1.Budget
-	58, // 13: tollgate.v1.UpdateKeyRequest.limits:type_name -> tollgate.v1.RateLimits
-	59, // 14: tollgate.v1.UpdateKeyResponse.key:type_name -> tollgate.v1.Key
-	59, // 15: tollgate.v1.RevokeKeyResponse.key:type_name -> tollgate.v1.Key
-	59, // 16: tollgate.v1.RotateKeyResponse.key:type_name -> tollgate.v1.Key
-	60, // 17: tollgate.v1.PriceRow.price:type_name -> tollgate.v1.Price
-	15, // 18: tollgate.v1.ListPricesResponse.prices:type_name -> tollgate.v1.PriceRow
-	61, // 19: tollgate.v1.AddDeploymentRequest.deployment:type_name -> tollgate.v1.Deployment
-	62, // 20: tollgate.v1.AddDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
-	58, // 21: tollgate.v1.UpdateDeploymentRequest.limits:type_name -> tollgate.v1.RateLimits
-	62, // 22: tollgate.v1.UpdateDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
-	62, // 23: tollgate.v1.RemoveDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
-	62, // 24: tollgate.v1.ListModelsResponse.routes:type_name -> tollgate.v1.ModelRoute
-	62, // 25: tollgate.v1.GetModelResponse.route:type_name -> tollgate.v1.ModelRoute
-	63, // 26: tollgate.v1.SetCredentialResponse.credential:type_name -> tollgate.v1.Credential
-	63, // 27: tollgate.v1.ListCredentialsResponse.credentials:type_name -> tollgate.v1.Credential
-	57, // 28: tollgate.v1.CreateTeamRequest.budget:type_name -> tollgate.v1.Budget
-	54, // 29: tollgate.v1.CreateTeamRequest.metadata:type_name -> tollgate.v1.CreateTeamRequest.MetadataEntry
-	58, // 30: tollgate.v1.CreateTeamRequest.limits:type_name -> tollgate.v1.RateLimits
-	64, // 31: tollgate.v1.CreateTeamResponse.team:type_name -> tollgate.v1.Team
-	64, // 32: tollgate.v1.ListTeamsResponse.teams:type_name -> tollgate.v1.Team
-	64, // 33: tollgate.v1.GetTeamResponse.team:type_name -> tollgate.v1.Team
-	6,  // 34: tollgate.v1.GetTeamResponse.budget_status:type_name -> tollgate.v1.BudgetStatus
-	57, // 35: tollgate.v1.UpdateTeamRequest.budget:type_name -> tollgate.v1.Budget
-	55, // 36: tollgate.v1.UpdateTeamRequest.metadata:type_name -> tollgate.v1.UpdateTeamRequest.MetadataEntry
-	58, // 37: tollgate.v1.UpdateTeamRequest.limits:type_name -> tollgate.v1.RateLimits
-	64, // 38: tollgate.v1.UpdateTeamResponse.team:type_name -> tollgate.v1.Team
-	46, // 39: tollgate.v1.SpendReportResponse.rows:type_name -> tollgate.v1.SpendReportRow
-	46, // 40: tollgate.v1.SpendReportResponse.total:type_name -> tollgate.v1.SpendReportRow
-	65, // 41: tollgate.v1.SpendLogsResponse.records:type_name -> tollgate.v1.SpendRecord
-	48, // 42: tollgate.v1.NodeLogsRequest.query:type_name -> tollgate.v1.SpendLogsRequest
-	65, // 43: tollgate.v1.NodeLogsResponse.records:type_name -> tollgate.v1.SpendRecord
-	0,  // 44: tollgate.v1.KeyService.CreateKey:input_type -> tollgate.v1.CreateKeyRequest
-	2,  // 45: tollgate.v1.KeyService.ListKeys:input_type -> tollgate.v1.ListKeysRequest
-	4,  // 46: tollgate.v1.KeyService.GetKey:input_type -> tollgate.v1.GetKeyRequest
-	8,  // 47: tollgate.v1.KeyService.UpdateKey:input_type -> tollgate.v1.UpdateKeyRequest
-	10, // 48: tollgate.v1.KeyService.RevokeKey:input_type -> tollgate.v1.RevokeKeyRequest
-	12, // 49: tollgate.v1.KeyService.RotateKey:input_type -> tollgate.v1.RotateKeyRequest
-	17, // 50: tollgate.v1.ModelService.AddDeployment:input_type -> tollgate.v1.AddDeploymentRequest
-	19, // 51: tollgate.v1.ModelService.UpdateDeployment:input_type -> tollgate.v1.UpdateDeploymentRequest
-	21, // 52: tollgate.v1.ModelService.RemoveDeployment:input_type -> tollgate.v1.RemoveDeploymentRequest
-	23, // 53: tollgate.v1.ModelService.DeleteModel:input_type -> tollgate.v1.DeleteModelRequest
-	25, // 54: tollgate.v1.ModelService.ListModels:input_type -> tollgate.v1.ListModelsRequest
-	27, // 55: tollgate.v1.ModelService.GetModel:input_type -> tollgate.v1.GetModelRequest
-	14, // 56: tollgate.v1.ModelService.ListPrices:input_type -> tollgate.v1.ListPricesRequest
-	29, // 57: tollgate.v1.CredentialService.SetCredential:input_type -> tollgate.v1.SetCredentialRequest
-	31, // 58: tollgate.v1.CredentialService.ListCredentials:input_type -> tollgate.v1.ListCredentialsRequest
-	33, // 59: tollgate.v1.CredentialService.DeleteCredential:input_type -> tollgate.v1.DeleteCredentialRequest
-	35, // 60: tollgate.v1.TeamService.CreateTeam:input_type -> tollgate.v1.CreateTeamRequest
-	37, // 61: tollgate.v1.TeamService.ListTeams:input_type -> tollgate.v1.ListTeamsRequest
-	39, // 62: tollgate.v1.TeamService.GetTeam:input_type -> tollgate.v1.GetTeamRequest
-	41, // 63: tollgate.v1.TeamService.UpdateTeam:input_type -> tollgate.v1.UpdateTeamRequest
-	43, // 64: tollgate.v1.TeamService.DeleteTeam:input_type -> tollgate.v1.DeleteTeamRequest
-	45, // 65: tollgate.v1.SpendService.SpendReport:input_type -> tollgate.v1.SpendReportRequest
-	48, // 66: tollgate.v1.SpendService.SpendLogs:input_type -> tollgate.v1.SpendLogsRequest
-	50, // 67: tollgate.v1.SpendService.NodeLogs:input_type -> tollgate.v1.NodeLogsRequest
-	1,  // 68: tollgate.v1.KeyService.CreateKey:output_type -> tollgate.v1.CreateKeyResponse
-	3,  // 69: tollgate.v1.KeyService.ListKeys:output_type -> tollgate.v1.ListKeysResponse
-	5,  // 70: tollgate.v1.KeyService.GetKey:output_type -> tollgate.v1.GetKeyResponse
-	9,  // 71: tollgate.v1.KeyService.UpdateKey:output_type -> tollgate.v1.UpdateKeyResponse
-	11, // 72: tollgate.v1.KeyService.RevokeKey:output_type -> tollgate.v1.RevokeKeyResponse
-	13, // 73: tollgate.v1.KeyService.RotateKey:output_type -> tollgate.v1.RotateKeyResponse
-	18, // 74: tollgate.v1.ModelService.AddDeployment:output_type -> tollgate.v1.AddDeploymentResponse
-	20, // 75: tollgate.v1.ModelService.UpdateDeployment:output_type -> tollgate.v1.UpdateDeploymentResponse
-	22, // 76: tollgate.v1.ModelService.RemoveDeployment:output_type -> tollgate.v1.RemoveDeploymentResponse
-	24, // 77: tollgate.v1.ModelService.DeleteModel:output_type -> tollgate.v1.DeleteModelResponse
-	26, // 78: tollgate.v1.ModelService.ListModels:output_type -> tollgate.v1.ListModelsResponse
-	28, // 79: tollgate.v1.ModelService.GetModel:output_type -> tollgate.v1.GetModelResponse
-	16, // 80: tollgate.v1.ModelService.ListPrices:output_type -> tollgate.v1.ListPricesResponse
-	30, // 81: tollgate.v1.CredentialService.SetCredential:output_type -> tollgate.v1.SetCredentialResponse
-	32, // 82: tollgate.v1.CredentialService.ListCredentials:output_type -> tollgate.v1.ListCredentialsResponse
-	34, // 83: tollgate.v1.CredentialService.DeleteCredential:output_type -> tollgate.v1.DeleteCredentialResponse
-	36, // 84: tollgate.v1.TeamService.CreateTeam:output_type -> tollgate.v1.CreateTeamResponse
-	38, // 85: tollgate.v1.TeamService.ListTeams:output_type -> tollgate.v1.ListTeamsResponse
-	40, // 86: tollgate.v1.TeamService.GetTeam:output_type -> tollgate.v1.GetTeamResponse
-	42, // 87: tollgate.v1.TeamService.UpdateTeam:output_type -> tollgate.v1.UpdateTeamResponse
-	44, // 88: tollgate.v1.TeamService.DeleteTeam:output_type -> tollgate.v1.DeleteTeamResponse
-	47, // 89: tollgate.v1.SpendService.SpendReport:output_type -> tollgate.v1.SpendReportResponse
-	49, // 90: tollgate.v1.SpendService.SpendLogs:output_type -> tollgate.v1.SpendLogsResponse
-	51, // 91: tollgate.v1.SpendService.NodeLogs:output_type -> tollgate.v1.NodeLogsResponse
-	68, // [68:92] is the sub-list for method output_type
-	44, // [44:68] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	59, // 10: tollgate.v1.UpdateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	55, // 11: tollgate.v1.UpdateKeyRequest.metadata:type_name -> tollgate.v1.UpdateKeyRequest.MetadataEntry
+	60, // 12: tollgate.v1.UpdateKeyRequest.budget:type_name -> tollgate.v1.Budget
+	61, // 13: tollgate.v1.UpdateKeyRequest.limits:type_name -> tollgate.v1.RateLimits
+	62, // 14: tollgate.v1.UpdateKeyResponse.key:type_name -> tollgate.v1.Key
+	62, // 15: tollgate.v1.RevokeKeyResponse.key:type_name -> tollgate.v1.Key
+	62, // 16: tollgate.v1.RotateKeyResponse.key:type_name -> tollgate.v1.Key
+	63, // 17: tollgate.v1.SetRouteOptionsRequest.options:type_name -> tollgate.v1.RouteOptions
+	64, // 18: tollgate.v1.SetRouteOptionsResponse.route:type_name -> tollgate.v1.ModelRoute
+	65, // 19: tollgate.v1.PriceRow.price:type_name -> tollgate.v1.Price
+	17, // 20: tollgate.v1.ListPricesResponse.prices:type_name -> tollgate.v1.PriceRow
+	66, // 21: tollgate.v1.AddDeploymentRequest.deployment:type_name -> tollgate.v1.Deployment
+	64, // 22: tollgate.v1.AddDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
+	61, // 23: tollgate.v1.UpdateDeploymentRequest.limits:type_name -> tollgate.v1.RateLimits
+	56, // 24: tollgate.v1.UpdateDeploymentRequest.options:type_name -> tollgate.v1.UpdateDeploymentRequest.OptionsEntry
+	64, // 25: tollgate.v1.UpdateDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
+	64, // 26: tollgate.v1.RemoveDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
+	64, // 27: tollgate.v1.ListModelsResponse.routes:type_name -> tollgate.v1.ModelRoute
+	64, // 28: tollgate.v1.GetModelResponse.route:type_name -> tollgate.v1.ModelRoute
+	67, // 29: tollgate.v1.SetCredentialResponse.credential:type_name -> tollgate.v1.Credential
+	67, // 30: tollgate.v1.ListCredentialsResponse.credentials:type_name -> tollgate.v1.Credential
+	60, // 31: tollgate.v1.CreateTeamRequest.budget:type_name -> tollgate.v1.Budget
+	57, // 32: tollgate.v1.CreateTeamRequest.metadata:type_name -> tollgate.v1.CreateTeamRequest.MetadataEntry
+	61, // 33: tollgate.v1.CreateTeamRequest.limits:type_name -> tollgate.v1.RateLimits
+	68, // 34: tollgate.v1.CreateTeamResponse.team:type_name -> tollgate.v1.Team
+	68, // 35: tollgate.v1.ListTeamsResponse.teams:type_name -> tollgate.v1.Team
+	68, // 36: tollgate.v1.GetTeamResponse.team:type_name -> tollgate.v1.Team
+	6,  // 37: tollgate.v1.GetTeamResponse.budget_status:type_name -> tollgate.v1.BudgetStatus
+	60, // 38: tollgate.v1.UpdateTeamRequest.budget:type_name -> tollgate.v1.Budget
+	58, // 39: tollgate.v1.UpdateTeamRequest.metadata:type_name -> tollgate.v1.UpdateTeamRequest.MetadataEntry
+	61, // 40: tollgate.v1.UpdateTeamRequest.limits:type_name -> tollgate.v1.RateLimits
+	68, // 41: tollgate.v1.UpdateTeamResponse.team:type_name -> tollgate.v1.Team
+	48, // 42: tollgate.v1.SpendReportResponse.rows:type_name -> tollgate.v1.SpendReportRow
+	48, // 43: tollgate.v1.SpendReportResponse.total:type_name -> tollgate.v1.SpendReportRow
+	69, // 44: tollgate.v1.SpendLogsResponse.records:type_name -> tollgate.v1.SpendRecord
+	50, // 45: tollgate.v1.NodeLogsRequest.query:type_name -> tollgate.v1.SpendLogsRequest
+	69, // 46: tollgate.v1.NodeLogsResponse.records:type_name -> tollgate.v1.SpendRecord
+	0,  // 47: tollgate.v1.KeyService.CreateKey:input_type -> tollgate.v1.CreateKeyRequest
+	2,  // 48: tollgate.v1.KeyService.ListKeys:input_type -> tollgate.v1.ListKeysRequest
+	4,  // 49: tollgate.v1.KeyService.GetKey:input_type -> tollgate.v1.GetKeyRequest
+	8,  // 50: tollgate.v1.KeyService.UpdateKey:input_type -> tollgate.v1.UpdateKeyRequest
+	10, // 51: tollgate.v1.KeyService.RevokeKey:input_type -> tollgate.v1.RevokeKeyRequest
+	12, // 52: tollgate.v1.KeyService.RotateKey:input_type -> tollgate.v1.RotateKeyRequest
+	19, // 53: tollgate.v1.ModelService.AddDeployment:input_type -> tollgate.v1.AddDeploymentRequest
+	21, // 54: tollgate.v1.ModelService.UpdateDeployment:input_type -> tollgate.v1.UpdateDeploymentRequest
+	23, // 55: tollgate.v1.ModelService.RemoveDeployment:input_type -> tollgate.v1.RemoveDeploymentRequest
+	25, // 56: tollgate.v1.ModelService.DeleteModel:input_type -> tollgate.v1.DeleteModelRequest
+	27, // 57: tollgate.v1.ModelService.ListModels:input_type -> tollgate.v1.ListModelsRequest
+	29, // 58: tollgate.v1.ModelService.GetModel:input_type -> tollgate.v1.GetModelRequest
+	16, // 59: tollgate.v1.ModelService.ListPrices:input_type -> tollgate.v1.ListPricesRequest
+	14, // 60: tollgate.v1.ModelService.SetRouteOptions:input_type -> tollgate.v1.SetRouteOptionsRequest
+	31, // 61: tollgate.v1.CredentialService.SetCredential:input_type -> tollgate.v1.SetCredentialRequest
+	33, // 62: tollgate.v1.CredentialService.ListCredentials:input_type -> tollgate.v1.ListCredentialsRequest
+	35, // 63: tollgate.v1.CredentialService.DeleteCredential:input_type -> tollgate.v1.DeleteCredentialRequest
+	37, // 64: tollgate.v1.TeamService.CreateTeam:input_type -> tollgate.v1.CreateTeamRequest
+	39, // 65: tollgate.v1.TeamService.ListTeams:input_type -> tollgate.v1.ListTeamsRequest
+	41, // 66: tollgate.v1.TeamService.GetTeam:input_type -> tollgate.v1.GetTeamRequest
+	43, // 67: tollgate.v1.TeamService.UpdateTeam:input_type -> tollgate.v1.UpdateTeamRequest
+	45, // 68: tollgate.v1.TeamService.DeleteTeam:input_type -> tollgate.v1.DeleteTeamRequest
+	47, // 69: tollgate.v1.SpendService.SpendReport:input_type -> tollgate.v1.SpendReportRequest
+	50, // 70: tollgate.v1.SpendService.SpendLogs:input_type -> tollgate.v1.SpendLogsRequest
+	52, // 71: tollgate.v1.SpendService.NodeLogs:input_type -> tollgate.v1.NodeLogsRequest
+	1,  // 72: tollgate.v1.KeyService.CreateKey:output_type -> tollgate.v1.CreateKeyResponse
+	3,  // 73: tollgate.v1.KeyService.ListKeys:output_type -> tollgate.v1.ListKeysResponse
+	5,  // 74: tollgate.v1.KeyService.GetKey:output_type -> tollgate.v1.GetKeyResponse
+	9,  // 75: tollgate.v1.KeyService.UpdateKey:output_type -> tollgate.v1.UpdateKeyResponse
+	11, // 76: tollgate.v1.KeyService.RevokeKey:output_type -> tollgate.v1.RevokeKeyResponse
+	13, // 77: tollgate.v1.KeyService.RotateKey:output_type -> tollgate.v1.RotateKeyResponse
+	20, // 78: tollgate.v1.ModelService.AddDeployment:output_type -> tollgate.v1.AddDeploymentResponse
+	22, // 79: tollgate.v1.ModelService.UpdateDeployment:output_type -> tollgate.v1.UpdateDeploymentResponse
+	24, // 80: tollgate.v1.ModelService.RemoveDeployment:output_type -> tollgate.v1.RemoveDeploymentResponse
+	26, // 81: tollgate.v1.ModelService.DeleteModel:output_type -> tollgate.v1.DeleteModelResponse
+	28, // 82: tollgate.v1.ModelService.ListModels:output_type -> tollgate.v1.ListModelsResponse
+	30, // 83: tollgate.v1.ModelService.GetModel:output_type -> tollgate.v1.GetModelResponse
+	18, // 84: tollgate.v1.ModelService.ListPrices:output_type -> tollgate.v1.ListPricesResponse
+	15, // 85: tollgate.v1.ModelService.SetRouteOptions:output_type -> tollgate.v1.SetRouteOptionsResponse
+	32, // 86: tollgate.v1.CredentialService.SetCredential:output_type -> tollgate.v1.SetCredentialResponse
+	34, // 87: tollgate.v1.CredentialService.ListCredentials:output_type -> tollgate.v1.ListCredentialsResponse
+	36, // 88: tollgate.v1.CredentialService.DeleteCredential:output_type -> tollgate.v1.DeleteCredentialResponse
+	38, // 89: tollgate.v1.TeamService.CreateTeam:output_type -> tollgate.v1.CreateTeamResponse
+	40, // 90: tollgate.v1.TeamService.ListTeams:output_type -> tollgate.v1.ListTeamsResponse
+	42, // 91: tollgate.v1.TeamService.GetTeam:output_type -> tollgate.v1.GetTeamResponse
+	44, // 92: tollgate.v1.TeamService.UpdateTeam:output_type -> tollgate.v1.UpdateTeamResponse
+	46, // 93: tollgate.v1.TeamService.DeleteTeam:output_type -> tollgate.v1.DeleteTeamResponse
+	49, // 94: tollgate.v1.SpendService.SpendReport:output_type -> tollgate.v1.SpendReportResponse
+	51, // 95: tollgate.v1.SpendService.SpendLogs:output_type -> tollgate.v1.SpendLogsResponse
+	53, // 96: tollgate.v1.SpendService.NodeLogs:output_type -> tollgate.v1.NodeLogsResponse
+	72, // [72:97] is the sub-list for method output_type
+	47, // [47:72] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_admin_proto_init() }
@@ -3270,15 +3414,15 @@ func file_tollgate_v1_admin_proto_init() {
 	file_tollgate_v1_resources_proto_init()
 	file_tollgate_v1_spend_proto_init()
 	file_tollgate_v1_admin_proto_msgTypes[8].OneofWrappers = []any{}
-	file_tollgate_v1_admin_proto_msgTypes[19].OneofWrappers = []any{}
-	file_tollgate_v1_admin_proto_msgTypes[41].OneofWrappers = []any{}
+	file_tollgate_v1_admin_proto_msgTypes[21].OneofWrappers = []any{}
+	file_tollgate_v1_admin_proto_msgTypes[43].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_v1_admin_proto_rawDesc), len(file_tollgate_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   56,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

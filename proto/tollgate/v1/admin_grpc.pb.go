@@ -332,6 +332,7 @@ const (
 	ModelService_ListModels_FullMethodName       = "/tollgate.v1.ModelService/ListModels"
 	ModelService_GetModel_FullMethodName         = "/tollgate.v1.ModelService/GetModel"
 	ModelService_ListPrices_FullMethodName       = "/tollgate.v1.ModelService/ListPrices"
+	ModelService_SetRouteOptions_FullMethodName  = "/tollgate.v1.ModelService/SetRouteOptions"
 )
 
 // ModelServiceClient is the client API for ModelService service.
@@ -354,6 +355,9 @@ type ModelServiceClient interface {
 	GetModel(ctx context.Context, in *GetModelRequest, opts ...grpc.CallOption) (*GetModelResponse, error)
 	// ListPrices shows the price that applies to every deployment.
 	ListPrices(ctx context.Context, in *ListPricesRequest, opts ...grpc.CallOption) (*ListPricesResponse, error)
+	// SetRouteOptions replaces a route's routing options (strategy,
+	// fallbacks, aliases, attempts).
+	SetRouteOptions(ctx context.Context, in *SetRouteOptionsRequest, opts ...grpc.CallOption) (*SetRouteOptionsResponse, error)
 }
 
 type modelServiceClient struct {
@@ -434,6 +438,16 @@ func (c *modelServiceClient) ListPrices(ctx context.Context, in *ListPricesReque
 	return out, nil
 }
 
+func (c *modelServiceClient) SetRouteOptions(ctx context.Context, in *SetRouteOptionsRequest, opts ...grpc.CallOption) (*SetRouteOptionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetRouteOptionsResponse)
+	err := c.cc.Invoke(ctx, ModelService_SetRouteOptions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ModelServiceServer is the server API for ModelService service.
 // All implementations must embed UnimplementedModelServiceServer
 // for forward compatibility.
@@ -454,6 +468,9 @@ type ModelServiceServer interface {
 	GetModel(context.Context, *GetModelRequest) (*GetModelResponse, error)
 	// ListPrices shows the price that applies to every deployment.
 	ListPrices(context.Context, *ListPricesRequest) (*ListPricesResponse, error)
+	// SetRouteOptions replaces a route's routing options (strategy,
+	// fallbacks, aliases, attempts).
+	SetRouteOptions(context.Context, *SetRouteOptionsRequest) (*SetRouteOptionsResponse, error)
 	mustEmbedUnimplementedModelServiceServer()
 }
 
@@ -484,6 +501,9 @@ func (UnimplementedModelServiceServer) GetModel(context.Context, *GetModelReques
 }
 func (UnimplementedModelServiceServer) ListPrices(context.Context, *ListPricesRequest) (*ListPricesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListPrices not implemented")
+}
+func (UnimplementedModelServiceServer) SetRouteOptions(context.Context, *SetRouteOptionsRequest) (*SetRouteOptionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetRouteOptions not implemented")
 }
 func (UnimplementedModelServiceServer) mustEmbedUnimplementedModelServiceServer() {}
 func (UnimplementedModelServiceServer) testEmbeddedByValue()                      {}
@@ -632,6 +652,24 @@ func _ModelService_ListPrices_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ModelService_SetRouteOptions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetRouteOptionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ModelServiceServer).SetRouteOptions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ModelService_SetRouteOptions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ModelServiceServer).SetRouteOptions(ctx, req.(*SetRouteOptionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ModelService_ServiceDesc is the grpc.ServiceDesc for ModelService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -666,6 +704,10 @@ var ModelService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListPrices",
 			Handler:    _ModelService_ListPrices_Handler,
+		},
+		{
+			MethodName: "SetRouteOptions",
+			Handler:    _ModelService_SetRouteOptions_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

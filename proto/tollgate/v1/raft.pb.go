@@ -37,6 +37,7 @@ type Command struct {
 	//	*Command_UpdateDeployment
 	//	*Command_RemoveDeployment
 	//	*Command_DeleteRoute
+	//	*Command_SetRouteOptions
 	//	*Command_SetCredential
 	//	*Command_DeleteCredential
 	//	*Command_AddAdminToken
@@ -165,6 +166,15 @@ func (x *Command) GetDeleteRoute() *DeleteRouteCommand {
 	if x != nil {
 		if x, ok := x.Op.(*Command_DeleteRoute); ok {
 			return x.DeleteRoute
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSetRouteOptions() *SetRouteOptionsCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_SetRouteOptions); ok {
+			return x.SetRouteOptions
 		}
 	}
 	return nil
@@ -314,6 +324,10 @@ type Command_DeleteRoute struct {
 	DeleteRoute *DeleteRouteCommand `protobuf:"bytes,23,opt,name=delete_route,json=deleteRoute,proto3,oneof"`
 }
 
+type Command_SetRouteOptions struct {
+	SetRouteOptions *SetRouteOptionsCommand `protobuf:"bytes,24,opt,name=set_route_options,json=setRouteOptions,proto3,oneof"`
+}
+
 type Command_SetCredential struct {
 	SetCredential *SetCredentialCommand `protobuf:"bytes,30,opt,name=set_credential,json=setCredential,proto3,oneof"`
 }
@@ -377,6 +391,8 @@ func (*Command_UpdateDeployment) isCommand_Op() {}
 func (*Command_RemoveDeployment) isCommand_Op() {}
 
 func (*Command_DeleteRoute) isCommand_Op() {}
+
+func (*Command_SetRouteOptions) isCommand_Op() {}
 
 func (*Command_SetCredential) isCommand_Op() {}
 
@@ -1757,11 +1773,63 @@ func (x *Snapshot) GetClusterSecret() string {
 	return ""
 }
 
+type SetRouteOptionsCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Route         string                 `protobuf:"bytes,1,opt,name=route,proto3" json:"route,omitempty"`
+	Options       *RouteOptions          `protobuf:"bytes,2,opt,name=options,proto3" json:"options,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRouteOptionsCommand) Reset() {
+	*x = SetRouteOptionsCommand{}
+	mi := &file_tollgate_v1_raft_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRouteOptionsCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRouteOptionsCommand) ProtoMessage() {}
+
+func (x *SetRouteOptionsCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_raft_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRouteOptionsCommand.ProtoReflect.Descriptor instead.
+func (*SetRouteOptionsCommand) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SetRouteOptionsCommand) GetRoute() string {
+	if x != nil {
+		return x.Route
+	}
+	return ""
+}
+
+func (x *SetRouteOptionsCommand) GetOptions() *RouteOptions {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
 var File_tollgate_v1_raft_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\n" +
-	"\x16tollgate/v1/raft.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17tollgate/v1/admin.proto\x1a\x1btollgate/v1/resources.proto\x1a\x17tollgate/v1/spend.proto\"\xc5\v\n" +
+	"\x16tollgate/v1/raft.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17tollgate/v1/admin.proto\x1a\x1btollgate/v1/resources.proto\x1a\x17tollgate/v1/spend.proto\"\x98\f\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"unix_nanos\x18\x01 \x01(\x03R\tunixNanos\x12>\n" +
@@ -1777,7 +1845,8 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\x0eadd_deployment\x18\x14 \x01(\v2!.tollgate.v1.AddDeploymentCommandH\x00R\raddDeployment\x12S\n" +
 	"\x11update_deployment\x18\x15 \x01(\v2$.tollgate.v1.UpdateDeploymentCommandH\x00R\x10updateDeployment\x12S\n" +
 	"\x11remove_deployment\x18\x16 \x01(\v2$.tollgate.v1.RemoveDeploymentCommandH\x00R\x10removeDeployment\x12D\n" +
-	"\fdelete_route\x18\x17 \x01(\v2\x1f.tollgate.v1.DeleteRouteCommandH\x00R\vdeleteRoute\x12J\n" +
+	"\fdelete_route\x18\x17 \x01(\v2\x1f.tollgate.v1.DeleteRouteCommandH\x00R\vdeleteRoute\x12Q\n" +
+	"\x11set_route_options\x18\x18 \x01(\v2#.tollgate.v1.SetRouteOptionsCommandH\x00R\x0fsetRouteOptions\x12J\n" +
 	"\x0eset_credential\x18\x1e \x01(\v2!.tollgate.v1.SetCredentialCommandH\x00R\rsetCredential\x12S\n" +
 	"\x11delete_credential\x18\x1f \x01(\v2$.tollgate.v1.DeleteCredentialCommandH\x00R\x10deleteCredential\x12K\n" +
 	"\x0fadd_admin_token\x18( \x01(\v2!.tollgate.v1.AddAdminTokenCommandH\x00R\raddAdminToken\x127\n" +
@@ -1885,7 +1954,10 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\x0ebudget_periods\x18\b \x03(\v2\x19.tollgate.v1.BudgetPeriodR\rbudgetPeriods\x121\n" +
 	"\tnode_seqs\x18\t \x03(\v2\x14.tollgate.v1.NodeSeqR\bnodeSeqs\x12%\n" +
 	"\x0ecluster_secret\x18\n" +
-	" \x01(\tR\rclusterSecretB;Z9github.com/tollgate/tollgate/proto/tollgate/v1;tollgatev1b\x06proto3"
+	" \x01(\tR\rclusterSecret\"c\n" +
+	"\x16SetRouteOptionsCommand\x12\x14\n" +
+	"\x05route\x18\x01 \x01(\tR\x05route\x123\n" +
+	"\aoptions\x18\x02 \x01(\v2\x19.tollgate.v1.RouteOptionsR\aoptionsB;Z9github.com/tollgate/tollgate/proto/tollgate/v1;tollgatev1b\x06proto3"
 
 var (
 	file_tollgate_v1_raft_proto_rawDescOnce sync.Once
@@ -1899,7 +1971,7 @@ func file_tollgate_v1_raft_proto_rawDescGZIP() []byte {
 	return file_tollgate_v1_raft_proto_rawDescData
 }
 
-var file_tollgate_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_tollgate_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_tollgate_v1_raft_proto_goTypes = []any{
 	(*Command)(nil),                 // 0: tollgate.v1.Command
 	(*StoredKey)(nil),               // 1: tollgate.v1.StoredKey
@@ -1927,17 +1999,19 @@ var file_tollgate_v1_raft_proto_goTypes = []any{
 	(*NodeSeq)(nil),                 // 23: tollgate.v1.NodeSeq
 	(*SetClusterSecretCommand)(nil), // 24: tollgate.v1.SetClusterSecretCommand
 	(*Snapshot)(nil),                // 25: tollgate.v1.Snapshot
-	nil,                             // 26: tollgate.v1.BudgetPeriod.LeasesEntry
-	(*Key)(nil),                     // 27: tollgate.v1.Key
-	(*timestamppb.Timestamp)(nil),   // 28: google.protobuf.Timestamp
-	(*UpdateKeyRequest)(nil),        // 29: tollgate.v1.UpdateKeyRequest
-	(*Deployment)(nil),              // 30: tollgate.v1.Deployment
-	(*UpdateDeploymentRequest)(nil), // 31: tollgate.v1.UpdateDeploymentRequest
-	(*Team)(nil),                    // 32: tollgate.v1.Team
-	(*UpdateTeamRequest)(nil),       // 33: tollgate.v1.UpdateTeamRequest
-	(*SpendRollup)(nil),             // 34: tollgate.v1.SpendRollup
-	(*BudgetUse)(nil),               // 35: tollgate.v1.BudgetUse
-	(*ModelRoute)(nil),              // 36: tollgate.v1.ModelRoute
+	(*SetRouteOptionsCommand)(nil),  // 26: tollgate.v1.SetRouteOptionsCommand
+	nil,                             // 27: tollgate.v1.BudgetPeriod.LeasesEntry
+	(*Key)(nil),                     // 28: tollgate.v1.Key
+	(*timestamppb.Timestamp)(nil),   // 29: google.protobuf.Timestamp
+	(*UpdateKeyRequest)(nil),        // 30: tollgate.v1.UpdateKeyRequest
+	(*Deployment)(nil),              // 31: tollgate.v1.Deployment
+	(*UpdateDeploymentRequest)(nil), // 32: tollgate.v1.UpdateDeploymentRequest
+	(*Team)(nil),                    // 33: tollgate.v1.Team
+	(*UpdateTeamRequest)(nil),       // 34: tollgate.v1.UpdateTeamRequest
+	(*SpendRollup)(nil),             // 35: tollgate.v1.SpendRollup
+	(*BudgetUse)(nil),               // 36: tollgate.v1.BudgetUse
+	(*ModelRoute)(nil),              // 37: tollgate.v1.ModelRoute
+	(*RouteOptions)(nil),            // 38: tollgate.v1.RouteOptions
 }
 var file_tollgate_v1_raft_proto_depIdxs = []int32{
 	3,  // 0: tollgate.v1.Command.create_key:type_name -> tollgate.v1.CreateKeyCommand
@@ -1948,42 +2022,44 @@ var file_tollgate_v1_raft_proto_depIdxs = []int32{
 	8,  // 5: tollgate.v1.Command.update_deployment:type_name -> tollgate.v1.UpdateDeploymentCommand
 	9,  // 6: tollgate.v1.Command.remove_deployment:type_name -> tollgate.v1.RemoveDeploymentCommand
 	10, // 7: tollgate.v1.Command.delete_route:type_name -> tollgate.v1.DeleteRouteCommand
-	11, // 8: tollgate.v1.Command.set_credential:type_name -> tollgate.v1.SetCredentialCommand
-	12, // 9: tollgate.v1.Command.delete_credential:type_name -> tollgate.v1.DeleteCredentialCommand
-	13, // 10: tollgate.v1.Command.add_admin_token:type_name -> tollgate.v1.AddAdminTokenCommand
-	14, // 11: tollgate.v1.Command.restore:type_name -> tollgate.v1.RestoreCommand
-	15, // 12: tollgate.v1.Command.create_team:type_name -> tollgate.v1.CreateTeamCommand
-	16, // 13: tollgate.v1.Command.update_team:type_name -> tollgate.v1.UpdateTeamCommand
-	17, // 14: tollgate.v1.Command.delete_team:type_name -> tollgate.v1.DeleteTeamCommand
-	18, // 15: tollgate.v1.Command.spend_report:type_name -> tollgate.v1.SpendReportCommand
-	19, // 16: tollgate.v1.Command.grant_lease:type_name -> tollgate.v1.GrantLeaseCommand
-	20, // 17: tollgate.v1.Command.return_lease:type_name -> tollgate.v1.ReturnLeaseCommand
-	21, // 18: tollgate.v1.Command.release_node:type_name -> tollgate.v1.ReleaseNodeCommand
-	24, // 19: tollgate.v1.Command.set_cluster_secret:type_name -> tollgate.v1.SetClusterSecretCommand
-	27, // 20: tollgate.v1.StoredKey.key:type_name -> tollgate.v1.Key
-	28, // 21: tollgate.v1.StoredCredential.updated_at:type_name -> google.protobuf.Timestamp
-	1,  // 22: tollgate.v1.CreateKeyCommand.key:type_name -> tollgate.v1.StoredKey
-	29, // 23: tollgate.v1.UpdateKeyCommand.update:type_name -> tollgate.v1.UpdateKeyRequest
-	30, // 24: tollgate.v1.AddDeploymentCommand.deployment:type_name -> tollgate.v1.Deployment
-	31, // 25: tollgate.v1.UpdateDeploymentCommand.update:type_name -> tollgate.v1.UpdateDeploymentRequest
-	25, // 26: tollgate.v1.RestoreCommand.snapshot:type_name -> tollgate.v1.Snapshot
-	32, // 27: tollgate.v1.CreateTeamCommand.team:type_name -> tollgate.v1.Team
-	33, // 28: tollgate.v1.UpdateTeamCommand.update:type_name -> tollgate.v1.UpdateTeamRequest
-	34, // 29: tollgate.v1.SpendReportCommand.rollups:type_name -> tollgate.v1.SpendRollup
-	35, // 30: tollgate.v1.SpendReportCommand.budgets:type_name -> tollgate.v1.BudgetUse
-	26, // 31: tollgate.v1.BudgetPeriod.leases:type_name -> tollgate.v1.BudgetPeriod.LeasesEntry
-	1,  // 32: tollgate.v1.Snapshot.keys:type_name -> tollgate.v1.StoredKey
-	36, // 33: tollgate.v1.Snapshot.routes:type_name -> tollgate.v1.ModelRoute
-	2,  // 34: tollgate.v1.Snapshot.credentials:type_name -> tollgate.v1.StoredCredential
-	32, // 35: tollgate.v1.Snapshot.teams:type_name -> tollgate.v1.Team
-	34, // 36: tollgate.v1.Snapshot.rollups:type_name -> tollgate.v1.SpendRollup
-	22, // 37: tollgate.v1.Snapshot.budget_periods:type_name -> tollgate.v1.BudgetPeriod
-	23, // 38: tollgate.v1.Snapshot.node_seqs:type_name -> tollgate.v1.NodeSeq
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	26, // 8: tollgate.v1.Command.set_route_options:type_name -> tollgate.v1.SetRouteOptionsCommand
+	11, // 9: tollgate.v1.Command.set_credential:type_name -> tollgate.v1.SetCredentialCommand
+	12, // 10: tollgate.v1.Command.delete_credential:type_name -> tollgate.v1.DeleteCredentialCommand
+	13, // 11: tollgate.v1.Command.add_admin_token:type_name -> tollgate.v1.AddAdminTokenCommand
+	14, // 12: tollgate.v1.Command.restore:type_name -> tollgate.v1.RestoreCommand
+	15, // 13: tollgate.v1.Command.create_team:type_name -> tollgate.v1.CreateTeamCommand
+	16, // 14: tollgate.v1.Command.update_team:type_name -> tollgate.v1.UpdateTeamCommand
+	17, // 15: tollgate.v1.Command.delete_team:type_name -> tollgate.v1.DeleteTeamCommand
+	18, // 16: tollgate.v1.Command.spend_report:type_name -> tollgate.v1.SpendReportCommand
+	19, // 17: tollgate.v1.Command.grant_lease:type_name -> tollgate.v1.GrantLeaseCommand
+	20, // 18: tollgate.v1.Command.return_lease:type_name -> tollgate.v1.ReturnLeaseCommand
+	21, // 19: tollgate.v1.Command.release_node:type_name -> tollgate.v1.ReleaseNodeCommand
+	24, // 20: tollgate.v1.Command.set_cluster_secret:type_name -> tollgate.v1.SetClusterSecretCommand
+	28, // 21: tollgate.v1.StoredKey.key:type_name -> tollgate.v1.Key
+	29, // 22: tollgate.v1.StoredCredential.updated_at:type_name -> google.protobuf.Timestamp
+	1,  // 23: tollgate.v1.CreateKeyCommand.key:type_name -> tollgate.v1.StoredKey
+	30, // 24: tollgate.v1.UpdateKeyCommand.update:type_name -> tollgate.v1.UpdateKeyRequest
+	31, // 25: tollgate.v1.AddDeploymentCommand.deployment:type_name -> tollgate.v1.Deployment
+	32, // 26: tollgate.v1.UpdateDeploymentCommand.update:type_name -> tollgate.v1.UpdateDeploymentRequest
+	25, // 27: tollgate.v1.RestoreCommand.snapshot:type_name -> tollgate.v1.Snapshot
+	33, // 28: tollgate.v1.CreateTeamCommand.team:type_name -> tollgate.v1.Team
+	34, // 29: tollgate.v1.UpdateTeamCommand.update:type_name -> tollgate.v1.UpdateTeamRequest
+	35, // 30: tollgate.v1.SpendReportCommand.rollups:type_name -> tollgate.v1.SpendRollup
+	36, // 31: tollgate.v1.SpendReportCommand.budgets:type_name -> tollgate.v1.BudgetUse
+	27, // 32: tollgate.v1.BudgetPeriod.leases:type_name -> tollgate.v1.BudgetPeriod.LeasesEntry
+	1,  // 33: tollgate.v1.Snapshot.keys:type_name -> tollgate.v1.StoredKey
+	37, // 34: tollgate.v1.Snapshot.routes:type_name -> tollgate.v1.ModelRoute
+	2,  // 35: tollgate.v1.Snapshot.credentials:type_name -> tollgate.v1.StoredCredential
+	33, // 36: tollgate.v1.Snapshot.teams:type_name -> tollgate.v1.Team
+	35, // 37: tollgate.v1.Snapshot.rollups:type_name -> tollgate.v1.SpendRollup
+	22, // 38: tollgate.v1.Snapshot.budget_periods:type_name -> tollgate.v1.BudgetPeriod
+	23, // 39: tollgate.v1.Snapshot.node_seqs:type_name -> tollgate.v1.NodeSeq
+	38, // 40: tollgate.v1.SetRouteOptionsCommand.options:type_name -> tollgate.v1.RouteOptions
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_raft_proto_init() }
@@ -2003,6 +2079,7 @@ func file_tollgate_v1_raft_proto_init() {
 		(*Command_UpdateDeployment)(nil),
 		(*Command_RemoveDeployment)(nil),
 		(*Command_DeleteRoute)(nil),
+		(*Command_SetRouteOptions)(nil),
 		(*Command_SetCredential)(nil),
 		(*Command_DeleteCredential)(nil),
 		(*Command_AddAdminToken)(nil),
@@ -2022,7 +2099,7 @@ func file_tollgate_v1_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_v1_raft_proto_rawDesc), len(file_tollgate_v1_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

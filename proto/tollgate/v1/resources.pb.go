@@ -458,7 +458,8 @@ type Deployment struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Unique within its route, e.g. "openai-east".
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	// Provider kind: "openai", "openai-compatible" or "demo".
+	// Provider kind: "openai", "openai-compatible", "azure-openai",
+	// "anthropic", "gemini", "bedrock" or "demo".
 	Provider string `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
 	// API root including the version path, e.g. "https://api.openai.com/v1".
 	BaseUrl string `protobuf:"bytes,3,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
@@ -478,9 +479,17 @@ type Deployment struct {
 	// Overrides the built-in price of the upstream model.
 	Price *Price `protobuf:"bytes,9,opt,name=price,proto3" json:"price,omitempty"`
 	// Protects the upstream: a deployment at its limit is skipped.
-	Limits        *RateLimits `protobuf:"bytes,10,opt,name=limits,proto3" json:"limits,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Limits *RateLimits `protobuf:"bytes,10,opt,name=limits,proto3" json:"limits,omitempty"`
+	// Provider-specific settings: "api_version" (azure-openai), "region"
+	// (bedrock), "vertex_project" and "vertex_location" (gemini on Vertex AI),
+	// "preset" (the openai-compatible preset the deployment was made from).
+	Options map[string]string `protobuf:"bytes,11,rep,name=options,proto3" json:"options,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// For streams: the longest wait for the first token in milliseconds
+	// before the deployment counts as failed (and the next one is tried);
+	// zero for no limit beyond timeout_ms.
+	FirstTokenTimeoutMs uint32 `protobuf:"varint,12,opt,name=first_token_timeout_ms,json=firstTokenTimeoutMs,proto3" json:"first_token_timeout_ms,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Deployment) Reset() {
@@ -583,20 +592,125 @@ func (x *Deployment) GetLimits() *RateLimits {
 	return nil
 }
 
+func (x *Deployment) GetOptions() map[string]string {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
+func (x *Deployment) GetFirstTokenTimeoutMs() uint32 {
+	if x != nil {
+		return x.FirstTokenTimeoutMs
+	}
+	return 0
+}
+
+// RouteOptions are a route's routing settings.
+type RouteOptions struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How deployments of one priority are chosen: "weighted" (weighted
+	// random, the default), "least-inflight", "latency" (lowest EWMA
+	// latency) or "cost" (lowest price).
+	Strategy string `protobuf:"bytes,1,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	// Models tried in order when every deployment of this route failed
+	// (after retries), or refused for quota or rate limits.
+	Fallbacks []string `protobuf:"bytes,2,rep,name=fallbacks,proto3" json:"fallbacks,omitempty"`
+	// Models tried when the prompt was too long for this route's models.
+	ContextFallbacks []string `protobuf:"bytes,3,rep,name=context_fallbacks,json=contextFallbacks,proto3" json:"context_fallbacks,omitempty"`
+	// Other names clients may use for this route.
+	Aliases []string `protobuf:"bytes,4,rep,name=aliases,proto3" json:"aliases,omitempty"`
+	// Attempts per request across this route's deployments, including the
+	// first; zero uses the node's default.
+	MaxAttempts   uint32 `protobuf:"varint,5,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RouteOptions) Reset() {
+	*x = RouteOptions{}
+	mi := &file_tollgate_v1_resources_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RouteOptions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RouteOptions) ProtoMessage() {}
+
+func (x *RouteOptions) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_resources_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RouteOptions.ProtoReflect.Descriptor instead.
+func (*RouteOptions) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_resources_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RouteOptions) GetStrategy() string {
+	if x != nil {
+		return x.Strategy
+	}
+	return ""
+}
+
+func (x *RouteOptions) GetFallbacks() []string {
+	if x != nil {
+		return x.Fallbacks
+	}
+	return nil
+}
+
+func (x *RouteOptions) GetContextFallbacks() []string {
+	if x != nil {
+		return x.ContextFallbacks
+	}
+	return nil
+}
+
+func (x *RouteOptions) GetAliases() []string {
+	if x != nil {
+		return x.Aliases
+	}
+	return nil
+}
+
+func (x *RouteOptions) GetMaxAttempts() uint32 {
+	if x != nil {
+		return x.MaxAttempts
+	}
+	return 0
+}
+
 // ModelRoute maps a public model name to the deployments that serve it.
 type ModelRoute struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The public model name; it may contain '*' wildcards (e.g. "claude-*"):
+	// then the route serves every name it matches that no exact route or
+	// alias claims, and deployments with upstream model "*" send the
+	// requested name upstream.
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Deployments   []*Deployment          `protobuf:"bytes,2,rep,name=deployments,proto3" json:"deployments,omitempty"`
 	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	Options       *RouteOptions          `protobuf:"bytes,5,opt,name=options,proto3" json:"options,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ModelRoute) Reset() {
 	*x = ModelRoute{}
-	mi := &file_tollgate_v1_resources_proto_msgTypes[6]
+	mi := &file_tollgate_v1_resources_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +722,7 @@ func (x *ModelRoute) String() string {
 func (*ModelRoute) ProtoMessage() {}
 
 func (x *ModelRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_resources_proto_msgTypes[6]
+	mi := &file_tollgate_v1_resources_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +735,7 @@ func (x *ModelRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelRoute.ProtoReflect.Descriptor instead.
 func (*ModelRoute) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_resources_proto_rawDescGZIP(), []int{6}
+	return file_tollgate_v1_resources_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ModelRoute) GetName() string {
@@ -652,6 +766,13 @@ func (x *ModelRoute) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ModelRoute) GetOptions() *RouteOptions {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
 // Credential is a provider secret as listed by the admin API: the value is
 // never returned.
 type Credential struct {
@@ -666,7 +787,7 @@ type Credential struct {
 
 func (x *Credential) Reset() {
 	*x = Credential{}
-	mi := &file_tollgate_v1_resources_proto_msgTypes[7]
+	mi := &file_tollgate_v1_resources_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +799,7 @@ func (x *Credential) String() string {
 func (*Credential) ProtoMessage() {}
 
 func (x *Credential) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_resources_proto_msgTypes[7]
+	mi := &file_tollgate_v1_resources_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +812,7 @@ func (x *Credential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credential.ProtoReflect.Descriptor instead.
 func (*Credential) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_resources_proto_rawDescGZIP(), []int{7}
+	return file_tollgate_v1_resources_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Credential) GetName() string {
@@ -767,7 +888,7 @@ const file_tollgate_v1_resources_proto_rawDesc = "" +
 	"\x05Price\x121\n" +
 	"\x15input_micros_per_mtok\x18\x01 \x01(\x03R\x12inputMicrosPerMtok\x123\n" +
 	"\x16output_micros_per_mtok\x18\x02 \x01(\x03R\x13outputMicrosPerMtok\x12>\n" +
-	"\x1ccached_input_micros_per_mtok\x18\x03 \x01(\x03R\x18cachedInputMicrosPerMtok\"\xc8\x02\n" +
+	"\x1ccached_input_micros_per_mtok\x18\x03 \x01(\x03R\x18cachedInputMicrosPerMtok\"\xf9\x03\n" +
 	"\n" +
 	"Deployment\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
@@ -783,7 +904,18 @@ const file_tollgate_v1_resources_proto_rawDesc = "" +
 	"timeout_ms\x18\b \x01(\rR\ttimeoutMs\x12(\n" +
 	"\x05price\x18\t \x01(\v2\x12.tollgate.v1.PriceR\x05price\x12/\n" +
 	"\x06limits\x18\n" +
-	" \x01(\v2\x17.tollgate.v1.RateLimitsR\x06limits\"\xd1\x01\n" +
+	" \x01(\v2\x17.tollgate.v1.RateLimitsR\x06limits\x12>\n" +
+	"\aoptions\x18\v \x03(\v2$.tollgate.v1.Deployment.OptionsEntryR\aoptions\x123\n" +
+	"\x16first_token_timeout_ms\x18\f \x01(\rR\x13firstTokenTimeoutMs\x1a:\n" +
+	"\fOptionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb2\x01\n" +
+	"\fRouteOptions\x12\x1a\n" +
+	"\bstrategy\x18\x01 \x01(\tR\bstrategy\x12\x1c\n" +
+	"\tfallbacks\x18\x02 \x03(\tR\tfallbacks\x12+\n" +
+	"\x11context_fallbacks\x18\x03 \x03(\tR\x10contextFallbacks\x12\x18\n" +
+	"\aaliases\x18\x04 \x03(\tR\aaliases\x12!\n" +
+	"\fmax_attempts\x18\x05 \x01(\rR\vmaxAttempts\"\x86\x02\n" +
 	"\n" +
 	"ModelRoute\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x129\n" +
@@ -791,7 +923,8 @@ const file_tollgate_v1_resources_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"o\n" +
+	"updated_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x123\n" +
+	"\aoptions\x18\x05 \x01(\v2\x19.tollgate.v1.RouteOptionsR\aoptions\"o\n" +
 	"\n" +
 	"Credential\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -811,7 +944,7 @@ func file_tollgate_v1_resources_proto_rawDescGZIP() []byte {
 	return file_tollgate_v1_resources_proto_rawDescData
 }
 
-var file_tollgate_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_tollgate_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_tollgate_v1_resources_proto_goTypes = []any{
 	(*Key)(nil),                   // 0: tollgate.v1.Key
 	(*RateLimits)(nil),            // 1: tollgate.v1.RateLimits
@@ -819,36 +952,40 @@ var file_tollgate_v1_resources_proto_goTypes = []any{
 	(*Team)(nil),                  // 3: tollgate.v1.Team
 	(*Price)(nil),                 // 4: tollgate.v1.Price
 	(*Deployment)(nil),            // 5: tollgate.v1.Deployment
-	(*ModelRoute)(nil),            // 6: tollgate.v1.ModelRoute
-	(*Credential)(nil),            // 7: tollgate.v1.Credential
-	nil,                           // 8: tollgate.v1.Key.MetadataEntry
-	nil,                           // 9: tollgate.v1.Team.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*RouteOptions)(nil),          // 6: tollgate.v1.RouteOptions
+	(*ModelRoute)(nil),            // 7: tollgate.v1.ModelRoute
+	(*Credential)(nil),            // 8: tollgate.v1.Credential
+	nil,                           // 9: tollgate.v1.Key.MetadataEntry
+	nil,                           // 10: tollgate.v1.Team.MetadataEntry
+	nil,                           // 11: tollgate.v1.Deployment.OptionsEntry
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
 }
 var file_tollgate_v1_resources_proto_depIdxs = []int32{
-	10, // 0: tollgate.v1.Key.created_at:type_name -> google.protobuf.Timestamp
-	10, // 1: tollgate.v1.Key.updated_at:type_name -> google.protobuf.Timestamp
-	10, // 2: tollgate.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
-	10, // 3: tollgate.v1.Key.revoked_at:type_name -> google.protobuf.Timestamp
-	8,  // 4: tollgate.v1.Key.metadata:type_name -> tollgate.v1.Key.MetadataEntry
+	12, // 0: tollgate.v1.Key.created_at:type_name -> google.protobuf.Timestamp
+	12, // 1: tollgate.v1.Key.updated_at:type_name -> google.protobuf.Timestamp
+	12, // 2: tollgate.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
+	12, // 3: tollgate.v1.Key.revoked_at:type_name -> google.protobuf.Timestamp
+	9,  // 4: tollgate.v1.Key.metadata:type_name -> tollgate.v1.Key.MetadataEntry
 	2,  // 5: tollgate.v1.Key.budget:type_name -> tollgate.v1.Budget
 	1,  // 6: tollgate.v1.Key.limits:type_name -> tollgate.v1.RateLimits
 	2,  // 7: tollgate.v1.Team.budget:type_name -> tollgate.v1.Budget
-	10, // 8: tollgate.v1.Team.created_at:type_name -> google.protobuf.Timestamp
-	10, // 9: tollgate.v1.Team.updated_at:type_name -> google.protobuf.Timestamp
-	9,  // 10: tollgate.v1.Team.metadata:type_name -> tollgate.v1.Team.MetadataEntry
+	12, // 8: tollgate.v1.Team.created_at:type_name -> google.protobuf.Timestamp
+	12, // 9: tollgate.v1.Team.updated_at:type_name -> google.protobuf.Timestamp
+	10, // 10: tollgate.v1.Team.metadata:type_name -> tollgate.v1.Team.MetadataEntry
 	1,  // 11: tollgate.v1.Team.limits:type_name -> tollgate.v1.RateLimits
 	4,  // 12: tollgate.v1.Deployment.price:type_name -> tollgate.v1.Price
 	1,  // 13: tollgate.v1.Deployment.limits:type_name -> tollgate.v1.RateLimits
-	5,  // 14: tollgate.v1.ModelRoute.deployments:type_name -> tollgate.v1.Deployment
-	10, // 15: tollgate.v1.ModelRoute.created_at:type_name -> google.protobuf.Timestamp
-	10, // 16: tollgate.v1.ModelRoute.updated_at:type_name -> google.protobuf.Timestamp
-	10, // 17: tollgate.v1.Credential.updated_at:type_name -> google.protobuf.Timestamp
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	11, // 14: tollgate.v1.Deployment.options:type_name -> tollgate.v1.Deployment.OptionsEntry
+	5,  // 15: tollgate.v1.ModelRoute.deployments:type_name -> tollgate.v1.Deployment
+	12, // 16: tollgate.v1.ModelRoute.created_at:type_name -> google.protobuf.Timestamp
+	12, // 17: tollgate.v1.ModelRoute.updated_at:type_name -> google.protobuf.Timestamp
+	6,  // 18: tollgate.v1.ModelRoute.options:type_name -> tollgate.v1.RouteOptions
+	12, // 19: tollgate.v1.Credential.updated_at:type_name -> google.protobuf.Timestamp
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_resources_proto_init() }
@@ -862,7 +999,7 @@ func file_tollgate_v1_resources_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_v1_resources_proto_rawDesc), len(file_tollgate_v1_resources_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
