@@ -39,6 +39,7 @@ func init() {
 		pb.KeyService_RevokeKey_FullMethodName, pb.KeyService_RotateKey_FullMethodName,
 		pb.ModelService_AddDeployment_FullMethodName, pb.ModelService_UpdateDeployment_FullMethodName,
 		pb.ModelService_RemoveDeployment_FullMethodName, pb.ModelService_DeleteModel_FullMethodName,
+		pb.ModelService_SetRouteOptions_FullMethodName,
 		pb.CredentialService_SetCredential_FullMethodName, pb.CredentialService_DeleteCredential_FullMethodName,
 		pb.ClusterService_RemoveNode_FullMethodName, pb.ClusterService_RestoreSnapshot_FullMethodName,
 		pb.TeamService_CreateTeam_FullMethodName, pb.TeamService_UpdateTeam_FullMethodName,

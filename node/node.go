@@ -87,6 +87,11 @@ type Config struct {
 	MaxBodyBytes int64
 	// UpstreamTimeout bounds an upstream call (see proxy.Config).
 	UpstreamTimeout time.Duration
+	// MaxAttempts, RetryBackoff and Cooldown tune retries and deployment
+	// cooldowns (see proxy.Config); zero values take its defaults.
+	MaxAttempts  uint32
+	RetryBackoff time.Duration
+	Cooldown     time.Duration
 	// DrainTimeout bounds how long in-flight requests may finish on
 	// shutdown. Default 30s.
 	DrainTimeout time.Duration
@@ -209,6 +214,7 @@ func New(cfg Config) (*Node, error) {
 		State: n.store, MaxBodyBytes: cfg.MaxBodyBytes, UpstreamTimeout: cfg.UpstreamTimeout,
 		Recorders: []proxy.Recorder{ledgerRecorder{n.ledger, n.cfg.NodeID, cfg.Logger}, proxy.NewMetrics(reg)},
 		Pricing:   n.pricing, Budgets: n.budgets, Limiter: n.limiter, OutputCap: cfg.BudgetOutputCap, Logger: cfg.Logger,
+		MaxAttempts: cfg.MaxAttempts, RetryBackoff: cfg.RetryBackoff, Cooldown: cfg.Cooldown,
 	})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -223,7 +229,7 @@ func New(cfg Config) (*Node, error) {
 	}
 
 	adm := admin.New(admin.Config{Store: n.store, BootstrapToken: n.adminToken, Logger: cfg.Logger,
-		Prices: n.pricing.apiPrice})
+		Prices: n.pricing.apiPrice, TestModel: dataPlane.TestModel})
 	n.grpcSrv = grpc.NewServer(
 		grpc.ChainUnaryInterceptor(adm.UnaryInterceptor(), n.forwardInterceptor),
 		grpc.ChainStreamInterceptor(adm.StreamInterceptor()),

@@ -16,17 +16,22 @@ import (
 	"google.golang.org/grpc/status"
 
 	tollgatev1 "github.com/tollgate/tollgate/proto/tollgate/v1"
+	"github.com/tollgate/tollgate/routing"
 )
 
-var providers = []string{"openai", "openai-compatible", "demo"}
-
-const openAIBaseURL = "https://api.openai.com/v1"
+// providerNames are the accepted --provider values: the provider kinds,
+// then the OpenAI-compatible presets.
+func providerNames() []string {
+	return append(slices.Clone(routing.Providers), routing.PresetNames()...)
+}
 
 // deploymentFlags are the per-deployment settings shared by add and update.
 type deploymentFlags struct {
 	provider, baseURL, upstreamModel, credential string
 	weight, priority                             uint32
-	timeout                                      string
+	timeout, firstTokenTimeout                   string
+	options                                      []string
+	clearOptions                                 bool // model update only
 	// Prices in dollars per million tokens; model add only.
 	inputPrice, outputPrice, cachedPrice string
 	limits                               limitFlags
@@ -40,25 +45,36 @@ func newDeploymentFlags() *deploymentFlags {
 // unset flags get defaults, rather than model update, where they stay as is.
 func (d *deploymentFlags) register(cmd *cobra.Command, add bool) {
 	f := cmd.Flags()
-	baseURL, upstream, timeout := "API root including the version path, e.g. http://127.0.0.1:8000/v1 (default for openai: "+openAIBaseURL+"; not used by demo)",
-		"model name sent upstream (default: NAME)",
-		"upstream request timeout for this deployment, e.g. 30s or 2m (default: the node's)"
+	baseURL := "API root including the version path, e.g. http://127.0.0.1:8000/v1; required for openai-compatible and " +
+		"azure-openai (https://NAME.openai.azure.com), defaulted for the other providers (default for openai: " + routing.OpenAIBaseURL + ")"
+	upstream := `model name sent upstream (for azure-openai: the Azure deployment name); "*" on a wildcard route sends the name the client asked for (default: NAME)`
+	timeout := "upstream request timeout for this deployment, e.g. 30s or 2m (default: the node's)"
+	firstToken := "for streams: the longest wait for the first token before the deployment counts as failed and the next one is tried, e.g. 5s (default: no limit beyond the upstream timeout)"
+	option := "provider option key=value; repeat for more: api_version (azure-openai), region (bedrock), vertex_project and vertex_location (gemini on Vertex AI)"
 	if !add {
-		baseURL = "new API root including the version path, e.g. http://127.0.0.1:8000/v1"
-		upstream = "new model name sent upstream"
+		baseURL = `new API root including the version path, e.g. http://127.0.0.1:8000/v1; "" for the provider's default`
+		upstream = `new model name sent upstream ("*": the name the client asked for)`
 		timeout = "new upstream request timeout, e.g. 30s or 2m; 0 goes back to the node's default"
+		firstToken = "new longest wait for the first token of a stream, e.g. 5s; 0 removes the limit"
+		option = "provider option key=value; repeat for more. Replaces all of the deployment's options: the ones not given are removed"
 	}
-	f.StringVar(&d.provider, "provider", "", "provider kind: "+strings.Join(providers, ", "))
+	f.StringVar(&d.provider, "provider", "", "provider kind: "+strings.Join(routing.Providers, ", ")+
+		"; or a preset (a known OpenAI-compatible server): "+strings.Join(routing.PresetNames(), ", "))
 	f.StringVar(&d.baseURL, "base-url", "", baseURL)
 	f.StringVar(&d.upstreamModel, "upstream-model", "", upstream)
 	f.StringVar(&d.credential, "credential", "", "name of the stored credential sent upstream (see tollctl credential); empty for none")
 	f.Uint32Var(&d.weight, "weight", 0, "relative share of traffic among deployments of the same priority (0 means 1)")
 	f.Uint32Var(&d.priority, "priority", 0, "lower is preferred; higher priorities serve only when all lower ones failed")
 	f.StringVar(&d.timeout, "upstream-timeout", "", timeout)
+	f.StringVar(&d.firstTokenTimeout, "first-token-timeout", "", firstToken)
+	f.StringArrayVar(&d.options, "option", nil, option)
 	if add {
 		f.StringVar(&d.inputPrice, "input-price", "", "price override: dollars per million prompt tokens, e.g. 2.50 (default: the built-in price of the upstream model, see model prices)")
 		f.StringVar(&d.outputPrice, "output-price", "", "price override: dollars per million completion tokens, e.g. 10; needed with --input-price")
 		f.StringVar(&d.cachedPrice, "cached-price", "", "price override: dollars per million cached prompt tokens, e.g. 1.25 (default: the input price)")
+	} else {
+		f.BoolVar(&d.clearOptions, "clear-options", false, "remove all of the deployment's provider options")
+		cmd.MarkFlagsMutuallyExclusive("option", "clear-options")
 	}
 	d.limits.register(cmd, !add)
 }
@@ -94,15 +110,47 @@ func (a *app) modelAddCommand() *cobra.Command {
 		id string
 	)
 	cmd := &cobra.Command{
-		Use:   "add NAME --provider P [--base-url URL]",
+		Use:   "add NAME --provider P [--base-url URL] [--option KEY=VALUE]...",
 		Short: "Add a deployment to a model route, creating the route if needed",
 		Long: `Add a deployment serving the public model NAME. The route is created if it
-does not exist yet.
+does not exist yet. NAME may contain '*' wildcards (quote it for the shell,
+e.g. 'claude-*'): such a route serves every model name it matches that no
+other route or alias claims, and a deployment with --upstream-model '*' sends
+upstream the name the client asked for.
 
-Without --deployment, the deployment id is the provider name, with -2, -3 ...
-appended if that id is already taken in the route. --upstream-model defaults
-to NAME. --base-url is the API root including /v1; it is required except for
-the demo provider and defaults to ` + openAIBaseURL + ` for openai.
+--provider is the upstream's API: openai; openai-compatible (vLLM, Ollama
+and other servers speaking the OpenAI API); azure-openai; anthropic; gemini
+(Google AI Studio, or Vertex AI with --option vertex_project=...); bedrock
+(AWS, with --option region=...); or demo, which answers inside the gateway
+without any upstream. A preset stands for a known OpenAI-compatible server:
+the deployment is stored as openai-compatible with the preset's base URL and
+the option preset=NAME. The presets are:
+` + wrapList(routing.PresetNames(), 78, "  ") + `
+
+--base-url is the API root including the version path, e.g.
+http://127.0.0.1:8000/v1. It is needed for openai-compatible and for
+azure-openai (the resource endpoint, https://NAME.openai.azure.com). The
+gateway fills in a default for the others: ` + routing.OpenAIBaseURL + `
+for openai, ` + routing.AnthropicBaseURL + ` for anthropic, AI Studio or the
+Vertex AI endpoint of vertex_location for gemini, the endpoint of the region
+for bedrock, and the preset's own for a preset.
+
+--option sets a provider option as key=value; repeat it for more:
+  azure-openai  api_version (default ` + routing.AzureAPIVersion + `)
+  bedrock       region (required), e.g. us-east-1
+  gemini        vertex_project: call Vertex AI instead of AI Studio;
+                vertex_location (default us-central1)
+
+The credential (see tollctl credential) is the provider's API key; for
+gemini on Vertex AI an OAuth access token; for bedrock the AWS access key
+as ACCESS_KEY_ID:SECRET_ACCESS_KEY[:SESSION_TOKEN].
+
+Without --deployment, the deployment id is the --provider value, with -2,
+-3 ... appended if that id is already taken in the route. --upstream-model
+defaults to NAME; for azure-openai it is the name of the Azure deployment.
+
+--first-token-timeout bounds the wait for the first token of a stream:
+after it the deployment counts as failed and the next one is tried.
 
 Spend is counted with the built-in price of the upstream model when Tollgate
 knows it. --input-price and --output-price (with --cached-price optional)
@@ -114,14 +162,27 @@ tollctl model prices for the price each deployment uses.
 --rpm, --tpm and --max-parallel protect the upstream, cluster-wide: requests
 per minute, tokens (prompt plus completion) per minute and requests in
 flight at once. A deployment at one of its limits is skipped in favour of
-the others; 0 means unlimited.`,
+the others; 0 means unlimited.
+
+Routing options of the route (strategy, fallbacks, aliases) are set with
+tollctl model route; tollctl model test sends a test request.`,
 		Example: `  tollctl model add gpt-4o --provider openai --credential openai
+  tollctl model add claude-sonnet-4 --provider anthropic --upstream-model claude-sonnet-4-20250514 --credential anthropic
+  tollctl model add 'claude-*' --provider anthropic --upstream-model '*' --credential anthropic
+  tollctl model add gemini-2.5-flash --provider gemini --credential gemini
+  tollctl model add gemini-2.5-pro --provider gemini --option vertex_project=my-project \
+      --option vertex_location=europe-west4 --credential vertex-token
+  tollctl model add gpt-4o --provider azure-openai --base-url https://myresource.openai.azure.com \
+      --upstream-model my-gpt-4o --option api_version=2024-10-21 --credential azure
+  tollctl model add claude-sonnet-4 --provider bedrock --option region=us-east-1 \
+      --upstream-model us.anthropic.claude-sonnet-4-20250514-v1:0 --credential aws
+  tollctl model add llama-3.3-70b --provider groq --upstream-model llama-3.3-70b-versatile --credential groq
   tollctl model add llama --provider openai-compatible --base-url http://127.0.0.1:8000/v1 \
       --upstream-model meta-llama/Llama-3.1-8B --deployment local-vllm --weight 3 --upstream-timeout 2m
   tollctl model add echo --provider demo
-  tollctl model add llama --provider openai-compatible --base-url http://127.0.0.1:8000/v1 \
-      --input-price 0.20 --output-price 0.60
-  tollctl model add gpt-4o --provider openai --credential openai --rpm 500 --tpm 30000 --max-parallel 20`,
+  tollctl model add llama --provider vllm --input-price 0.20 --output-price 0.60
+  tollctl model add gpt-4o --provider openai --credential openai --rpm 500 --tpm 30000 --max-parallel 20 \
+      --first-token-timeout 5s`,
 		Args: exactArgs("name"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
 			name := args[0]
@@ -129,8 +190,8 @@ the others; 0 means unlimited.`,
 			if err != nil {
 				return err
 			}
-			if dep.BaseUrl != "" && !hasVersionPath(dep.BaseUrl) {
-				fmt.Fprintf(a.stderr, "note: --base-url %s has no path; the API root usually ends in /v1\n", dep.BaseUrl)
+			if want := versionPath(dep.Provider, dep.Options); dep.BaseUrl != "" && want != "" && !hasVersionPath(dep.BaseUrl) {
+				fmt.Fprintf(a.stderr, "note: --base-url %s has no path; the API root of %s usually ends in %s\n", dep.BaseUrl, dep.Provider, want)
 			}
 			api, err := a.api()
 			if err != nil {
@@ -162,6 +223,10 @@ func (d *deploymentFlags) deployment(f *pflag.FlagSet, name string) (*tollgatev1
 	if err := checkProvider(d.provider); err != nil {
 		return nil, err
 	}
+	options, err := parseOptions(d.options)
+	if err != nil {
+		return nil, err
+	}
 	dep := &tollgatev1.Deployment{
 		Provider:      d.provider,
 		BaseUrl:       d.baseURL,
@@ -169,38 +234,72 @@ func (d *deploymentFlags) deployment(f *pflag.FlagSet, name string) (*tollgatev1
 		Credential:    d.credential,
 		Weight:        d.weight,
 		Priority:      d.priority,
+		Options:       options,
 	}
 	if dep.UpstreamModel == "" {
 		dep.UpstreamModel = name
 	}
-	switch {
-	case dep.BaseUrl == "" && d.provider == "openai":
-		dep.BaseUrl = openAIBaseURL
-	case dep.BaseUrl == "" && d.provider != "demo":
-		return nil, usageErrorf("--base-url is required for provider %s, e.g. http://127.0.0.1:8000/v1", d.provider)
-	case dep.BaseUrl != "":
-		u, err := checkBaseURL(dep.BaseUrl)
-		if err != nil {
+	if dep.BaseUrl == "" {
+		if err := needBaseURL(d.provider); err != nil {
 			return nil, err
 		}
-		dep.BaseUrl = u
+	} else {
+		if dep.BaseUrl, err = checkBaseURL(dep.BaseUrl); err != nil {
+			return nil, err
+		}
 	}
 	if f.Changed("upstream-timeout") {
-		ms, err := timeoutMillis(d.timeout)
-		if err != nil {
+		if dep.TimeoutMs, err = timeoutMillis("upstream-timeout", d.timeout); err != nil {
 			return nil, err
 		}
-		dep.TimeoutMs = ms
 	}
-	price, err := d.price(f)
-	if err != nil {
+	if f.Changed("first-token-timeout") {
+		if dep.FirstTokenTimeoutMs, err = timeoutMillis("first-token-timeout", d.firstTokenTimeout); err != nil {
+			return nil, err
+		}
+	}
+	if dep.Price, err = d.price(f); err != nil {
 		return nil, err
 	}
-	dep.Price = price
 	if dep.Limits, err = d.limits.create(); err != nil {
 		return nil, err
 	}
 	return dep, nil
+}
+
+// needBaseURL fails for the providers that have no default base URL.
+// Other missing settings (such as bedrock's region) are left to the
+// server, which names them.
+func needBaseURL(provider string) error {
+	switch provider {
+	case routing.ProviderOpenAICompatible:
+		return usageErrorf("--base-url is required for provider %s: the API root including /v1, e.g. http://127.0.0.1:8000/v1; or name a preset as the --provider: %s",
+			provider, strings.Join(routing.PresetNames(), ", "))
+	case routing.ProviderAzureOpenAI:
+		return usageErrorf("--base-url is required for provider %s: the resource endpoint, e.g. https://NAME.openai.azure.com", provider)
+	}
+	return nil
+}
+
+// versionPath returns the path the API root of provider usually ends in,
+// such as /v1, or "" when it has none (azure-openai, bedrock, some presets)
+// or the provider takes no base URL.
+func versionPath(provider string, options map[string]string) string {
+	switch provider {
+	case routing.ProviderOpenAI, routing.ProviderOpenAICompatible, routing.ProviderAnthropic:
+		return "/v1"
+	case routing.ProviderGemini:
+		if options["vertex_project"] != "" {
+			return "/v1"
+		}
+		return "/v1beta"
+	}
+	if p, ok := routing.Presets[provider]; ok {
+		if u, err := url.Parse(p.BaseURL); err == nil {
+			return strings.TrimRight(u.Path, "/")
+		}
+	}
+	return ""
 }
 
 // deriveDeploymentID picks the provider name, or provider-2, provider-3 ...
@@ -234,16 +333,29 @@ func (a *app) modelUpdateCommand() *cobra.Command {
 		Short: "Change one deployment of a model route",
 		Long: `Change settings of one deployment. Only the flags you give are sent;
 everything else stays as it is. --deployment may be left out when the route
-has exactly one deployment. Use --credential "" to stop sending a credential
-and --upstream-timeout 0 to go back to the node's default timeout.
+has exactly one deployment. Use --credential "" to stop sending a credential,
+--upstream-timeout 0 to go back to the node's default timeout and
+--first-token-timeout 0 to remove the first-token limit.
+
+--base-url "" goes back to the provider's default base URL. The base URL is
+not changed by --provider or --option: after switching the provider, or the
+region of a bedrock deployment, add --base-url "" (or a new URL) so that it
+matches.
+
+--option replaces all of the deployment's provider options: the ones you
+leave out are removed, including preset=NAME, which records the preset a
+deployment was made from: repeat it to keep it. --clear-options removes all
+options.
 
 Rate limits are replaced as a whole: --rpm, --tpm and --max-parallel you
 leave out keep their current values, so --rpm 600 alone changes only the
 requests per minute; 0 removes that one limit. --no-limits removes them all.`,
 		Example: `  tollctl model update gpt-4o --deployment openai --weight 3 --priority 1
-  tollctl model update llama --base-url http://10.0.0.7:8000/v1 --upstream-timeout 90s
+  tollctl model update llama --base-url http://10.0.0.7:8000/v1 --upstream-timeout 90s --first-token-timeout 10s
+  tollctl model update gpt-4o --deployment azure-openai --option api_version=2025-01-01-preview
+  tollctl model update claude-sonnet-4 --deployment bedrock --option region=eu-central-1 --base-url ""
   tollctl model update gpt-4o --deployment openai --rpm 1000 --max-parallel 0
-  tollctl model update llama --no-limits`,
+  tollctl model update llama --no-limits --first-token-timeout 0`,
 		Args: exactArgs("name"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
 			req, err := d.update(cmd.Flags(), args[0])
@@ -290,9 +402,12 @@ func (d *deploymentFlags) update(f *pflag.FlagSet, model string) (*tollgatev1.Up
 		req.Provider = &d.provider
 	}
 	if f.Changed("base-url") {
-		u, err := checkBaseURL(d.baseURL)
-		if err != nil {
-			return nil, err
+		u := "" // the provider's default
+		if d.baseURL != "" {
+			var err error
+			if u, err = checkBaseURL(d.baseURL); err != nil {
+				return nil, err
+			}
 		}
 		req.BaseUrl = &u
 	}
@@ -309,18 +424,36 @@ func (d *deploymentFlags) update(f *pflag.FlagSet, model string) (*tollgatev1.Up
 		req.Priority = &d.priority
 	}
 	if f.Changed("upstream-timeout") {
-		ms, err := timeoutMillis(d.timeout)
+		ms, err := timeoutMillis("upstream-timeout", d.timeout)
 		if err != nil {
 			return nil, err
 		}
 		req.TimeoutMs = &ms
 	}
+	if f.Changed("first-token-timeout") {
+		ms, err := timeoutMillis("first-token-timeout", d.firstTokenTimeout)
+		if err != nil {
+			return nil, err
+		}
+		req.FirstTokenTimeoutMs = &ms
+	}
+	if f.Changed("option") {
+		options, err := parseOptions(d.options)
+		if err != nil {
+			return nil, err
+		}
+		req.Options, req.SetOptions = options, true
+	}
+	if d.clearOptions {
+		req.Options, req.SetOptions = map[string]string{}, true
+	}
 	if err := d.limits.check(); err != nil {
 		return nil, err
 	}
 	if req.Provider == nil && req.BaseUrl == nil && req.UpstreamModel == nil && req.Credential == nil &&
-		req.Weight == nil && req.Priority == nil && req.TimeoutMs == nil && !d.limits.none && !d.limits.changed(f) {
-		return nil, usageErrorf("nothing to update: give at least one of --provider, --base-url, --upstream-model, --credential, --weight, --priority, --upstream-timeout, --rpm, --tpm, --max-parallel, --no-limits")
+		req.Weight == nil && req.Priority == nil && req.TimeoutMs == nil && req.FirstTokenTimeoutMs == nil &&
+		!req.SetOptions && !d.limits.none && !d.limits.changed(f) {
+		return nil, usageErrorf("nothing to update: give at least one of --provider, --base-url, --upstream-model, --credential, --weight, --priority, --upstream-timeout, --first-token-timeout, --option, --clear-options, --rpm, --tpm, --max-parallel, --no-limits")
 	}
 	return req, nil
 }
@@ -352,10 +485,30 @@ func findDeployment(ctx context.Context, models tollgatev1.ModelServiceClient, m
 }
 
 func checkProvider(p string) error {
-	if !slices.Contains(providers, p) {
-		return usageErrorf("invalid --provider %q: use one of %s", p, strings.Join(providers, ", "))
+	if !slices.Contains(providerNames(), p) {
+		return usageErrorf("invalid --provider %q: use one of %s; or a preset: %s", p,
+			strings.Join(routing.Providers, ", "), strings.Join(routing.PresetNames(), ", "))
 	}
 	return nil
+}
+
+// parseOptions turns repeated --option key=value flags into a map; nil
+// when there are none. An empty value is kept: the server decides whether
+// the option may be empty.
+func parseOptions(pairs []string) (map[string]string, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, usageErrorf("invalid --option %q: use key=value, e.g. region=us-east-1", p)
+		}
+		m[k] = strings.TrimSpace(v)
+	}
+	return m, nil
 }
 
 // checkBaseURL requires an absolute http(s) URL and drops a trailing slash.
@@ -372,14 +525,37 @@ func hasVersionPath(base string) bool {
 	return err == nil && strings.Trim(u.Path, "/") != ""
 }
 
-// timeoutMillis converts --upstream-timeout to whole milliseconds.
-func timeoutMillis(s string) (uint32, error) {
+// timeoutMillis converts the duration of --flag to whole milliseconds.
+func timeoutMillis(flag, s string) (uint32, error) {
 	d, err := parseDuration(s)
 	if err != nil {
-		return 0, &usageError{msg: "--upstream-timeout: " + err.Error()}
+		return 0, &usageError{msg: "--" + flag + ": " + err.Error()}
 	}
 	if d != 0 && d < time.Millisecond || d.Milliseconds() > math.MaxUint32 {
-		return 0, usageErrorf("--upstream-timeout %s is out of range (1ms to about 49 days, or 0 for the default)", s)
+		return 0, usageErrorf("--%s %s is out of range (1ms to about 49 days, or 0)", flag, s)
 	}
 	return uint32(d.Milliseconds()), nil
+}
+
+// wrapList joins items with ", " into lines that start with indent and stay
+// within width columns.
+func wrapList(items []string, width int, indent string) string {
+	var b strings.Builder
+	line := indent
+	for i, s := range items {
+		if i < len(items)-1 {
+			s += ","
+		}
+		switch {
+		case line == indent:
+			line += s
+		case len(line)+1+len(s) > width:
+			b.WriteString(line + "\n")
+			line = indent + s
+		default:
+			line += " " + s
+		}
+	}
+	b.WriteString(line)
+	return b.String()
 }

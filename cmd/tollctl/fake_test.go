@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate/tollgate/proto/tollgate/v1"
+	"github.com/tollgate/tollgate/routing"
 )
 
 const testToken = "test-admin-token"
@@ -332,10 +333,14 @@ func (s *fakeKeys) RotateKey(_ context.Context, req *tollgatev1.RotateKeyRequest
 
 type fakeModels struct {
 	tollgatev1.UnimplementedModelServiceServer
-	mu         sync.Mutex
-	routes     map[string]*tollgatev1.ModelRoute
-	lastUpdate *tollgatev1.UpdateDeploymentRequest
-	calls      []string
+	mu            sync.Mutex
+	routes        map[string]*tollgatev1.ModelRoute
+	lastAdd       *tollgatev1.AddDeploymentRequest
+	lastUpdate    *tollgatev1.UpdateDeploymentRequest
+	lastRouteOpts *tollgatev1.SetRouteOptionsRequest
+	lastTest      *tollgatev1.TestModelRequest
+	testResp      *tollgatev1.TestModelResponse // nil: a 200 from the first deployment
+	calls         []string
 }
 
 func (s *fakeModels) route(name string) (*tollgatev1.ModelRoute, error) {
@@ -369,9 +374,15 @@ func (s *fakeModels) AddDeployment(_ context.Context, req *tollgatev1.AddDeploym
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.called("AddDeployment")
-	d := req.GetDeployment()
+	s.lastAdd = proto.Clone(req).(*tollgatev1.AddDeploymentRequest)
+	d := proto.Clone(req.GetDeployment()).(*tollgatev1.Deployment)
 	if req.Model == "" || d.GetId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "model and deployment id are required")
+	}
+	// As the real server: defaults, presets and options are checked by
+	// routing.NormalizeDeployment.
+	if err := routing.NormalizeDeployment(d); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "model %q, deployment %q: %v", req.Model, d.Id, err)
 	}
 	r, ok := s.routes[req.Model]
 	if !ok {
@@ -394,7 +405,7 @@ func (s *fakeModels) UpdateDeployment(_ context.Context, req *tollgatev1.UpdateD
 	if err != nil {
 		return nil, err
 	}
-	d := r.Deployments[i]
+	d := proto.Clone(r.Deployments[i]).(*tollgatev1.Deployment)
 	if req.Provider != nil {
 		d.Provider = *req.Provider
 	}
@@ -416,10 +427,83 @@ func (s *fakeModels) UpdateDeployment(_ context.Context, req *tollgatev1.UpdateD
 	if req.TimeoutMs != nil {
 		d.TimeoutMs = *req.TimeoutMs
 	}
+	if req.FirstTokenTimeoutMs != nil {
+		d.FirstTokenTimeoutMs = *req.FirstTokenTimeoutMs
+	}
+	if req.SetOptions {
+		d.Options = maps.Clone(req.Options)
+	}
 	if req.Limits != nil {
 		d.Limits = storedLimits(req.Limits)
 	}
+	if err := routing.NormalizeDeployment(d); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "model %q, deployment %q: %v", req.Model, d.Id, err)
+	}
+	r.Deployments[i] = d
 	return &tollgatev1.UpdateDeploymentResponse{Route: cloneRoute(r)}, nil
+}
+
+// fakeStrategies are the routing strategies the fake accepts.
+var fakeStrategies = []string{"weighted", "least-inflight", "latency", "cost"}
+
+func (s *fakeModels) SetRouteOptions(_ context.Context, req *tollgatev1.SetRouteOptionsRequest) (*tollgatev1.SetRouteOptionsResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.called("SetRouteOptions")
+	s.lastRouteOpts = proto.Clone(req).(*tollgatev1.SetRouteOptionsRequest)
+	r, err := s.route(req.Model)
+	if err != nil {
+		return nil, err
+	}
+	o := req.GetOptions()
+	if st := o.GetStrategy(); st != "" && !slices.Contains(fakeStrategies, st) {
+		return nil, status.Errorf(codes.InvalidArgument, "unknown strategy %q; one of %s", st, strings.Join(fakeStrategies, ", "))
+	}
+	for _, f := range slices.Concat(o.GetFallbacks(), o.GetContextFallbacks()) {
+		if _, ok := s.routes[f]; !ok {
+			return nil, status.Errorf(codes.FailedPrecondition, "fallback model %q does not exist; add it first", f)
+		}
+	}
+	if o.GetMaxAttempts() > 10 {
+		return nil, status.Errorf(codes.InvalidArgument, "max attempts %d: at most 10", o.GetMaxAttempts())
+	}
+	r.Options = proto.Clone(o).(*tollgatev1.RouteOptions)
+	if proto.Equal(r.Options, &tollgatev1.RouteOptions{}) {
+		r.Options = nil
+	}
+	return &tollgatev1.SetRouteOptionsResponse{Route: cloneRoute(r)}, nil
+}
+
+func (s *fakeModels) TestModel(_ context.Context, req *tollgatev1.TestModelRequest) (*tollgatev1.TestModelResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.called("TestModel")
+	s.lastTest = proto.Clone(req).(*tollgatev1.TestModelRequest)
+	r, err := s.route(req.Model)
+	if err != nil {
+		return nil, err
+	}
+	if s.testResp != nil {
+		return proto.Clone(s.testResp).(*tollgatev1.TestModelResponse), nil
+	}
+	d := r.GetDeployments()[0]
+	return &tollgatev1.TestModelResponse{Status: 200, Route: r.Name, Deployment: d.Id, Provider: d.Provider,
+		Attempts: 1, LatencyMs: 412, Reply: "Hello! How can I help?", PromptTokens: 9, CompletionTokens: 12}, nil
+}
+
+// setTestResponse makes TestModel answer resp.
+func (s *fakeModels) setTestResponse(resp *tollgatev1.TestModelResponse) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.testResp = resp
+}
+
+// lastRequests returns the last AddDeployment, SetRouteOptions and
+// TestModel requests the server received.
+func (s *fakeModels) lastRequests() (*tollgatev1.AddDeploymentRequest, *tollgatev1.SetRouteOptionsRequest, *tollgatev1.TestModelRequest) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastAdd, s.lastRouteOpts, s.lastTest
 }
 
 func (s *fakeModels) RemoveDeployment(_ context.Context, req *tollgatev1.RemoveDeploymentRequest) (*tollgatev1.RemoveDeploymentResponse, error) {

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	tollgatev1 "github.com/tollgate/tollgate/proto/tollgate/v1"
+	"github.com/tollgate/tollgate/routing"
 )
 
 func deploymentIDs(f *fake, model string) []string {
@@ -36,7 +37,7 @@ func TestModelAddDerivesDeploymentIDs(t *testing.T) {
 	}
 
 	deps := f.models.get("gpt-4o").GetDeployments()
-	if d := deps[0]; d.BaseUrl != openAIBaseURL || d.UpstreamModel != "gpt-4o" || d.Credential != "openai" {
+	if d := deps[0]; d.BaseUrl != routing.OpenAIBaseURL || d.UpstreamModel != "gpt-4o" || d.Credential != "openai" {
 		t.Errorf("defaults: %v", d)
 	}
 	if d := deps[1]; d.BaseUrl != "https://eu.example.com/v1" {
@@ -75,7 +76,7 @@ func TestModelAddValidation(t *testing.T) {
 		{"model", "add", "m", "--provider", "openai-compatible"},                                    // no base URL
 		{"model", "add", "m", "--provider", "openai-compatible", "--base-url", "ftp://x/v1"},        // not http(s)
 		{"model", "add", "m", "--provider", "openai-compatible", "--base-url", "127.0.0.1:8000/v1"}, // no scheme
-		{"model", "add", "m", "--provider", "anthropic", "--base-url", "http://x/v1"},               // unknown provider
+		{"model", "add", "m", "--provider", "anthropix", "--base-url", "http://x/v1"},               // unknown provider
 		{"model", "add", "m", "--base-url", "http://x/v1"},                                          // no provider
 		{"model", "add", "--provider", "demo"},                                                      // no name
 		{"model", "add", "m", "--provider", "demo", "--upstream-timeout", "soon"},
@@ -179,13 +180,13 @@ func TestModelListAndGet(t *testing.T) {
 	if len(lines) != 4 {
 		t.Fatalf("want header and 3 rows:\n%s", r.stdout)
 	}
-	if got := strings.Fields(lines[0]); !slices.Equal(got, []string{"MODEL", "DEPLOYMENT", "PROVIDER", "UPSTREAM-MODEL", "BASE-URL", "WEIGHT", "PRIORITY", "CREDENTIAL", "LIMITS"}) {
+	if got := strings.Fields(lines[0]); !slices.Equal(got, []string{"MODEL", "DEPLOYMENT", "PROVIDER", "UPSTREAM-MODEL", "BASE-URL", "WEIGHT", "PRIORITY", "CREDENTIAL", "FIRST-TOKEN", "OPTIONS", "LIMITS"}) {
 		t.Errorf("header = %v", got)
 	}
 	wantRows := [][]string{
-		{"echo", "demo", "demo", "echo", "-", "1", "0", "-", "-"},
-		{"gpt", "openai", "openai", "gpt", openAIBaseURL, "4", "1", "oa", "-"},
-		{"gpt", "openai-compatible", "openai-compatible", "qwen", "http://127.0.0.1:8000/v1", "1", "0", "-", "-"},
+		{"echo", "demo", "demo", "echo", "-", "1", "0", "-", "-", "-", "-"},
+		{"gpt", "openai", "openai", "gpt", routing.OpenAIBaseURL, "4", "1", "oa", "-", "-", "-"},
+		{"gpt", "openai-compatible", "openai-compatible", "qwen", "http://127.0.0.1:8000/v1", "1", "0", "-", "-", "-", "-"},
 	}
 	for i, want := range wantRows {
 		if got := strings.Fields(lines[i+1]); !slices.Equal(got, want) {
@@ -198,7 +199,7 @@ func TestModelListAndGet(t *testing.T) {
 		t.Fatalf("json = %v", routes)
 	}
 	d := routes[1]["deployments"].([]any)[0].(map[string]any)
-	if d["upstream_model"] != "gpt" || d["base_url"] != openAIBaseURL || d["weight"] != 4.0 || d["timeout_ms"] != 0.0 {
+	if d["upstream_model"] != "gpt" || d["base_url"] != routing.OpenAIBaseURL || d["weight"] != 4.0 || d["timeout_ms"] != 0.0 {
 		t.Errorf("json deployment = %v", d)
 	}
 

@@ -80,6 +80,10 @@ Flags:
 	str(&pprofAddr, "pprof-addr", "TOLLGATE_PPROF_ADDR", "", "serve Go's /debug/pprof on this address (keep it on loopback); empty: off")
 	str(&logLevel, "log-level", "TOLLGATE_LOG_LEVEL", "info", "log level: debug, info, warn, error")
 	fs.Int64Var(&maxBody, "max-body-bytes", envInt("TOLLGATE_MAX_BODY_BYTES", 8<<20), "largest accepted request body in bytes; larger ones get 413 [TOLLGATE_MAX_BODY_BYTES]")
+	var attempts int64
+	fs.Int64Var(&attempts, "max-attempts", envInt("TOLLGATE_MAX_ATTEMPTS", 3), "attempts per request on a model route: every deployment once, then retries of the retryable ones; a route may set its own [TOLLGATE_MAX_ATTEMPTS]")
+	fs.DurationVar(&cfg.RetryBackoff, "retry-backoff", envDuration("TOLLGATE_RETRY_BACKOFF", 100*time.Millisecond), "base of the jittered, doubling wait before a deployment is tried again [TOLLGATE_RETRY_BACKOFF]")
+	fs.DurationVar(&cfg.Cooldown, "cooldown", envDuration("TOLLGATE_COOLDOWN", 5*time.Second), "how long a failing deployment is skipped (doubling per further failure, up to 5m) before one request probes it [TOLLGATE_COOLDOWN]")
 	fs.DurationVar(&cfg.UpstreamTimeout, "upstream-timeout", envDuration("TOLLGATE_UPSTREAM_TIMEOUT", 10*time.Minute), "default timeout of an upstream call (a stream: until its first byte); a deployment may set its own [TOLLGATE_UPSTREAM_TIMEOUT]")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", envDuration("TOLLGATE_DRAIN_TIMEOUT", 30*time.Second), "how long in-flight requests may finish on SIGTERM [TOLLGATE_DRAIN_TIMEOUT]")
 	fs.BoolVar(&noSeed, "no-seed", os.Getenv("TOLLGATE_NO_SEED") != "", "on first start, do not create the starter routes (demo, and OpenAI's when OPENAI_API_KEY is set) [TOLLGATE_NO_SEED]")
@@ -112,6 +116,11 @@ Flags:
 		fmt.Fprintln(stderr, "tollgate: --max-body-bytes and --upstream-timeout must be positive, --drain-timeout not negative")
 		return 2
 	}
+	if attempts < 1 || attempts > 10 || cfg.RetryBackoff <= 0 || cfg.Cooldown <= 0 {
+		fmt.Fprintln(stderr, "tollgate: --max-attempts must be 1..10, --retry-backoff and --cooldown positive")
+		return 2
+	}
+	cfg.MaxAttempts = uint32(attempts)
 	cfg.MaxBodyBytes = maxBody
 	cfg.DrainDelay = -1
 	if drainDelay != "auto" {

@@ -288,3 +288,17 @@ func (m modelService) ListPrices(_ context.Context, req *pb.ListPricesRequest) (
 	}
 	return &pb.ListPricesResponse{Prices: out}, nil
 }
+
+// TestModel sends a tiny request through the model's route on this node.
+func (m modelService) TestModel(ctx context.Context, req *pb.TestModelRequest) (*pb.TestModelResponse, error) {
+	if err := checkName("model name", req.GetModel()); err != nil {
+		return nil, err
+	}
+	if m.s.testModel == nil {
+		return nil, status.Error(codes.Unimplemented, "this node has no data plane to test through")
+	}
+	if m.s.store.State().Resolve(req.GetModel()) == nil {
+		return nil, status.Errorf(codes.NotFound, "model %q not found", req.GetModel())
+	}
+	return m.s.testModel(ctx, req)
+}

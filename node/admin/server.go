@@ -44,6 +44,9 @@ type Config struct {
 	// price means unknown. ModelService.ListPrices shows it; when Prices
 	// is nil, every price is reported unknown.
 	Prices func(kind, baseURL, model string, override *pb.Price) (price *pb.Price, source string)
+	// TestModel sends a test request through the data plane of this node
+	// (ModelService.TestModel); nil answers Unimplemented.
+	TestModel func(ctx context.Context, req *pb.TestModelRequest) (*pb.TestModelResponse, error)
 }
 
 // Server serves the admin API. Register it on a grpc.Server together with
@@ -54,6 +57,7 @@ type Server struct {
 	hasBoot   bool
 	log       *slog.Logger
 	prices    func(kind, baseURL, model string, override *pb.Price) (*pb.Price, string)
+	testModel func(ctx context.Context, req *pb.TestModelRequest) (*pb.TestModelResponse, error)
 	now       func() time.Time
 }
 
@@ -62,7 +66,7 @@ func New(cfg Config) *Server {
 	if cfg.Store == nil {
 		panic("admin: Config.Store is nil")
 	}
-	s := &Server{store: cfg.Store, log: cfg.Logger, prices: cfg.Prices, now: time.Now}
+	s := &Server{store: cfg.Store, log: cfg.Logger, prices: cfg.Prices, testModel: cfg.TestModel, now: time.Now}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/tollgate/tollgate/node/budget"
 	"github.com/tollgate/tollgate/ratelimit"
+	"github.com/tollgate/tollgate/routing"
+	"github.com/tollgate/tollgate/routing/translate"
 )
 
 // OpenAI's error types, as its API returns them.
@@ -40,6 +42,27 @@ type errorDetail struct {
 	Type    string  `json:"type"`
 	Param   *string `json:"param"`
 	Code    *string `json:"code"`
+}
+
+// toError converts e for a translator.
+func (e apiError) toError(kind translate.ErrorKind) *translate.Error {
+	return &translate.Error{Status: e.status, Type: e.typ, Code: e.code, Param: e.param, Message: e.msg, Kind: kind}
+}
+
+// writeErrorIn answers with e in the error shape of the endpoint's API:
+// Anthropic's for /v1/messages, OpenAI's for the others.
+func writeErrorIn(w http.ResponseWriter, ep routing.Endpoint, e *translate.Error) {
+	var b []byte
+	if ep == routing.EndpointMessages {
+		b = translate.AnthropicInbound.EncodeError(e)
+	} else {
+		b = translate.EncodeOpenAIError(e)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(b)
 }
 
 // writeError answers with an error in OpenAI's JSON shape.

@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/tollgate/tollgate/raftstore"
 	"github.com/tollgate/tollgate/ratelimit"
 	"github.com/tollgate/tollgate/routing"
+	"github.com/tollgate/tollgate/routing/translate"
 )
 
 // StateSource yields the current control state; it must not block.
@@ -114,7 +116,17 @@ type Config struct {
 	// OutputCap is the completion tokens a budget reservation assumes for
 	// a request without max_tokens; default 4096.
 	OutputCap int64
-	Logger    *slog.Logger
+	// MaxAttempts bounds the attempts of one request on one route (every
+	// deployment is tried at least once); default 3. A route may set its
+	// own.
+	MaxAttempts uint32
+	// RetryBackoff is the base of the jittered backoff before a deployment
+	// is tried again; default 100ms.
+	RetryBackoff time.Duration
+	// Cooldown is how long a failing deployment is skipped (doubling with
+	// each further failure, up to MaxCooldown); defaults 5s and 5m.
+	Cooldown, MaxCooldown time.Duration
+	Logger                *slog.Logger
 }
 
 // Handler serves the OpenAI-compatible API.
@@ -124,6 +136,8 @@ type Handler struct {
 	log       *slog.Logger
 	idPrefix  string
 	idSeq     atomic.Uint64
+	health    healthTable
+	rnd       func(n uint64) uint64 // uniform in [0, n): weighted choice
 }
 
 // New returns a Handler.
@@ -140,7 +154,20 @@ func New(cfg Config) *Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	h := &Handler{cfg: cfg, transport: cfg.Transport, log: cfg.Logger}
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = 3
+	}
+	if cfg.RetryBackoff <= 0 {
+		cfg.RetryBackoff = 100 * time.Millisecond
+	}
+	if cfg.Cooldown <= 0 {
+		cfg.Cooldown = 5 * time.Second
+	}
+	if cfg.MaxCooldown < cfg.Cooldown {
+		cfg.MaxCooldown = max(5*time.Minute, cfg.Cooldown)
+	}
+	h := &Handler{cfg: cfg, transport: cfg.Transport, log: cfg.Logger, rnd: rand.Uint64N}
+	h.health.Cooldown, h.health.MaxCooldown = cfg.Cooldown, cfg.MaxCooldown
 	if h.transport == nil {
 		h.transport = NewTransport()
 	}
@@ -174,6 +201,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.proxy(w, r, routing.EndpointCompletions)
 	case "/v1/embeddings", "/embeddings":
 		h.proxy(w, r, routing.EndpointEmbeddings)
+	case "/v1/messages", "/messages":
+		h.proxy(w, r, routing.EndpointMessages)
+	case "/v1/responses", "/responses":
+		h.proxy(w, r, routing.EndpointResponses)
+	case "/v1/messages/count_tokens", "/messages/count_tokens":
+		h.countTokens(w, r)
 	case "/v1/models", "/models":
 		h.models(w, r)
 	default:
@@ -263,7 +296,7 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 		fail(errModelNotAllowed(req.Model))
 		return
 	}
-	route := st.Route(req.Model)
+	route := st.Resolve(req.Model)
 	if route == nil {
 		fail(errModelNotFound(req.Model))
 		return
@@ -446,65 +479,256 @@ func (h *Handler) finish(rec *Record) { h.commit(rec) }
 func (h *Handler) fail(w http.ResponseWriter, rec *Record, e apiError) {
 	rec.Status = e.status
 	h.commit(rec)
-	writeError(w, e)
+	writeErrorIn(w, rec.Endpoint, e.toError(translate.KindOther))
 }
 
-// forward tries the route's deployments in order until one answers.
+// failure is why one attempt did not serve the request. Nothing reached
+// the client yet, so another attempt may.
+type failure struct {
+	kind translate.ErrorKind
+	err  *translate.Error // what the client sees if this failure is the last
+	// raw is the upstream's own error answer (an OpenAI-wire upstream),
+	// passed through as it is to OpenAI-format clients.
+	raw        []byte
+	rawType    string
+	retryAfter string
+	// cools puts the deployment in cooldown; retry allows trying the same
+	// deployment again later in this request.
+	cools, retry bool
+	// rateLimited names the deployment limit that skipped it.
+	rateLimited string
+}
+
+// retryable reports whether another deployment (or route) may serve after
+// f: every failure but a request the upstream called invalid.
+func (f *failure) retryable() bool { return f.kind != translate.KindInvalidRequest }
+
+func failureOf(e apiError, kind translate.ErrorKind) *failure {
+	return &failure{kind: kind, err: e.toError(kind)}
+}
+
+// forward tries the route's deployments, by priority and strategy, with
+// retries and backoff, then the route's fallbacks, until one answers. A
+// failure the upstream blamed on the request ends the search at once.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, route *raftstore.Route, body []byte, req *routing.Request) {
-	var orderBuf [8]*raftstore.Deployment
-	deps := routing.Order(orderBuf[:0], route, rand.Uint64N)
-	for i, d := range deps {
-		rec.Attempts++
-		rec.Deployment, rec.Provider, rec.dep = d.ID, d.Provider, d
-		if t := rec.tickets[1]; t != nil { // the previous deployment did not serve
-			t.Done(0)
-			rec.tickets[1] = nil
+	x := &exchange{body: body, req: req}
+	var routeBuf [4]*raftstore.Route
+	routes := append(routeBuf[:0], route)
+	var last *failure
+	st := h.cfg.State.State()
+	for ri := 0; ri < len(routes); ri++ {
+		rt := routes[ri]
+		var orderBuf [8]*raftstore.Deployment
+		deps := h.order(orderBuf[:0], rt, time.Now().UnixNano())
+		attempts := int(h.cfg.MaxAttempts)
+		if rt.MaxAttempts > 0 {
+			attempts = int(rt.MaxAttempts)
 		}
-		if d.Provider == routing.ProviderDemo {
-			w.Header().Set("X-Tollgate-Deployment", d.ID)
-			rec.FirstByte = time.Since(rec.Start)
-			rec.Status = http.StatusOK
-			routing.ServeDemo(w, rec.Endpoint, req.Model, body, req, func(u routing.Usage) {
-				rec.Usage = u
-				h.commit(rec) // before the last byte, as for real upstreams
-			})
-			return
-		}
-		if d.Limits != nil && h.cfg.Limiter != nil {
-			checks := [1]ratelimit.Check{checkOf(d.Limits)}
-			t, refusal := h.cfg.Limiter.Admit(checks[:], estimateTokens(len(body), req, h.cfg.OutputCap))
-			if refusal != nil {
-				if i < len(deps)-1 {
-					continue // another deployment serves before the client sees a 429
+		attempts = max(attempts, len(deps))
+		var noRetry [8]bool
+		for a := 0; a < attempts && len(deps) > 0; a++ {
+			i := a % len(deps)
+			if a >= len(deps) {
+				if i == 0 {
+					if !anyRetry(noRetry[:min(len(deps), 8)]) {
+						break
+					}
+					if !sleepCtx(r, backoff(h.cfg.RetryBackoff, a/len(deps))) {
+						rec.Status = statusClientClosed
+						return
+					}
 				}
-				rec.RateLimited = refusal.Reason
-				w.Header().Set("Retry-After", strconv.FormatInt(int64(max(refusal.RetryAfter/time.Second, 1)), 10))
-				h.fail(w, rec, errDeploymentsBusy(req.Model, refusal))
+				if i < 8 && noRetry[i] {
+					continue
+				}
+			}
+			d := deps[i]
+			f := h.try(w, r, rec, rt, d, x)
+			if f == nil {
+				return // served, or the client went away
+			}
+			last = f
+			if f.cools {
+				h.health.failed(d, time.Now().UnixNano(), retryAfterOf(f.retryAfter))
+			}
+			if !f.retryable() {
+				h.failWith(w, rec, f)
 				return
 			}
-			rec.tickets[1] = t
-		}
-		if d.CredentialMissing {
-			if i < len(deps)-1 {
-				continue
+			if i < 8 && !f.retry {
+				noRetry[i] = true
 			}
-			h.fail(w, rec, apiError{http.StatusBadGateway, typeUpstream, "credential_missing", "",
-				"The deployment '" + d.ID + "' names a credential that is not set; an operator must run 'tollctl credential set " + d.CredentialName + "'."})
-			return
+			h.log.Debug("deployment failed, trying the next", "model", rt.Name, "deployment", d.ID, "error", f.err.Message)
 		}
-		retry := h.attempt(w, r, rec, d, body, req, i < len(deps)-1)
-		if !retry {
-			return
+		next := rt.Fallbacks
+		if last != nil && last.kind == translate.KindContextOverflow {
+			next = rt.ContextFallbacks
 		}
-		h.log.Debug("upstream unreachable, trying next deployment", "model", req.Model, "deployment", d.ID)
+		for _, name := range next {
+			if fr := st.Resolve(name); fr != nil && !slices.Contains(routes, fr) {
+				routes = append(routes, fr)
+			}
+		}
+	}
+	if last == nil {
+		last = failureOf(apiError{http.StatusServiceUnavailable, typeServer, "no_deployment", "",
+			"The model '" + route.Name + "' has no deployment that can serve this request."}, translate.KindOther)
+	}
+	h.failWith(w, rec, last)
+}
+
+func anyRetry(noRetry []bool) bool {
+	for _, n := range noRetry {
+		if !n {
+			return true
+		}
+	}
+	return false
+}
+
+// sleepCtx waits d unless the client goes away first.
+func sleepCtx(r *http.Request, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		return false
 	}
 }
 
-// attempt sends the request to one deployment. It returns true when the
-// upstream could not be reached and nothing was written, so the next
-// deployment may be tried.
-func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, rec *Record, d *raftstore.Deployment,
-	body []byte, req *routing.Request, canRetry bool) bool {
+func retryAfterOf(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	return 0
+}
+
+// failWith answers with a failure: the upstream's own error body for an
+// OpenAI-format client of an OpenAI-wire upstream, else the error in the
+// client's format.
+func (h *Handler) failWith(w http.ResponseWriter, rec *Record, f *failure) {
+	if f.rateLimited != "" {
+		rec.RateLimited = f.rateLimited
+	}
+	if f.retryAfter != "" {
+		w.Header().Set("Retry-After", f.retryAfter)
+	}
+	if rec.dep != nil {
+		w.Header().Set("X-Tollgate-Deployment", rec.dep.ID)
+	}
+	if f.raw != nil && openAIFormat(rec.Endpoint) && isJSONType(f.rawType) {
+		rec.Status = f.err.Status
+		h.commit(rec)
+		hdr := w.Header()
+		hdr["Content-Type"] = []string{f.rawType}
+		hdr["Content-Length"] = []string{strconv.Itoa(len(f.raw))}
+		w.WriteHeader(f.err.Status)
+		_, _ = w.Write(f.raw)
+		return
+	}
+	rec.Status = f.err.Status
+	h.commit(rec)
+	writeErrorIn(w, rec.Endpoint, f.err)
+}
+
+// try makes one attempt at deployment d of route rt. It returns nil when
+// the request is finished (answered, or the client went away) and the
+// failure otherwise, with nothing written to the client.
+func (h *Handler) try(w http.ResponseWriter, r *http.Request, rec *Record, rt *raftstore.Route, d *raftstore.Deployment, x *exchange) *failure {
+	rec.Attempts++
+	rec.Deployment, rec.Provider, rec.dep = d.ID, d.Provider, d
+	if rt.Name != rec.Model && rec.Model != "" {
+		rec.Deployment = rt.Name + "/" + d.ID // served by a fallback route
+	}
+	if t := rec.tickets[1]; t != nil { // the previous deployment did not serve
+		t.Done(0)
+		rec.tickets[1] = nil
+	}
+	if d.Provider == routing.ProviderDemo && !openAIFormat(rec.Endpoint) {
+		return h.tryTranslated(w, r, rec, rt, d, x)
+	}
+	if d.Provider == routing.ProviderDemo {
+		w.Header().Set("X-Tollgate-Deployment", d.ID)
+		rec.FirstByte = time.Since(rec.Start)
+		rec.Status = http.StatusOK
+		routing.ServeDemo(w, rec.Endpoint, x.req.Model, x.body, x.req, func(u routing.Usage) {
+			rec.Usage = u
+			h.commit(rec) // before the last byte, as for real upstreams
+		})
+		return nil
+	}
+	if d.Limits != nil && h.cfg.Limiter != nil {
+		checks := [1]ratelimit.Check{checkOf(d.Limits)}
+		t, refusal := h.cfg.Limiter.Admit(checks[:], estimateTokens(len(x.body), x.req, h.cfg.OutputCap))
+		if refusal != nil {
+			f := failureOf(errDeploymentsBusy(x.req.Model, refusal), translate.KindRateLimited)
+			f.rateLimited = refusal.Reason
+			f.retryAfter = strconv.FormatInt(int64(max(refusal.RetryAfter/time.Second, 1)), 10)
+			return f
+		}
+		rec.tickets[1] = t
+	}
+	if d.CredentialMissing {
+		return failureOf(apiError{http.StatusBadGateway, typeUpstream, "credential_missing", "",
+			"The deployment '" + d.ID + "' names a credential that is not set; an operator must run 'tollctl credential set " + d.CredentialName + "'."},
+			translate.KindAuth)
+	}
+	if tracks(rt) {
+		hh := h.health.of(d)
+		hh.inFlight.Add(1)
+		defer hh.inFlight.Add(-1)
+	}
+	var f *failure
+	switch {
+	case openAIFormat(rec.Endpoint) && routing.OpenAIWire(d.Provider):
+		f = h.attempt(w, r, rec, d, x)
+	case rec.Endpoint == routing.EndpointMessages && d.Provider == routing.ProviderAnthropic:
+		f = h.attemptAnthropic(w, r, rec, d, x)
+	case rec.Endpoint == routing.EndpointEmbeddings && d.Provider == routing.ProviderGemini:
+		f = h.attemptGeminiEmbeddings(w, r, rec, d, x)
+	case rec.Endpoint == routing.EndpointEmbeddings || rec.Endpoint == routing.EndpointCompletions:
+		what := "Embeddings"
+		if rec.Endpoint == routing.EndpointCompletions {
+			what = "Legacy completions"
+		}
+		f = failureOf(apiError{http.StatusBadRequest, typeInvalidRequest, "unsupported_endpoint", "",
+			what + " are not supported by the " + d.Provider + " provider of deployment '" + d.ID + "'."}, kindUnsupported)
+	default:
+		f = h.tryTranslated(w, r, rec, rt, d, x)
+	}
+	if f == nil && rec.Status < 400 {
+		h.health.succeeded(d, rec.UpstreamLatency, tracks(rt))
+	}
+	return f
+}
+
+// kindUnsupported marks a deployment that cannot serve this endpoint: the
+// next one may, and none is put in cooldown for it.
+const kindUnsupported = translate.KindNotFound
+
+// openAIFormat reports whether an endpoint speaks OpenAI's wire format
+// with clients (and passes through to OpenAI-wire upstreams).
+func openAIFormat(ep routing.Endpoint) bool {
+	return ep == routing.EndpointChat || ep == routing.EndpointCompletions || ep == routing.EndpointEmbeddings
+}
+
+// upstreamModel is the model name sent to d: its upstream model, or for
+// "*" the name the client asked for.
+func upstreamModel(d *raftstore.Deployment, requested string) string {
+	if d.UpstreamModel == "*" || d.UpstreamModel == "" {
+		return requested
+	}
+	return d.UpstreamModel
+}
+
+// attempt sends an OpenAI-format request to an OpenAI-wire deployment,
+// passing the body through with only the model renamed.
+func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, rec *Record, d *raftstore.Deployment, x *exchange) *failure {
 	timeout := h.cfg.UpstreamTimeout
 	if d.TimeoutMillis > 0 {
 		timeout = time.Duration(d.TimeoutMillis) * time.Millisecond
@@ -515,53 +739,66 @@ func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, rec *Record, d
 	timer := time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
 	defer timer.Stop()
 
+	req := x.req
 	out := getBuf()
-	out.b = routing.RewriteRequest(out.b[:0], body, req, d.UpstreamModel, rec.Endpoint != routing.EndpointEmbeddings)
+	includeUsage := rec.Endpoint != routing.EndpointEmbeddings
+	if p, ok := routing.PresetOf(d.Options); ok && p.NoStreamOptions {
+		includeUsage = false
+	}
+	out.b = routing.RewriteRequest(out.b[:0], x.body, req, upstreamModel(d, req.Model), includeUsage)
 	ureq, err := newUpstreamRequest(ctx, d, rec.Endpoint, out)
 	if err != nil { // newUpstreamRequest returned out to the pool
-		h.fail(w, rec, apiError{http.StatusBadGateway, typeUpstream, "bad_upstream_url", "", err.Error()})
-		return false
+		return failureOf(apiError{http.StatusBadGateway, typeUpstream, "bad_upstream_url", "", err.Error()}, translate.KindAuth)
 	}
 	sent := time.Now()
 	resp, err := h.transport.RoundTrip(ureq)
 	if err != nil {
-		switch {
-		case r.Context().Err() != nil:
-			rec.Status = statusClientClosed
-		case timedOut.Load():
-			h.fail(w, rec, apiError{http.StatusGatewayTimeout, typeTimeout, "upstream_timeout", "",
-				"The upstream deployment '" + d.ID + "' did not answer within " + timeout.String() + "."})
-		case canRetry && isConnectError(err):
-			return true
-		default:
-			h.fail(w, rec, apiError{http.StatusBadGateway, typeUpstream, "upstream_unreachable", "",
-				"The upstream deployment '" + d.ID + "' failed: " + upstreamErrText(err)})
-		}
-		return false
+		return h.transportFailure(r, rec, d, err, timedOut.Load(), timeout)
 	}
 	defer resp.Body.Close()
 	rec.UpstreamLatency = time.Since(sent)
-	w.Header().Set("X-Tollgate-Deployment", d.ID)
-	if isEventStream(resp.Header.Get("Content-Type")) {
-		timer.Stop() // the timeout covers the wait for the stream to start
-		h.stream(w, r, rec, resp, req)
-		return false
+	if isEventStream(resp.Header.Get("Content-Type")) && resp.StatusCode < 300 {
+		return h.stream(w, r, rec, resp, req, d, timer, &timedOut)
 	}
-	h.buffered(w, r, rec, resp, d, &timedOut, timeout)
-	return false
+	return h.buffered(w, r, rec, resp, d, &timedOut, timeout)
+}
+
+// transportFailure turns an upstream call's error into a failure, or nil
+// when the client went away.
+func (h *Handler) transportFailure(r *http.Request, rec *Record, d *raftstore.Deployment, err error, timedOut bool, timeout time.Duration) *failure {
+	switch {
+	case r.Context().Err() != nil:
+		rec.Status = statusClientClosed
+		return nil
+	case timedOut:
+		f := failureOf(apiError{http.StatusGatewayTimeout, typeTimeout, "upstream_timeout", "",
+			"The upstream deployment '" + d.ID + "' did not answer within " + timeout.String() + "."}, translate.KindTimeout)
+		f.cools, f.retry = true, true
+		return f
+	default:
+		f := failureOf(apiError{http.StatusBadGateway, typeUpstream, "upstream_unreachable", "",
+			"The upstream deployment '" + d.ID + "' failed: " + upstreamErrText(err)}, translate.KindOverloaded)
+		f.cools, f.retry = true, true
+		return f
+	}
+}
+
+// upstreamFailure classifies an upstream's error answer.
+func upstreamFailure(e *translate.Error) *failure {
+	f := &failure{kind: e.Kind, err: e}
+	switch e.Kind {
+	case translate.KindRateLimited, translate.KindOverloaded, translate.KindTimeout, translate.KindOther, translate.KindBadResponse:
+		f.cools, f.retry = true, true
+	case translate.KindQuotaExhausted, translate.KindAuth, translate.KindNotFound:
+		f.cools = true
+	}
+	return f
 }
 
 const statusClientClosed = 499
 
 func isEventStream(ct string) bool {
 	return strings.HasPrefix(ct, "text/event-stream")
-}
-
-// isConnectError reports whether err happened before the request could
-// reach the upstream (so another deployment may safely be tried).
-func isConnectError(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
 }
 
 func upstreamErrText(err error) string {

@@ -335,16 +335,20 @@ func TestUpstreamErrorsPassedThrough(t *testing.T) {
 	ms, url := startMock(t, mock.Options{})
 	_, secret := newKey(t)
 	g := startGateway(t, proxy.Config{})
+	// Retryable errors (429, 5xx) are tried three times (the default
+	// attempts) on the only deployment; the client then sees the
+	// upstream's own error. A 400 is the request's fault: no retry. A 401
+	// means the gateway's credential is wrong: the client gets a 502.
 	cases := []struct {
-		status     int
-		typ, code  string
-		retryAfter string
+		status, clientStatus, calls int
+		typ, code                   string
+		retryAfter                  string
 	}{
-		{500, "server_error", "<null>", ""},
-		{503, "server_error", "<null>", ""},
-		{429, "requests", "rate_limit_exceeded", "1"},
-		{400, "invalid_request_error", "<null>", ""},
-		{401, "invalid_request_error", "invalid_api_key", ""},
+		{500, 500, 3, "server_error", "<null>", ""},
+		{503, 503, 3, "server_error", "<null>", ""},
+		{429, 429, 3, "requests", "rate_limit_exceeded", "1"},
+		{400, 400, 1, "invalid_request_error", "<null>", ""},
+		{401, 502, 1, "invalid_request_error", "invalid_api_key", ""},
 	}
 	for _, tc := range cases {
 		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
@@ -352,7 +356,7 @@ func TestUpstreamErrorsPassedThrough(t *testing.T) {
 			route := newRoute(t, "uperr", dep(depID, url, "m?status="+strconv.Itoa(tc.status)))
 			before := ms.Stats().Errors
 			r := g.post(t, "/v1/chat/completions", secret, chatBody(route))
-			e := wantError(t, r, tc.status, tc.typ, tc.code)
+			e := wantError(t, r, tc.clientStatus, tc.typ, tc.code)
 			if want := "mockllm: injected " + http.StatusText(tc.status); e.Error.Message != want {
 				t.Errorf("message %q, want the upstream's %q", e.Error.Message, want)
 			}
@@ -362,11 +366,11 @@ func TestUpstreamErrorsPassedThrough(t *testing.T) {
 			if got := r.header.Get("X-Tollgate-Deployment"); got != depID {
 				t.Errorf("X-Tollgate-Deployment %q", got)
 			}
-			if ms.Stats().Errors != before+1 {
-				t.Error("upstream not called once")
+			if got := ms.Stats().Errors - before; got != int64(tc.calls) {
+				t.Errorf("upstream called %d times, want %d", got, tc.calls)
 			}
 			rec := g.rec.of(t, r)
-			if rec.Status != tc.status || rec.Usage.Present || rec.Attempts != 1 || rec.Deployment != depID {
+			if rec.Status != tc.clientStatus || rec.Usage.Present || rec.Attempts != tc.calls || rec.Deployment != depID {
 				t.Errorf("Record %+v", rec)
 			}
 		})
@@ -416,31 +420,34 @@ func TestUpstreamReset(t *testing.T) {
 	ms, url := startMock(t, mock.Options{})
 	_, secret := newKey(t)
 	g := startGateway(t, proxy.Config{})
-	first := uniq("dep")
-	backup := &pb.Deployment{Id: uniq("dep"), Provider: routing.ProviderOpenAICompatible, BaseUrl: url + "/v1",
-		UpstreamModel: "ok", Priority: 1}
-	route := newRoute(t, "reset", dep(first, url, "m?fault=reset"), backup)
-
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprint("stream=", stream), func(t *testing.T) {
+			// A route each: the failed deployment is in cooldown afterwards.
+			first := uniq("dep")
+			backup := &pb.Deployment{Id: uniq("dep"), Provider: routing.ProviderOpenAICompatible, BaseUrl: url + "/v1",
+				UpstreamModel: "ok", Priority: 1}
+			route := newRoute(t, "reset", dep(first, url, "m?fault=reset"), backup)
 			before := ms.Stats()
 			body := chatBody(route)
 			if stream {
 				body = chatBody(route, `"stream":true`)
 			}
 			r := g.post(t, "/v1/chat/completions", secret, body)
-			e := wantError(t, r, 502, "upstream_error", "upstream_unreachable")
-			if !strings.Contains(e.Error.Message, first) {
-				t.Errorf("message %q does not name the deployment", e.Error.Message)
+			// A reset before any byte reached the client is retried on the
+			// next deployment: the client sees the backup's answer.
+			if r.status != 200 {
+				t.Fatalf("status %d: %s", r.status, r.body)
 			}
-			// The request reached the upstream, so it is not retried elsewhere.
+			if got := r.header.Get("X-Tollgate-Deployment"); got != backup.Id {
+				t.Errorf("X-Tollgate-Deployment %q, want the backup %q", got, backup.Id)
+			}
 			after := ms.Stats()
-			if after.Resets != before.Resets+1 || after.Requests != before.Requests+1 {
-				t.Errorf("upstream requests %d->%d resets %d->%d; want one request, no failover",
+			if after.Resets != before.Resets+1 || after.Requests != before.Requests+2 {
+				t.Errorf("upstream requests %d->%d resets %d->%d; want the reset and one request to the backup",
 					before.Requests, after.Requests, before.Resets, after.Resets)
 			}
 			rec := g.rec.of(t, r)
-			if rec.Status != 502 || rec.Attempts != 1 || rec.Deployment != first {
+			if rec.Status != 200 || rec.Attempts != 2 || rec.Deployment != backup.Id || !rec.Usage.Present {
 				t.Errorf("Record %+v", rec)
 			}
 		})
@@ -486,15 +493,15 @@ func TestUpstreamTimeout(t *testing.T) {
 			if elapsed < 200*time.Millisecond || elapsed > 5*time.Second {
 				t.Errorf("answered after %v", elapsed)
 			}
-			if rec := tc.g.rec.of(t, r); rec.Status != 504 {
-				t.Errorf("Record status %d", rec.Status)
+			if rec := tc.g.rec.of(t, r); rec.Status != 504 || rec.Attempts != 3 {
+				t.Errorf("Record status %d after %d attempts, want 504 after 3", rec.Status, rec.Attempts)
 			}
 		})
 	}
 	// Runs after the parallel subtests: every timed-out upstream call was
-	// cancelled.
+	// cancelled. A timeout is retried: three attempts (the default) each.
 	t.Cleanup(func() {
-		waitFor(t, "three cancelled upstream requests", func() bool { return ms.Stats().Cancelled == 3 })
+		waitFor(t, "nine cancelled upstream requests", func() bool { return ms.Stats().Cancelled == 9 })
 		waitFor(t, "no upstream request in flight", func() bool { return ms.Stats().InFlight == 0 })
 	})
 }
@@ -560,11 +567,13 @@ func TestFailover(t *testing.T) {
 		before := ms.Stats().Requests
 		r := g.post(t, "/v1/chat/completions", secret, chatBody(route))
 		e := wantError(t, r, 502, "upstream_error", "upstream_unreachable")
-		if !strings.Contains(e.Error.Message, d2.Id) {
-			t.Errorf("message %q does not name the last deployment", e.Error.Message)
-		}
+		// Both are tried, then the first again after a backoff (three
+		// attempts by default); the error names the last one tried.
 		rec := g.rec.of(t, r)
-		if rec.Attempts != 2 || rec.Deployment != d2.Id || rec.Status != 502 {
+		if !strings.Contains(e.Error.Message, rec.Deployment) {
+			t.Errorf("message %q does not name the last deployment %s", e.Error.Message, rec.Deployment)
+		}
+		if rec.Attempts != 3 || (rec.Deployment != d1.Id && rec.Deployment != d2.Id) || rec.Status != 502 {
 			t.Errorf("Record %+v", rec)
 		}
 		if ms.Stats().Requests != before {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tollgate/tollgate/raftstore"
 	"github.com/tollgate/tollgate/routing"
+	"github.com/tollgate/tollgate/routing/translate"
 )
 
 // maxResponseBytes bounds a buffered (non-streaming) upstream response.
@@ -41,7 +42,11 @@ func (b *bodyReader) Close() error {
 func newUpstreamRequest(ctx context.Context, d *raftstore.Deployment, ep routing.Endpoint, body *buffer) (*http.Request, error) {
 	br := &bodyReader{buf: body}
 	br.Reset(body.b)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.BaseURL+ep.Path(), br)
+	u := d.BaseURL + ep.Path()
+	if d.Provider == routing.ProviderAzureOpenAI {
+		u = translate.OpenAIURL(targetOf(d, ""), ep.Path())
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, br)
 	if err != nil {
 		br.Close()
 		return nil, err
@@ -49,58 +54,84 @@ func newUpstreamRequest(ctx context.Context, d *raftstore.Deployment, ep routing
 	req.ContentLength = int64(len(body.b))
 	req.Header["Content-Type"] = contentTypeJSON
 	if d.Credential != "" {
-		req.Header["Authorization"] = []string{"Bearer " + d.Credential}
+		if d.Provider == routing.ProviderAzureOpenAI {
+			req.Header["Api-Key"] = []string{d.Credential}
+		} else {
+			req.Header["Authorization"] = []string{"Bearer " + d.Credential}
+		}
 	}
 	return req, nil
 }
 
-// buffered relays a non-streaming upstream response.
+// maxErrorBytes bounds an upstream's error answer.
+const maxErrorBytes = 1 << 20
+
+// buffered relays a non-streaming upstream response. An error answer,
+// or a body that broke off, is returned as a failure (nothing written).
 func (h *Handler) buffered(w http.ResponseWriter, r *http.Request, rec *Record, resp *http.Response,
-	d *raftstore.Deployment, timedOut *atomic.Bool, timeout time.Duration) {
+	d *raftstore.Deployment, timedOut *atomic.Bool, timeout time.Duration) *failure {
 	in := getBuf()
 	defer putBuf(in)
-	data, err := readAll(resp.Body, in.b[:0], maxResponseBytes)
+	limit := maxResponseBytes
+	if resp.StatusCode >= 300 {
+		limit = maxErrorBytes
+	}
+	data, err := readAll(resp.Body, in.b[:0], limit)
 	in.b = data
 	if err != nil {
 		switch {
 		case r.Context().Err() != nil:
 			rec.Status = statusClientClosed
+			return nil
 		case timedOut.Load():
-			h.fail(w, rec, apiError{http.StatusGatewayTimeout, typeTimeout, "upstream_timeout", "",
-				"The upstream deployment '" + d.ID + "' did not finish within " + timeout.String() + "."})
-		default:
-			h.fail(w, rec, apiError{http.StatusBadGateway, typeUpstream, "upstream_failed", "",
-				"The upstream deployment '" + d.ID + "' failed while answering: " + upstreamErrText(err)})
+			f := failureOf(apiError{http.StatusGatewayTimeout, typeTimeout, "upstream_timeout", "",
+				"The upstream deployment '" + d.ID + "' did not finish within " + timeout.String() + "."}, translate.KindTimeout)
+			f.cools, f.retry = true, true
+			return f
+		case resp.StatusCode < 300:
+			f := failureOf(apiError{http.StatusBadGateway, typeUpstream, "upstream_failed", "",
+				"The upstream deployment '" + d.ID + "' failed while answering: " + upstreamErrText(err)}, translate.KindOverloaded)
+			f.cools, f.retry = true, true
+			return f
 		}
-		return
+		// An error answer that broke off: classify what arrived.
+	}
+	ct := resp.Header.Get("Content-Type")
+	if resp.StatusCode >= 300 {
+		e := translate.ParseOpenAIError(resp.StatusCode, data)
+		if !isJSONType(ct) {
+			e.Type, e.Code = typeUpstream, "upstream_error"
+			e.Message = "The upstream deployment '" + d.ID + "' answered " + strconv.Itoa(resp.StatusCode) + ": " + snippetOf(data)
+		}
+		f := upstreamFailure(e)
+		f.retryAfter = resp.Header.Get("Retry-After")
+		if e.Kind != translate.KindAuth {
+			f.raw, f.rawType = append([]byte(nil), data...), ct
+		}
+		return f
 	}
 	rec.Status = resp.StatusCode
-	ct := resp.Header.Get("Content-Type")
-	if resp.StatusCode >= 400 && !isJSONType(ct) {
-		// Not an OpenAI error body (an HTML page from a proxy, say): wrap it.
-		snippet := string(bytes.TrimSpace(data))
-		if len(snippet) > 200 {
-			snippet = snippet[:200] + "…"
-		}
-		h.fail(w, rec, apiError{resp.StatusCode, typeUpstream, "upstream_error", "",
-			"The upstream deployment '" + d.ID + "' answered " + strconv.Itoa(resp.StatusCode) + ": " + snippet})
-		return
-	}
-	if resp.StatusCode < 300 {
-		rec.Usage = routing.UsageFromBody(data)
-	}
+	rec.Usage = routing.UsageFromBody(data)
 	hdr := w.Header()
+	hdr["X-Tollgate-Deployment"] = []string{d.ID}
 	if ct != "" {
 		hdr["Content-Type"] = []string{ct}
-	}
-	if ra := resp.Header.Get("Retry-After"); ra != "" {
-		hdr["Retry-After"] = []string{ra}
 	}
 	hdr["Content-Length"] = []string{strconv.Itoa(len(data))}
 	rec.FirstByte = time.Since(rec.Start)
 	h.commit(rec)
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(data)
+	return nil
+}
+
+// snippetOf returns the start of a non-JSON error body for a message.
+func snippetOf(data []byte) string {
+	s := string(bytes.TrimSpace(data))
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
 }
 
 func isJSONType(ct string) bool {
@@ -136,9 +167,41 @@ var (
 
 // stream relays a server-sent event stream event by event, flushing after
 // each. When the gateway turned on include_usage itself, the usage-only
-// chunk and the "usage":null members are hidden from the client.
-func (h *Handler) stream(w http.ResponseWriter, r *http.Request, rec *Record, resp *http.Response, req *routing.Request) {
+// chunk and the "usage":null members are hidden from the client. Nothing
+// is written until the first line arrives: a stream that fails or stays
+// silent past the deployment's first-token timeout is a failure, and
+// another deployment may serve.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, rec *Record, resp *http.Response, req *routing.Request,
+	d *raftstore.Deployment, timer *time.Timer, timedOut *atomic.Bool) *failure {
+	if d.FirstTokenTimeoutMillis > 0 {
+		timer.Reset(time.Duration(d.FirstTokenTimeoutMillis) * time.Millisecond)
+	}
+	br := readerPool.Get().(*bufio.Reader)
+	br.Reset(resp.Body)
+	defer func() {
+		br.Reset(nil)
+		readerPool.Put(br)
+	}()
+	first, ferr := br.ReadSlice('\n')
+	if ferr != nil && ferr != bufio.ErrBufferFull && (ferr != io.EOF || len(first) == 0) {
+		if r.Context().Err() != nil {
+			rec.Status = statusClientClosed
+			return nil
+		}
+		if timedOut.Load() {
+			f := failureOf(apiError{http.StatusGatewayTimeout, typeTimeout, "upstream_timeout", "",
+				"The upstream deployment '" + d.ID + "' sent no first token in time."}, translate.KindTimeout)
+			f.cools, f.retry = true, true
+			return f
+		}
+		f := failureOf(apiError{http.StatusBadGateway, typeUpstream, "upstream_failed", "",
+			"The upstream deployment '" + d.ID + "' ended the stream before its first event: " + upstreamErrText(ferr)}, translate.KindOverloaded)
+		f.cools, f.retry = true, true
+		return f
+	}
+	timer.Stop() // the timeout covers the wait for the stream to start
 	hdr := w.Header()
+	hdr["X-Tollgate-Deployment"] = []string{d.ID}
 	hdr["Content-Type"] = []string{resp.Header.Get("Content-Type")}
 	hdr["Cache-Control"] = []string{"no-cache"}
 	hdr["X-Accel-Buffering"] = []string{"no"}
@@ -146,19 +209,10 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, rec *Record, re
 	rec.Status = resp.StatusCode
 	rec.FirstByte = time.Since(rec.Start)
 	fl, _ := w.(http.Flusher)
-	if fl != nil {
-		fl.Flush()
-	}
 	hide := !req.IncludeUsage
-	br := readerPool.Get().(*bufio.Reader)
-	br.Reset(resp.Body)
-	defer func() {
-		br.Reset(nil)
-		readerPool.Put(br)
-	}()
 	skipBlank := false
+	line, err := first, ferr
 	for {
-		line, err := br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
 			long := append([]byte(nil), line...)
 			for err == bufio.ErrBufferFull {
@@ -172,14 +226,14 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, rec *Record, re
 			skipBlank, werr = h.relayLine(w, fl, rec, line, hide, skipBlank)
 			if werr != nil {
 				rec.Status = statusClientClosed
-				return
+				return nil
 			}
 		}
 		if err != nil {
 			if err != io.EOF {
 				if r.Context().Err() != nil {
 					rec.Status = statusClientClosed
-					return
+					return nil
 				}
 				// The upstream broke mid-stream. Abort the client's
 				// connection too, so that it sees a truncated stream rather
@@ -193,8 +247,9 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, rec *Record, re
 			if fl != nil {
 				fl.Flush()
 			}
-			return
+			return nil
 		}
+		line, err = br.ReadSlice('\n')
 	}
 }
 

@@ -859,6 +859,178 @@ func (x *RotateKeyResponse) GetSecret() string {
 	return ""
 }
 
+type TestModelRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Model string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// The user message; default "Say hello."
+	Prompt        string `protobuf:"bytes,2,opt,name=prompt,proto3" json:"prompt,omitempty"`
+	Stream        bool   `protobuf:"varint,3,opt,name=stream,proto3" json:"stream,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TestModelRequest) Reset() {
+	*x = TestModelRequest{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TestModelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TestModelRequest) ProtoMessage() {}
+
+func (x *TestModelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TestModelRequest.ProtoReflect.Descriptor instead.
+func (*TestModelRequest) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *TestModelRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *TestModelRequest) GetPrompt() string {
+	if x != nil {
+		return x.Prompt
+	}
+	return ""
+}
+
+func (x *TestModelRequest) GetStream() bool {
+	if x != nil {
+		return x.Stream
+	}
+	return false
+}
+
+type TestModelResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// HTTP status the client would have seen.
+	Status int32 `protobuf:"varint,1,opt,name=status,proto3" json:"status,omitempty"`
+	// The route and deployment that answered (the last one tried on failure).
+	Route      string `protobuf:"bytes,2,opt,name=route,proto3" json:"route,omitempty"`
+	Deployment string `protobuf:"bytes,3,opt,name=deployment,proto3" json:"deployment,omitempty"`
+	Provider   string `protobuf:"bytes,4,opt,name=provider,proto3" json:"provider,omitempty"`
+	Attempts   uint32 `protobuf:"varint,5,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	LatencyMs  int64  `protobuf:"varint,6,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
+	// The reply text, or the error message.
+	Reply            string `protobuf:"bytes,7,opt,name=reply,proto3" json:"reply,omitempty"`
+	PromptTokens     int64  `protobuf:"varint,8,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	CompletionTokens int64  `protobuf:"varint,9,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *TestModelResponse) Reset() {
+	*x = TestModelResponse{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TestModelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TestModelResponse) ProtoMessage() {}
+
+func (x *TestModelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TestModelResponse.ProtoReflect.Descriptor instead.
+func (*TestModelResponse) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *TestModelResponse) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
+func (x *TestModelResponse) GetRoute() string {
+	if x != nil {
+		return x.Route
+	}
+	return ""
+}
+
+func (x *TestModelResponse) GetDeployment() string {
+	if x != nil {
+		return x.Deployment
+	}
+	return ""
+}
+
+func (x *TestModelResponse) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *TestModelResponse) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *TestModelResponse) GetLatencyMs() int64 {
+	if x != nil {
+		return x.LatencyMs
+	}
+	return 0
+}
+
+func (x *TestModelResponse) GetReply() string {
+	if x != nil {
+		return x.Reply
+	}
+	return ""
+}
+
+func (x *TestModelResponse) GetPromptTokens() int64 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
+func (x *TestModelResponse) GetCompletionTokens() int64 {
+	if x != nil {
+		return x.CompletionTokens
+	}
+	return 0
+}
+
 type SetRouteOptionsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Model         string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
@@ -869,7 +1041,7 @@ type SetRouteOptionsRequest struct {
 
 func (x *SetRouteOptionsRequest) Reset() {
 	*x = SetRouteOptionsRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[14]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -881,7 +1053,7 @@ func (x *SetRouteOptionsRequest) String() string {
 func (*SetRouteOptionsRequest) ProtoMessage() {}
 
 func (x *SetRouteOptionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[14]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -894,7 +1066,7 @@ func (x *SetRouteOptionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRouteOptionsRequest.ProtoReflect.Descriptor instead.
 func (*SetRouteOptionsRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SetRouteOptionsRequest) GetModel() string {
@@ -920,7 +1092,7 @@ type SetRouteOptionsResponse struct {
 
 func (x *SetRouteOptionsResponse) Reset() {
 	*x = SetRouteOptionsResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[15]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -932,7 +1104,7 @@ func (x *SetRouteOptionsResponse) String() string {
 func (*SetRouteOptionsResponse) ProtoMessage() {}
 
 func (x *SetRouteOptionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[15]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -945,7 +1117,7 @@ func (x *SetRouteOptionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRouteOptionsResponse.ProtoReflect.Descriptor instead.
 func (*SetRouteOptionsResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SetRouteOptionsResponse) GetRoute() *ModelRoute {
@@ -965,7 +1137,7 @@ type ListPricesRequest struct {
 
 func (x *ListPricesRequest) Reset() {
 	*x = ListPricesRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[16]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1149,7 @@ func (x *ListPricesRequest) String() string {
 func (*ListPricesRequest) ProtoMessage() {}
 
 func (x *ListPricesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[16]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1162,7 @@ func (x *ListPricesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPricesRequest.ProtoReflect.Descriptor instead.
 func (*ListPricesRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListPricesRequest) GetModel() string {
@@ -1016,7 +1188,7 @@ type PriceRow struct {
 
 func (x *PriceRow) Reset() {
 	*x = PriceRow{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[17]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1200,7 @@ func (x *PriceRow) String() string {
 func (*PriceRow) ProtoMessage() {}
 
 func (x *PriceRow) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[17]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1213,7 @@ func (x *PriceRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PriceRow.ProtoReflect.Descriptor instead.
 func (*PriceRow) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PriceRow) GetModel() string {
@@ -1095,7 +1267,7 @@ type ListPricesResponse struct {
 
 func (x *ListPricesResponse) Reset() {
 	*x = ListPricesResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[18]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1279,7 @@ func (x *ListPricesResponse) String() string {
 func (*ListPricesResponse) ProtoMessage() {}
 
 func (x *ListPricesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[18]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1292,7 @@ func (x *ListPricesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPricesResponse.ProtoReflect.Descriptor instead.
 func (*ListPricesResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListPricesResponse) GetPrices() []*PriceRow {
@@ -1140,7 +1312,7 @@ type AddDeploymentRequest struct {
 
 func (x *AddDeploymentRequest) Reset() {
 	*x = AddDeploymentRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[19]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1152,7 +1324,7 @@ func (x *AddDeploymentRequest) String() string {
 func (*AddDeploymentRequest) ProtoMessage() {}
 
 func (x *AddDeploymentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[19]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1165,7 +1337,7 @@ func (x *AddDeploymentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddDeploymentRequest.ProtoReflect.Descriptor instead.
 func (*AddDeploymentRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AddDeploymentRequest) GetModel() string {
@@ -1191,7 +1363,7 @@ type AddDeploymentResponse struct {
 
 func (x *AddDeploymentResponse) Reset() {
 	*x = AddDeploymentResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[20]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1375,7 @@ func (x *AddDeploymentResponse) String() string {
 func (*AddDeploymentResponse) ProtoMessage() {}
 
 func (x *AddDeploymentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[20]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1388,7 @@ func (x *AddDeploymentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddDeploymentResponse.ProtoReflect.Descriptor instead.
 func (*AddDeploymentResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AddDeploymentResponse) GetRoute() *ModelRoute {
@@ -1249,7 +1421,7 @@ type UpdateDeploymentRequest struct {
 
 func (x *UpdateDeploymentRequest) Reset() {
 	*x = UpdateDeploymentRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[21]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1433,7 @@ func (x *UpdateDeploymentRequest) String() string {
 func (*UpdateDeploymentRequest) ProtoMessage() {}
 
 func (x *UpdateDeploymentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[21]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1446,7 @@ func (x *UpdateDeploymentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateDeploymentRequest.ProtoReflect.Descriptor instead.
 func (*UpdateDeploymentRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UpdateDeploymentRequest) GetModel() string {
@@ -1377,7 +1549,7 @@ type UpdateDeploymentResponse struct {
 
 func (x *UpdateDeploymentResponse) Reset() {
 	*x = UpdateDeploymentResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[22]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1389,7 +1561,7 @@ func (x *UpdateDeploymentResponse) String() string {
 func (*UpdateDeploymentResponse) ProtoMessage() {}
 
 func (x *UpdateDeploymentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[22]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1402,7 +1574,7 @@ func (x *UpdateDeploymentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateDeploymentResponse.ProtoReflect.Descriptor instead.
 func (*UpdateDeploymentResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UpdateDeploymentResponse) GetRoute() *ModelRoute {
@@ -1422,7 +1594,7 @@ type RemoveDeploymentRequest struct {
 
 func (x *RemoveDeploymentRequest) Reset() {
 	*x = RemoveDeploymentRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[23]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1434,7 +1606,7 @@ func (x *RemoveDeploymentRequest) String() string {
 func (*RemoveDeploymentRequest) ProtoMessage() {}
 
 func (x *RemoveDeploymentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[23]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1447,7 +1619,7 @@ func (x *RemoveDeploymentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveDeploymentRequest.ProtoReflect.Descriptor instead.
 func (*RemoveDeploymentRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RemoveDeploymentRequest) GetModel() string {
@@ -1474,7 +1646,7 @@ type RemoveDeploymentResponse struct {
 
 func (x *RemoveDeploymentResponse) Reset() {
 	*x = RemoveDeploymentResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[24]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1658,7 @@ func (x *RemoveDeploymentResponse) String() string {
 func (*RemoveDeploymentResponse) ProtoMessage() {}
 
 func (x *RemoveDeploymentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[24]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1671,7 @@ func (x *RemoveDeploymentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveDeploymentResponse.ProtoReflect.Descriptor instead.
 func (*RemoveDeploymentResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RemoveDeploymentResponse) GetRoute() *ModelRoute {
@@ -1518,7 +1690,7 @@ type DeleteModelRequest struct {
 
 func (x *DeleteModelRequest) Reset() {
 	*x = DeleteModelRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[25]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1530,7 +1702,7 @@ func (x *DeleteModelRequest) String() string {
 func (*DeleteModelRequest) ProtoMessage() {}
 
 func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[25]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1543,7 +1715,7 @@ func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelRequest.ProtoReflect.Descriptor instead.
 func (*DeleteModelRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteModelRequest) GetModel() string {
@@ -1561,7 +1733,7 @@ type DeleteModelResponse struct {
 
 func (x *DeleteModelResponse) Reset() {
 	*x = DeleteModelResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[26]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1573,7 +1745,7 @@ func (x *DeleteModelResponse) String() string {
 func (*DeleteModelResponse) ProtoMessage() {}
 
 func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[26]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1586,7 +1758,7 @@ func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelResponse.ProtoReflect.Descriptor instead.
 func (*DeleteModelResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 type ListModelsRequest struct {
@@ -1597,7 +1769,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[27]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1609,7 +1781,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[27]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1622,7 +1794,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 type ListModelsResponse struct {
@@ -1634,7 +1806,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[28]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1818,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[28]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +1831,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListModelsResponse) GetRoutes() []*ModelRoute {
@@ -1678,7 +1850,7 @@ type GetModelRequest struct {
 
 func (x *GetModelRequest) Reset() {
 	*x = GetModelRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[29]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1690,7 +1862,7 @@ func (x *GetModelRequest) String() string {
 func (*GetModelRequest) ProtoMessage() {}
 
 func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[29]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1703,7 +1875,7 @@ func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
 func (*GetModelRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetModelRequest) GetModel() string {
@@ -1722,7 +1894,7 @@ type GetModelResponse struct {
 
 func (x *GetModelResponse) Reset() {
 	*x = GetModelResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[30]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1734,7 +1906,7 @@ func (x *GetModelResponse) String() string {
 func (*GetModelResponse) ProtoMessage() {}
 
 func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[30]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1747,7 +1919,7 @@ func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelResponse.ProtoReflect.Descriptor instead.
 func (*GetModelResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetModelResponse) GetRoute() *ModelRoute {
@@ -1767,7 +1939,7 @@ type SetCredentialRequest struct {
 
 func (x *SetCredentialRequest) Reset() {
 	*x = SetCredentialRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[31]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1779,7 +1951,7 @@ func (x *SetCredentialRequest) String() string {
 func (*SetCredentialRequest) ProtoMessage() {}
 
 func (x *SetCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[31]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1792,7 +1964,7 @@ func (x *SetCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCredentialRequest.ProtoReflect.Descriptor instead.
 func (*SetCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SetCredentialRequest) GetName() string {
@@ -1818,7 +1990,7 @@ type SetCredentialResponse struct {
 
 func (x *SetCredentialResponse) Reset() {
 	*x = SetCredentialResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[32]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1830,7 +2002,7 @@ func (x *SetCredentialResponse) String() string {
 func (*SetCredentialResponse) ProtoMessage() {}
 
 func (x *SetCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[32]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1843,7 +2015,7 @@ func (x *SetCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCredentialResponse.ProtoReflect.Descriptor instead.
 func (*SetCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetCredentialResponse) GetCredential() *Credential {
@@ -1861,7 +2033,7 @@ type ListCredentialsRequest struct {
 
 func (x *ListCredentialsRequest) Reset() {
 	*x = ListCredentialsRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[33]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +2045,7 @@ func (x *ListCredentialsRequest) String() string {
 func (*ListCredentialsRequest) ProtoMessage() {}
 
 func (x *ListCredentialsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[33]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +2058,7 @@ func (x *ListCredentialsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCredentialsRequest.ProtoReflect.Descriptor instead.
 func (*ListCredentialsRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 type ListCredentialsResponse struct {
@@ -1898,7 +2070,7 @@ type ListCredentialsResponse struct {
 
 func (x *ListCredentialsResponse) Reset() {
 	*x = ListCredentialsResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[34]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1910,7 +2082,7 @@ func (x *ListCredentialsResponse) String() string {
 func (*ListCredentialsResponse) ProtoMessage() {}
 
 func (x *ListCredentialsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[34]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1923,7 +2095,7 @@ func (x *ListCredentialsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCredentialsResponse.ProtoReflect.Descriptor instead.
 func (*ListCredentialsResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListCredentialsResponse) GetCredentials() []*Credential {
@@ -1942,7 +2114,7 @@ type DeleteCredentialRequest struct {
 
 func (x *DeleteCredentialRequest) Reset() {
 	*x = DeleteCredentialRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[35]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1954,7 +2126,7 @@ func (x *DeleteCredentialRequest) String() string {
 func (*DeleteCredentialRequest) ProtoMessage() {}
 
 func (x *DeleteCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[35]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1967,7 +2139,7 @@ func (x *DeleteCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCredentialRequest.ProtoReflect.Descriptor instead.
 func (*DeleteCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeleteCredentialRequest) GetName() string {
@@ -1985,7 +2157,7 @@ type DeleteCredentialResponse struct {
 
 func (x *DeleteCredentialResponse) Reset() {
 	*x = DeleteCredentialResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[36]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1997,7 +2169,7 @@ func (x *DeleteCredentialResponse) String() string {
 func (*DeleteCredentialResponse) ProtoMessage() {}
 
 func (x *DeleteCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[36]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2010,7 +2182,7 @@ func (x *DeleteCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCredentialResponse.ProtoReflect.Descriptor instead.
 func (*DeleteCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 type CreateTeamRequest struct {
@@ -2025,7 +2197,7 @@ type CreateTeamRequest struct {
 
 func (x *CreateTeamRequest) Reset() {
 	*x = CreateTeamRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[37]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2037,7 +2209,7 @@ func (x *CreateTeamRequest) String() string {
 func (*CreateTeamRequest) ProtoMessage() {}
 
 func (x *CreateTeamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[37]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2050,7 +2222,7 @@ func (x *CreateTeamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTeamRequest.ProtoReflect.Descriptor instead.
 func (*CreateTeamRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CreateTeamRequest) GetName() string {
@@ -2090,7 +2262,7 @@ type CreateTeamResponse struct {
 
 func (x *CreateTeamResponse) Reset() {
 	*x = CreateTeamResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[38]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2102,7 +2274,7 @@ func (x *CreateTeamResponse) String() string {
 func (*CreateTeamResponse) ProtoMessage() {}
 
 func (x *CreateTeamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[38]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2115,7 +2287,7 @@ func (x *CreateTeamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTeamResponse.ProtoReflect.Descriptor instead.
 func (*CreateTeamResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CreateTeamResponse) GetTeam() *Team {
@@ -2133,7 +2305,7 @@ type ListTeamsRequest struct {
 
 func (x *ListTeamsRequest) Reset() {
 	*x = ListTeamsRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[39]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2145,7 +2317,7 @@ func (x *ListTeamsRequest) String() string {
 func (*ListTeamsRequest) ProtoMessage() {}
 
 func (x *ListTeamsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[39]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2158,7 +2330,7 @@ func (x *ListTeamsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTeamsRequest.ProtoReflect.Descriptor instead.
 func (*ListTeamsRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 type ListTeamsResponse struct {
@@ -2170,7 +2342,7 @@ type ListTeamsResponse struct {
 
 func (x *ListTeamsResponse) Reset() {
 	*x = ListTeamsResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[40]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2182,7 +2354,7 @@ func (x *ListTeamsResponse) String() string {
 func (*ListTeamsResponse) ProtoMessage() {}
 
 func (x *ListTeamsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[40]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2195,7 +2367,7 @@ func (x *ListTeamsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTeamsResponse.ProtoReflect.Descriptor instead.
 func (*ListTeamsResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListTeamsResponse) GetTeams() []*Team {
@@ -2214,7 +2386,7 @@ type GetTeamRequest struct {
 
 func (x *GetTeamRequest) Reset() {
 	*x = GetTeamRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[41]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2226,7 +2398,7 @@ func (x *GetTeamRequest) String() string {
 func (*GetTeamRequest) ProtoMessage() {}
 
 func (x *GetTeamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[41]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2239,7 +2411,7 @@ func (x *GetTeamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTeamRequest.ProtoReflect.Descriptor instead.
 func (*GetTeamRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetTeamRequest) GetId() string {
@@ -2261,7 +2433,7 @@ type GetTeamResponse struct {
 
 func (x *GetTeamResponse) Reset() {
 	*x = GetTeamResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[42]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2273,7 +2445,7 @@ func (x *GetTeamResponse) String() string {
 func (*GetTeamResponse) ProtoMessage() {}
 
 func (x *GetTeamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[42]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2286,7 +2458,7 @@ func (x *GetTeamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTeamResponse.ProtoReflect.Descriptor instead.
 func (*GetTeamResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetTeamResponse) GetTeam() *Team {
@@ -2327,7 +2499,7 @@ type UpdateTeamRequest struct {
 
 func (x *UpdateTeamRequest) Reset() {
 	*x = UpdateTeamRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[43]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2339,7 +2511,7 @@ func (x *UpdateTeamRequest) String() string {
 func (*UpdateTeamRequest) ProtoMessage() {}
 
 func (x *UpdateTeamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[43]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2352,7 +2524,7 @@ func (x *UpdateTeamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTeamRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTeamRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *UpdateTeamRequest) GetId() string {
@@ -2406,7 +2578,7 @@ type UpdateTeamResponse struct {
 
 func (x *UpdateTeamResponse) Reset() {
 	*x = UpdateTeamResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[44]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2418,7 +2590,7 @@ func (x *UpdateTeamResponse) String() string {
 func (*UpdateTeamResponse) ProtoMessage() {}
 
 func (x *UpdateTeamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[44]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2431,7 +2603,7 @@ func (x *UpdateTeamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTeamResponse.ProtoReflect.Descriptor instead.
 func (*UpdateTeamResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *UpdateTeamResponse) GetTeam() *Team {
@@ -2450,7 +2622,7 @@ type DeleteTeamRequest struct {
 
 func (x *DeleteTeamRequest) Reset() {
 	*x = DeleteTeamRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[45]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2462,7 +2634,7 @@ func (x *DeleteTeamRequest) String() string {
 func (*DeleteTeamRequest) ProtoMessage() {}
 
 func (x *DeleteTeamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[45]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2475,7 +2647,7 @@ func (x *DeleteTeamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTeamRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTeamRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{45}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DeleteTeamRequest) GetId() string {
@@ -2493,7 +2665,7 @@ type DeleteTeamResponse struct {
 
 func (x *DeleteTeamResponse) Reset() {
 	*x = DeleteTeamResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[46]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2505,7 +2677,7 @@ func (x *DeleteTeamResponse) String() string {
 func (*DeleteTeamResponse) ProtoMessage() {}
 
 func (x *DeleteTeamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[46]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2518,7 +2690,7 @@ func (x *DeleteTeamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTeamResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTeamResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{46}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 type SpendReportRequest struct {
@@ -2537,7 +2709,7 @@ type SpendReportRequest struct {
 
 func (x *SpendReportRequest) Reset() {
 	*x = SpendReportRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[47]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2549,7 +2721,7 @@ func (x *SpendReportRequest) String() string {
 func (*SpendReportRequest) ProtoMessage() {}
 
 func (x *SpendReportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[47]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2562,7 +2734,7 @@ func (x *SpendReportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendReportRequest.ProtoReflect.Descriptor instead.
 func (*SpendReportRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{47}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SpendReportRequest) GetKeyId() string {
@@ -2615,7 +2787,7 @@ type SpendReportRow struct {
 
 func (x *SpendReportRow) Reset() {
 	*x = SpendReportRow{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[48]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2627,7 +2799,7 @@ func (x *SpendReportRow) String() string {
 func (*SpendReportRow) ProtoMessage() {}
 
 func (x *SpendReportRow) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[48]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2640,7 +2812,7 @@ func (x *SpendReportRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendReportRow.ProtoReflect.Descriptor instead.
 func (*SpendReportRow) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{48}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SpendReportRow) GetGroup() string {
@@ -2702,7 +2874,7 @@ type SpendReportResponse struct {
 
 func (x *SpendReportResponse) Reset() {
 	*x = SpendReportResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[49]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2714,7 +2886,7 @@ func (x *SpendReportResponse) String() string {
 func (*SpendReportResponse) ProtoMessage() {}
 
 func (x *SpendReportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[49]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2727,7 +2899,7 @@ func (x *SpendReportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendReportResponse.ProtoReflect.Descriptor instead.
 func (*SpendReportResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{49}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SpendReportResponse) GetRows() []*SpendReportRow {
@@ -2758,7 +2930,7 @@ type SpendLogsRequest struct {
 
 func (x *SpendLogsRequest) Reset() {
 	*x = SpendLogsRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[50]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2770,7 +2942,7 @@ func (x *SpendLogsRequest) String() string {
 func (*SpendLogsRequest) ProtoMessage() {}
 
 func (x *SpendLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[50]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2783,7 +2955,7 @@ func (x *SpendLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendLogsRequest.ProtoReflect.Descriptor instead.
 func (*SpendLogsRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{50}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SpendLogsRequest) GetKeyId() string {
@@ -2826,7 +2998,7 @@ type SpendLogsResponse struct {
 
 func (x *SpendLogsResponse) Reset() {
 	*x = SpendLogsResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[51]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2838,7 +3010,7 @@ func (x *SpendLogsResponse) String() string {
 func (*SpendLogsResponse) ProtoMessage() {}
 
 func (x *SpendLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[51]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2851,7 +3023,7 @@ func (x *SpendLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendLogsResponse.ProtoReflect.Descriptor instead.
 func (*SpendLogsResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{51}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SpendLogsResponse) GetRecords() []*SpendRecord {
@@ -2877,7 +3049,7 @@ type NodeLogsRequest struct {
 
 func (x *NodeLogsRequest) Reset() {
 	*x = NodeLogsRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[52]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2889,7 +3061,7 @@ func (x *NodeLogsRequest) String() string {
 func (*NodeLogsRequest) ProtoMessage() {}
 
 func (x *NodeLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[52]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2902,7 +3074,7 @@ func (x *NodeLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLogsRequest.ProtoReflect.Descriptor instead.
 func (*NodeLogsRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{52}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *NodeLogsRequest) GetQuery() *SpendLogsRequest {
@@ -2921,7 +3093,7 @@ type NodeLogsResponse struct {
 
 func (x *NodeLogsResponse) Reset() {
 	*x = NodeLogsResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[53]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2933,7 +3105,7 @@ func (x *NodeLogsResponse) String() string {
 func (*NodeLogsResponse) ProtoMessage() {}
 
 func (x *NodeLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[53]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2946,7 +3118,7 @@ func (x *NodeLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLogsResponse.ProtoReflect.Descriptor instead.
 func (*NodeLogsResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{53}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *NodeLogsResponse) GetRecords() []*SpendRecord {
@@ -3028,7 +3200,24 @@ const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"O\n" +
 	"\x11RotateKeyResponse\x12\"\n" +
 	"\x03key\x18\x01 \x01(\v2\x10.tollgate.v1.KeyR\x03key\x12\x16\n" +
-	"\x06secret\x18\x02 \x01(\tR\x06secret\"c\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"X\n" +
+	"\x10TestModelRequest\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x16\n" +
+	"\x06prompt\x18\x02 \x01(\tR\x06prompt\x12\x16\n" +
+	"\x06stream\x18\x03 \x01(\bR\x06stream\"\xa0\x02\n" +
+	"\x11TestModelResponse\x12\x16\n" +
+	"\x06status\x18\x01 \x01(\x05R\x06status\x12\x14\n" +
+	"\x05route\x18\x02 \x01(\tR\x05route\x12\x1e\n" +
+	"\n" +
+	"deployment\x18\x03 \x01(\tR\n" +
+	"deployment\x12\x1a\n" +
+	"\bprovider\x18\x04 \x01(\tR\bprovider\x12\x1a\n" +
+	"\battempts\x18\x05 \x01(\rR\battempts\x12\x1d\n" +
+	"\n" +
+	"latency_ms\x18\x06 \x01(\x03R\tlatencyMs\x12\x14\n" +
+	"\x05reply\x18\a \x01(\tR\x05reply\x12#\n" +
+	"\rprompt_tokens\x18\b \x01(\x03R\fpromptTokens\x12+\n" +
+	"\x11completion_tokens\x18\t \x01(\x03R\x10completionTokens\"c\n" +
 	"\x16SetRouteOptionsRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x123\n" +
 	"\aoptions\x18\x02 \x01(\v2\x19.tollgate.v1.RouteOptionsR\aoptions\"H\n" +
@@ -3186,7 +3375,7 @@ const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"\x06GetKey\x12\x1a.tollgate.v1.GetKeyRequest\x1a\x1b.tollgate.v1.GetKeyResponse\x12J\n" +
 	"\tUpdateKey\x12\x1d.tollgate.v1.UpdateKeyRequest\x1a\x1e.tollgate.v1.UpdateKeyResponse\x12J\n" +
 	"\tRevokeKey\x12\x1d.tollgate.v1.RevokeKeyRequest\x1a\x1e.tollgate.v1.RevokeKeyResponse\x12J\n" +
-	"\tRotateKey\x12\x1d.tollgate.v1.RotateKeyRequest\x1a\x1e.tollgate.v1.RotateKeyResponse2\xbf\x05\n" +
+	"\tRotateKey\x12\x1d.tollgate.v1.RotateKeyRequest\x1a\x1e.tollgate.v1.RotateKeyResponse2\x8b\x06\n" +
 	"\fModelService\x12V\n" +
 	"\rAddDeployment\x12!.tollgate.v1.AddDeploymentRequest\x1a\".tollgate.v1.AddDeploymentResponse\x12_\n" +
 	"\x10UpdateDeployment\x12$.tollgate.v1.UpdateDeploymentRequest\x1a%.tollgate.v1.UpdateDeploymentResponse\x12_\n" +
@@ -3197,7 +3386,8 @@ const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"\bGetModel\x12\x1c.tollgate.v1.GetModelRequest\x1a\x1d.tollgate.v1.GetModelResponse\x12M\n" +
 	"\n" +
 	"ListPrices\x12\x1e.tollgate.v1.ListPricesRequest\x1a\x1f.tollgate.v1.ListPricesResponse\x12\\\n" +
-	"\x0fSetRouteOptions\x12#.tollgate.v1.SetRouteOptionsRequest\x1a$.tollgate.v1.SetRouteOptionsResponse2\xaa\x02\n" +
+	"\x0fSetRouteOptions\x12#.tollgate.v1.SetRouteOptionsRequest\x1a$.tollgate.v1.SetRouteOptionsResponse\x12J\n" +
+	"\tTestModel\x12\x1d.tollgate.v1.TestModelRequest\x1a\x1e.tollgate.v1.TestModelResponse2\xaa\x02\n" +
 	"\x11CredentialService\x12V\n" +
 	"\rSetCredential\x12!.tollgate.v1.SetCredentialRequest\x1a\".tollgate.v1.SetCredentialResponse\x12\\\n" +
 	"\x0fListCredentials\x12#.tollgate.v1.ListCredentialsRequest\x1a$.tollgate.v1.ListCredentialsResponse\x12_\n" +
@@ -3228,7 +3418,7 @@ func file_tollgate_v1_admin_proto_rawDescGZIP() []byte {
 	return file_tollgate_v1_admin_proto_rawDescData
 }
 
-var file_tollgate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_tollgate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_tollgate_v1_admin_proto_goTypes = []any{
 	(*CreateKeyRequest)(nil),         // 0: tollgate.v1.CreateKeyRequest
 	(*CreateKeyResponse)(nil),        // 1: tollgate.v1.CreateKeyResponse
@@ -3244,163 +3434,167 @@ var file_tollgate_v1_admin_proto_goTypes = []any{
 	(*RevokeKeyResponse)(nil),        // 11: tollgate.v1.RevokeKeyResponse
 	(*RotateKeyRequest)(nil),         // 12: tollgate.v1.RotateKeyRequest
 	(*RotateKeyResponse)(nil),        // 13: tollgate.v1.RotateKeyResponse
-	(*SetRouteOptionsRequest)(nil),   // 14: tollgate.v1.SetRouteOptionsRequest
-	(*SetRouteOptionsResponse)(nil),  // 15: tollgate.v1.SetRouteOptionsResponse
-	(*ListPricesRequest)(nil),        // 16: tollgate.v1.ListPricesRequest
-	(*PriceRow)(nil),                 // 17: tollgate.v1.PriceRow
-	(*ListPricesResponse)(nil),       // 18: tollgate.v1.ListPricesResponse
-	(*AddDeploymentRequest)(nil),     // 19: tollgate.v1.AddDeploymentRequest
-	(*AddDeploymentResponse)(nil),    // 20: tollgate.v1.AddDeploymentResponse
-	(*UpdateDeploymentRequest)(nil),  // 21: tollgate.v1.UpdateDeploymentRequest
-	(*UpdateDeploymentResponse)(nil), // 22: tollgate.v1.UpdateDeploymentResponse
-	(*RemoveDeploymentRequest)(nil),  // 23: tollgate.v1.RemoveDeploymentRequest
-	(*RemoveDeploymentResponse)(nil), // 24: tollgate.v1.RemoveDeploymentResponse
-	(*DeleteModelRequest)(nil),       // 25: tollgate.v1.DeleteModelRequest
-	(*DeleteModelResponse)(nil),      // 26: tollgate.v1.DeleteModelResponse
-	(*ListModelsRequest)(nil),        // 27: tollgate.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),       // 28: tollgate.v1.ListModelsResponse
-	(*GetModelRequest)(nil),          // 29: tollgate.v1.GetModelRequest
-	(*GetModelResponse)(nil),         // 30: tollgate.v1.GetModelResponse
-	(*SetCredentialRequest)(nil),     // 31: tollgate.v1.SetCredentialRequest
-	(*SetCredentialResponse)(nil),    // 32: tollgate.v1.SetCredentialResponse
-	(*ListCredentialsRequest)(nil),   // 33: tollgate.v1.ListCredentialsRequest
-	(*ListCredentialsResponse)(nil),  // 34: tollgate.v1.ListCredentialsResponse
-	(*DeleteCredentialRequest)(nil),  // 35: tollgate.v1.DeleteCredentialRequest
-	(*DeleteCredentialResponse)(nil), // 36: tollgate.v1.DeleteCredentialResponse
-	(*CreateTeamRequest)(nil),        // 37: tollgate.v1.CreateTeamRequest
-	(*CreateTeamResponse)(nil),       // 38: tollgate.v1.CreateTeamResponse
-	(*ListTeamsRequest)(nil),         // 39: tollgate.v1.ListTeamsRequest
-	(*ListTeamsResponse)(nil),        // 40: tollgate.v1.ListTeamsResponse
-	(*GetTeamRequest)(nil),           // 41: tollgate.v1.GetTeamRequest
-	(*GetTeamResponse)(nil),          // 42: tollgate.v1.GetTeamResponse
-	(*UpdateTeamRequest)(nil),        // 43: tollgate.v1.UpdateTeamRequest
-	(*UpdateTeamResponse)(nil),       // 44: tollgate.v1.UpdateTeamResponse
-	(*DeleteTeamRequest)(nil),        // 45: tollgate.v1.DeleteTeamRequest
-	(*DeleteTeamResponse)(nil),       // 46: tollgate.v1.DeleteTeamResponse
-	(*SpendReportRequest)(nil),       // 47: tollgate.v1.SpendReportRequest
-	(*SpendReportRow)(nil),           // 48: tollgate.v1.SpendReportRow
-	(*SpendReportResponse)(nil),      // 49: tollgate.v1.SpendReportResponse
-	(*SpendLogsRequest)(nil),         // 50: tollgate.v1.SpendLogsRequest
-	(*SpendLogsResponse)(nil),        // 51: tollgate.v1.SpendLogsResponse
-	(*NodeLogsRequest)(nil),          // 52: tollgate.v1.NodeLogsRequest
-	(*NodeLogsResponse)(nil),         // 53: tollgate.v1.NodeLogsResponse
-	nil,                              // 54: tollgate.v1.CreateKeyRequest.MetadataEntry
-	nil,                              // 55: tollgate.v1.UpdateKeyRequest.MetadataEntry
-	nil,                              // 56: tollgate.v1.UpdateDeploymentRequest.OptionsEntry
-	nil,                              // 57: tollgate.v1.CreateTeamRequest.MetadataEntry
-	nil,                              // 58: tollgate.v1.UpdateTeamRequest.MetadataEntry
-	(*timestamppb.Timestamp)(nil),    // 59: google.protobuf.Timestamp
-	(*Budget)(nil),                   // 60: tollgate.v1.Budget
-	(*RateLimits)(nil),               // 61: tollgate.v1.RateLimits
-	(*Key)(nil),                      // 62: tollgate.v1.Key
-	(*RouteOptions)(nil),             // 63: tollgate.v1.RouteOptions
-	(*ModelRoute)(nil),               // 64: tollgate.v1.ModelRoute
-	(*Price)(nil),                    // 65: tollgate.v1.Price
-	(*Deployment)(nil),               // 66: tollgate.v1.Deployment
-	(*Credential)(nil),               // 67: tollgate.v1.Credential
-	(*Team)(nil),                     // 68: tollgate.v1.Team
-	(*SpendRecord)(nil),              // 69: tollgate.v1.SpendRecord
+	(*TestModelRequest)(nil),         // 14: tollgate.v1.TestModelRequest
+	(*TestModelResponse)(nil),        // 15: tollgate.v1.TestModelResponse
+	(*SetRouteOptionsRequest)(nil),   // 16: tollgate.v1.SetRouteOptionsRequest
+	(*SetRouteOptionsResponse)(nil),  // 17: tollgate.v1.SetRouteOptionsResponse
+	(*ListPricesRequest)(nil),        // 18: tollgate.v1.ListPricesRequest
+	(*PriceRow)(nil),                 // 19: tollgate.v1.PriceRow
+	(*ListPricesResponse)(nil),       // 20: tollgate.v1.ListPricesResponse
+	(*AddDeploymentRequest)(nil),     // 21: tollgate.v1.AddDeploymentRequest
+	(*AddDeploymentResponse)(nil),    // 22: tollgate.v1.AddDeploymentResponse
+	(*UpdateDeploymentRequest)(nil),  // 23: tollgate.v1.UpdateDeploymentRequest
+	(*UpdateDeploymentResponse)(nil), // 24: tollgate.v1.UpdateDeploymentResponse
+	(*RemoveDeploymentRequest)(nil),  // 25: tollgate.v1.RemoveDeploymentRequest
+	(*RemoveDeploymentResponse)(nil), // 26: tollgate.v1.RemoveDeploymentResponse
+	(*DeleteModelRequest)(nil),       // 27: tollgate.v1.DeleteModelRequest
+	(*DeleteModelResponse)(nil),      // 28: tollgate.v1.DeleteModelResponse
+	(*ListModelsRequest)(nil),        // 29: tollgate.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),       // 30: tollgate.v1.ListModelsResponse
+	(*GetModelRequest)(nil),          // 31: tollgate.v1.GetModelRequest
+	(*GetModelResponse)(nil),         // 32: tollgate.v1.GetModelResponse
+	(*SetCredentialRequest)(nil),     // 33: tollgate.v1.SetCredentialRequest
+	(*SetCredentialResponse)(nil),    // 34: tollgate.v1.SetCredentialResponse
+	(*ListCredentialsRequest)(nil),   // 35: tollgate.v1.ListCredentialsRequest
+	(*ListCredentialsResponse)(nil),  // 36: tollgate.v1.ListCredentialsResponse
+	(*DeleteCredentialRequest)(nil),  // 37: tollgate.v1.DeleteCredentialRequest
+	(*DeleteCredentialResponse)(nil), // 38: tollgate.v1.DeleteCredentialResponse
+	(*CreateTeamRequest)(nil),        // 39: tollgate.v1.CreateTeamRequest
+	(*CreateTeamResponse)(nil),       // 40: tollgate.v1.CreateTeamResponse
+	(*ListTeamsRequest)(nil),         // 41: tollgate.v1.ListTeamsRequest
+	(*ListTeamsResponse)(nil),        // 42: tollgate.v1.ListTeamsResponse
+	(*GetTeamRequest)(nil),           // 43: tollgate.v1.GetTeamRequest
+	(*GetTeamResponse)(nil),          // 44: tollgate.v1.GetTeamResponse
+	(*UpdateTeamRequest)(nil),        // 45: tollgate.v1.UpdateTeamRequest
+	(*UpdateTeamResponse)(nil),       // 46: tollgate.v1.UpdateTeamResponse
+	(*DeleteTeamRequest)(nil),        // 47: tollgate.v1.DeleteTeamRequest
+	(*DeleteTeamResponse)(nil),       // 48: tollgate.v1.DeleteTeamResponse
+	(*SpendReportRequest)(nil),       // 49: tollgate.v1.SpendReportRequest
+	(*SpendReportRow)(nil),           // 50: tollgate.v1.SpendReportRow
+	(*SpendReportResponse)(nil),      // 51: tollgate.v1.SpendReportResponse
+	(*SpendLogsRequest)(nil),         // 52: tollgate.v1.SpendLogsRequest
+	(*SpendLogsResponse)(nil),        // 53: tollgate.v1.SpendLogsResponse
+	(*NodeLogsRequest)(nil),          // 54: tollgate.v1.NodeLogsRequest
+	(*NodeLogsResponse)(nil),         // 55: tollgate.v1.NodeLogsResponse
+	nil,                              // 56: tollgate.v1.CreateKeyRequest.MetadataEntry
+	nil,                              // 57: tollgate.v1.UpdateKeyRequest.MetadataEntry
+	nil,                              // 58: tollgate.v1.UpdateDeploymentRequest.OptionsEntry
+	nil,                              // 59: tollgate.v1.CreateTeamRequest.MetadataEntry
+	nil,                              // 60: tollgate.v1.UpdateTeamRequest.MetadataEntry
+	(*timestamppb.Timestamp)(nil),    // 61: google.protobuf.Timestamp
+	(*Budget)(nil),                   // 62: tollgate.v1.Budget
+	(*RateLimits)(nil),               // 63: tollgate.v1.RateLimits
+	(*Key)(nil),                      // 64: tollgate.v1.Key
+	(*RouteOptions)(nil),             // 65: tollgate.v1.RouteOptions
+	(*ModelRoute)(nil),               // 66: tollgate.v1.ModelRoute
+	(*Price)(nil),                    // 67: tollgate.v1.Price
+	(*Deployment)(nil),               // 68: tollgate.v1.Deployment
+	(*Credential)(nil),               // 69: tollgate.v1.Credential
+	(*Team)(nil),                     // 70: tollgate.v1.Team
+	(*SpendRecord)(nil),              // 71: tollgate.v1.SpendRecord
 }
 var file_tollgate_v1_admin_proto_depIdxs = []int32{
-	59, // 0: tollgate.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	54, // 1: tollgate.v1.CreateKeyRequest.metadata:type_name -> tollgate.v1.CreateKeyRequest.MetadataEntry
-	60, // 2: tollgate.v1.CreateKeyRequest.budget:type_name -> tollgate.v1.Budget
-	61, // 3: tollgate.v1.CreateKeyRequest.limits:type_name -> tollgate.v1.RateLimits
-	62, // 4: tollgate.v1.CreateKeyResponse.key:type_name -> tollgate.v1.Key
-	62, // 5: tollgate.v1.ListKeysResponse.keys:type_name -> tollgate.v1.Key
-	62, // 6: tollgate.v1.GetKeyResponse.key:type_name -> tollgate.v1.Key
+	61, // 0: tollgate.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	56, // 1: tollgate.v1.CreateKeyRequest.metadata:type_name -> tollgate.v1.CreateKeyRequest.MetadataEntry
+	62, // 2: tollgate.v1.CreateKeyRequest.budget:type_name -> tollgate.v1.Budget
+	63, // 3: tollgate.v1.CreateKeyRequest.limits:type_name -> tollgate.v1.RateLimits
+	64, // 4: tollgate.v1.CreateKeyResponse.key:type_name -> tollgate.v1.Key
+	64, // 5: tollgate.v1.ListKeysResponse.keys:type_name -> tollgate.v1.Key
+	64, // 6: tollgate.v1.GetKeyResponse.key:type_name -> tollgate.v1.Key
 	6,  // 7: tollgate.v1.GetKeyResponse.budget_status:type_name -> tollgate.v1.BudgetStatus
 	6,  // 8: tollgate.v1.GetKeyResponse.team_budget_status:type_name -> tollgate.v1.BudgetStatus
 	7,  // 9: tollgate.v1.UpdateKeyRequest.models:type_name -> tollgate.v1.StringList
-	59, // 10: tollgate.v1.UpdateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	55, // 11: tollgate.v1.UpdateKeyRequest.metadata:type_name -> tollgate.v1.UpdateKeyRequest.MetadataEntry
-	60, // 12: tollgate.v1.UpdateKeyRequest.budget:type_name -> tollgate.v1.Budget
-	61, // 13: tollgate.v1.UpdateKeyRequest.limits:type_name -> tollgate.v1.RateLimits
-	62, // 14: tollgate.v1.UpdateKeyResponse.key:type_name -> tollgate.v1.Key
-	62, // 15: tollgate.v1.RevokeKeyResponse.key:type_name -> tollgate.v1.Key
-	62, // 16: tollgate.v1.RotateKeyResponse.key:type_name -> tollgate.v1.Key
-	63, // 17: tollgate.v1.SetRouteOptionsRequest.options:type_name -> tollgate.v1.RouteOptions
-	64, // 18: tollgate.v1.SetRouteOptionsResponse.route:type_name -> tollgate.v1.ModelRoute
-	65, // 19: tollgate.v1.PriceRow.price:type_name -> tollgate.v1.Price
-	17, // 20: tollgate.v1.ListPricesResponse.prices:type_name -> tollgate.v1.PriceRow
-	66, // 21: tollgate.v1.AddDeploymentRequest.deployment:type_name -> tollgate.v1.Deployment
-	64, // 22: tollgate.v1.AddDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
-	61, // 23: tollgate.v1.UpdateDeploymentRequest.limits:type_name -> tollgate.v1.RateLimits
-	56, // 24: tollgate.v1.UpdateDeploymentRequest.options:type_name -> tollgate.v1.UpdateDeploymentRequest.OptionsEntry
-	64, // 25: tollgate.v1.UpdateDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
-	64, // 26: tollgate.v1.RemoveDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
-	64, // 27: tollgate.v1.ListModelsResponse.routes:type_name -> tollgate.v1.ModelRoute
-	64, // 28: tollgate.v1.GetModelResponse.route:type_name -> tollgate.v1.ModelRoute
-	67, // 29: tollgate.v1.SetCredentialResponse.credential:type_name -> tollgate.v1.Credential
-	67, // 30: tollgate.v1.ListCredentialsResponse.credentials:type_name -> tollgate.v1.Credential
-	60, // 31: tollgate.v1.CreateTeamRequest.budget:type_name -> tollgate.v1.Budget
-	57, // 32: tollgate.v1.CreateTeamRequest.metadata:type_name -> tollgate.v1.CreateTeamRequest.MetadataEntry
-	61, // 33: tollgate.v1.CreateTeamRequest.limits:type_name -> tollgate.v1.RateLimits
-	68, // 34: tollgate.v1.CreateTeamResponse.team:type_name -> tollgate.v1.Team
-	68, // 35: tollgate.v1.ListTeamsResponse.teams:type_name -> tollgate.v1.Team
-	68, // 36: tollgate.v1.GetTeamResponse.team:type_name -> tollgate.v1.Team
+	61, // 10: tollgate.v1.UpdateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	57, // 11: tollgate.v1.UpdateKeyRequest.metadata:type_name -> tollgate.v1.UpdateKeyRequest.MetadataEntry
+	62, // 12: tollgate.v1.UpdateKeyRequest.budget:type_name -> tollgate.v1.Budget
+	63, // 13: tollgate.v1.UpdateKeyRequest.limits:type_name -> tollgate.v1.RateLimits
+	64, // 14: tollgate.v1.UpdateKeyResponse.key:type_name -> tollgate.v1.Key
+	64, // 15: tollgate.v1.RevokeKeyResponse.key:type_name -> tollgate.v1.Key
+	64, // 16: tollgate.v1.RotateKeyResponse.key:type_name -> tollgate.v1.Key
+	65, // 17: tollgate.v1.SetRouteOptionsRequest.options:type_name -> tollgate.v1.RouteOptions
+	66, // 18: tollgate.v1.SetRouteOptionsResponse.route:type_name -> tollgate.v1.ModelRoute
+	67, // 19: tollgate.v1.PriceRow.price:type_name -> tollgate.v1.Price
+	19, // 20: tollgate.v1.ListPricesResponse.prices:type_name -> tollgate.v1.PriceRow
+	68, // 21: tollgate.v1.AddDeploymentRequest.deployment:type_name -> tollgate.v1.Deployment
+	66, // 22: tollgate.v1.AddDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
+	63, // 23: tollgate.v1.UpdateDeploymentRequest.limits:type_name -> tollgate.v1.RateLimits
+	58, // 24: tollgate.v1.UpdateDeploymentRequest.options:type_name -> tollgate.v1.UpdateDeploymentRequest.OptionsEntry
+	66, // 25: tollgate.v1.UpdateDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
+	66, // 26: tollgate.v1.RemoveDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
+	66, // 27: tollgate.v1.ListModelsResponse.routes:type_name -> tollgate.v1.ModelRoute
+	66, // 28: tollgate.v1.GetModelResponse.route:type_name -> tollgate.v1.ModelRoute
+	69, // 29: tollgate.v1.SetCredentialResponse.credential:type_name -> tollgate.v1.Credential
+	69, // 30: tollgate.v1.ListCredentialsResponse.credentials:type_name -> tollgate.v1.Credential
+	62, // 31: tollgate.v1.CreateTeamRequest.budget:type_name -> tollgate.v1.Budget
+	59, // 32: tollgate.v1.CreateTeamRequest.metadata:type_name -> tollgate.v1.CreateTeamRequest.MetadataEntry
+	63, // 33: tollgate.v1.CreateTeamRequest.limits:type_name -> tollgate.v1.RateLimits
+	70, // 34: tollgate.v1.CreateTeamResponse.team:type_name -> tollgate.v1.Team
+	70, // 35: tollgate.v1.ListTeamsResponse.teams:type_name -> tollgate.v1.Team
+	70, // 36: tollgate.v1.GetTeamResponse.team:type_name -> tollgate.v1.Team
 	6,  // 37: tollgate.v1.GetTeamResponse.budget_status:type_name -> tollgate.v1.BudgetStatus
-	60, // 38: tollgate.v1.UpdateTeamRequest.budget:type_name -> tollgate.v1.Budget
-	58, // 39: tollgate.v1.UpdateTeamRequest.metadata:type_name -> tollgate.v1.UpdateTeamRequest.MetadataEntry
-	61, // 40: tollgate.v1.UpdateTeamRequest.limits:type_name -> tollgate.v1.RateLimits
-	68, // 41: tollgate.v1.UpdateTeamResponse.team:type_name -> tollgate.v1.Team
-	48, // 42: tollgate.v1.SpendReportResponse.rows:type_name -> tollgate.v1.SpendReportRow
-	48, // 43: tollgate.v1.SpendReportResponse.total:type_name -> tollgate.v1.SpendReportRow
-	69, // 44: tollgate.v1.SpendLogsResponse.records:type_name -> tollgate.v1.SpendRecord
-	50, // 45: tollgate.v1.NodeLogsRequest.query:type_name -> tollgate.v1.SpendLogsRequest
-	69, // 46: tollgate.v1.NodeLogsResponse.records:type_name -> tollgate.v1.SpendRecord
+	62, // 38: tollgate.v1.UpdateTeamRequest.budget:type_name -> tollgate.v1.Budget
+	60, // 39: tollgate.v1.UpdateTeamRequest.metadata:type_name -> tollgate.v1.UpdateTeamRequest.MetadataEntry
+	63, // 40: tollgate.v1.UpdateTeamRequest.limits:type_name -> tollgate.v1.RateLimits
+	70, // 41: tollgate.v1.UpdateTeamResponse.team:type_name -> tollgate.v1.Team
+	50, // 42: tollgate.v1.SpendReportResponse.rows:type_name -> tollgate.v1.SpendReportRow
+	50, // 43: tollgate.v1.SpendReportResponse.total:type_name -> tollgate.v1.SpendReportRow
+	71, // 44: tollgate.v1.SpendLogsResponse.records:type_name -> tollgate.v1.SpendRecord
+	52, // 45: tollgate.v1.NodeLogsRequest.query:type_name -> tollgate.v1.SpendLogsRequest
+	71, // 46: tollgate.v1.NodeLogsResponse.records:type_name -> tollgate.v1.SpendRecord
 	0,  // 47: tollgate.v1.KeyService.CreateKey:input_type -> tollgate.v1.CreateKeyRequest
 	2,  // 48: tollgate.v1.KeyService.ListKeys:input_type -> tollgate.v1.ListKeysRequest
 	4,  // 49: tollgate.v1.KeyService.GetKey:input_type -> tollgate.v1.GetKeyRequest
 	8,  // 50: tollgate.v1.KeyService.UpdateKey:input_type -> tollgate.v1.UpdateKeyRequest
 	10, // 51: tollgate.v1.KeyService.RevokeKey:input_type -> tollgate.v1.RevokeKeyRequest
 	12, // 52: tollgate.v1.KeyService.RotateKey:input_type -> tollgate.v1.RotateKeyRequest
-	19, // 53: tollgate.v1.ModelService.AddDeployment:input_type -> tollgate.v1.AddDeploymentRequest
-	21, // 54: tollgate.v1.ModelService.UpdateDeployment:input_type -> tollgate.v1.UpdateDeploymentRequest
-	23, // 55: tollgate.v1.ModelService.RemoveDeployment:input_type -> tollgate.v1.RemoveDeploymentRequest
-	25, // 56: tollgate.v1.ModelService.DeleteModel:input_type -> tollgate.v1.DeleteModelRequest
-	27, // 57: tollgate.v1.ModelService.ListModels:input_type -> tollgate.v1.ListModelsRequest
-	29, // 58: tollgate.v1.ModelService.GetModel:input_type -> tollgate.v1.GetModelRequest
-	16, // 59: tollgate.v1.ModelService.ListPrices:input_type -> tollgate.v1.ListPricesRequest
-	14, // 60: tollgate.v1.ModelService.SetRouteOptions:input_type -> tollgate.v1.SetRouteOptionsRequest
-	31, // 61: tollgate.v1.CredentialService.SetCredential:input_type -> tollgate.v1.SetCredentialRequest
-	33, // 62: tollgate.v1.CredentialService.ListCredentials:input_type -> tollgate.v1.ListCredentialsRequest
-	35, // 63: tollgate.v1.CredentialService.DeleteCredential:input_type -> tollgate.v1.DeleteCredentialRequest
-	37, // 64: tollgate.v1.TeamService.CreateTeam:input_type -> tollgate.v1.CreateTeamRequest
-	39, // 65: tollgate.v1.TeamService.ListTeams:input_type -> tollgate.v1.ListTeamsRequest
-	41, // 66: tollgate.v1.TeamService.GetTeam:input_type -> tollgate.v1.GetTeamRequest
-	43, // 67: tollgate.v1.TeamService.UpdateTeam:input_type -> tollgate.v1.UpdateTeamRequest
-	45, // 68: tollgate.v1.TeamService.DeleteTeam:input_type -> tollgate.v1.DeleteTeamRequest
-	47, // 69: tollgate.v1.SpendService.SpendReport:input_type -> tollgate.v1.SpendReportRequest
-	50, // 70: tollgate.v1.SpendService.SpendLogs:input_type -> tollgate.v1.SpendLogsRequest
-	52, // 71: tollgate.v1.SpendService.NodeLogs:input_type -> tollgate.v1.NodeLogsRequest
-	1,  // 72: tollgate.v1.KeyService.CreateKey:output_type -> tollgate.v1.CreateKeyResponse
-	3,  // 73: tollgate.v1.KeyService.ListKeys:output_type -> tollgate.v1.ListKeysResponse
-	5,  // 74: tollgate.v1.KeyService.GetKey:output_type -> tollgate.v1.GetKeyResponse
-	9,  // 75: tollgate.v1.KeyService.UpdateKey:output_type -> tollgate.v1.UpdateKeyResponse
-	11, // 76: tollgate.v1.KeyService.RevokeKey:output_type -> tollgate.v1.RevokeKeyResponse
-	13, // 77: tollgate.v1.KeyService.RotateKey:output_type -> tollgate.v1.RotateKeyResponse
-	20, // 78: tollgate.v1.ModelService.AddDeployment:output_type -> tollgate.v1.AddDeploymentResponse
-	22, // 79: tollgate.v1.ModelService.UpdateDeployment:output_type -> tollgate.v1.UpdateDeploymentResponse
-	24, // 80: tollgate.v1.ModelService.RemoveDeployment:output_type -> tollgate.v1.RemoveDeploymentResponse
-	26, // 81: tollgate.v1.ModelService.DeleteModel:output_type -> tollgate.v1.DeleteModelResponse
-	28, // 82: tollgate.v1.ModelService.ListModels:output_type -> tollgate.v1.ListModelsResponse
-	30, // 83: tollgate.v1.ModelService.GetModel:output_type -> tollgate.v1.GetModelResponse
-	18, // 84: tollgate.v1.ModelService.ListPrices:output_type -> tollgate.v1.ListPricesResponse
-	15, // 85: tollgate.v1.ModelService.SetRouteOptions:output_type -> tollgate.v1.SetRouteOptionsResponse
-	32, // 86: tollgate.v1.CredentialService.SetCredential:output_type -> tollgate.v1.SetCredentialResponse
-	34, // 87: tollgate.v1.CredentialService.ListCredentials:output_type -> tollgate.v1.ListCredentialsResponse
-	36, // 88: tollgate.v1.CredentialService.DeleteCredential:output_type -> tollgate.v1.DeleteCredentialResponse
-	38, // 89: tollgate.v1.TeamService.CreateTeam:output_type -> tollgate.v1.CreateTeamResponse
-	40, // 90: tollgate.v1.TeamService.ListTeams:output_type -> tollgate.v1.ListTeamsResponse
-	42, // 91: tollgate.v1.TeamService.GetTeam:output_type -> tollgate.v1.GetTeamResponse
-	44, // 92: tollgate.v1.TeamService.UpdateTeam:output_type -> tollgate.v1.UpdateTeamResponse
-	46, // 93: tollgate.v1.TeamService.DeleteTeam:output_type -> tollgate.v1.DeleteTeamResponse
-	49, // 94: tollgate.v1.SpendService.SpendReport:output_type -> tollgate.v1.SpendReportResponse
-	51, // 95: tollgate.v1.SpendService.SpendLogs:output_type -> tollgate.v1.SpendLogsResponse
-	53, // 96: tollgate.v1.SpendService.NodeLogs:output_type -> tollgate.v1.NodeLogsResponse
-	72, // [72:97] is the sub-list for method output_type
-	47, // [47:72] is the sub-list for method input_type
+	21, // 53: tollgate.v1.ModelService.AddDeployment:input_type -> tollgate.v1.AddDeploymentRequest
+	23, // 54: tollgate.v1.ModelService.UpdateDeployment:input_type -> tollgate.v1.UpdateDeploymentRequest
+	25, // 55: tollgate.v1.ModelService.RemoveDeployment:input_type -> tollgate.v1.RemoveDeploymentRequest
+	27, // 56: tollgate.v1.ModelService.DeleteModel:input_type -> tollgate.v1.DeleteModelRequest
+	29, // 57: tollgate.v1.ModelService.ListModels:input_type -> tollgate.v1.ListModelsRequest
+	31, // 58: tollgate.v1.ModelService.GetModel:input_type -> tollgate.v1.GetModelRequest
+	18, // 59: tollgate.v1.ModelService.ListPrices:input_type -> tollgate.v1.ListPricesRequest
+	16, // 60: tollgate.v1.ModelService.SetRouteOptions:input_type -> tollgate.v1.SetRouteOptionsRequest
+	14, // 61: tollgate.v1.ModelService.TestModel:input_type -> tollgate.v1.TestModelRequest
+	33, // 62: tollgate.v1.CredentialService.SetCredential:input_type -> tollgate.v1.SetCredentialRequest
+	35, // 63: tollgate.v1.CredentialService.ListCredentials:input_type -> tollgate.v1.ListCredentialsRequest
+	37, // 64: tollgate.v1.CredentialService.DeleteCredential:input_type -> tollgate.v1.DeleteCredentialRequest
+	39, // 65: tollgate.v1.TeamService.CreateTeam:input_type -> tollgate.v1.CreateTeamRequest
+	41, // 66: tollgate.v1.TeamService.ListTeams:input_type -> tollgate.v1.ListTeamsRequest
+	43, // 67: tollgate.v1.TeamService.GetTeam:input_type -> tollgate.v1.GetTeamRequest
+	45, // 68: tollgate.v1.TeamService.UpdateTeam:input_type -> tollgate.v1.UpdateTeamRequest
+	47, // 69: tollgate.v1.TeamService.DeleteTeam:input_type -> tollgate.v1.DeleteTeamRequest
+	49, // 70: tollgate.v1.SpendService.SpendReport:input_type -> tollgate.v1.SpendReportRequest
+	52, // 71: tollgate.v1.SpendService.SpendLogs:input_type -> tollgate.v1.SpendLogsRequest
+	54, // 72: tollgate.v1.SpendService.NodeLogs:input_type -> tollgate.v1.NodeLogsRequest
+	1,  // 73: tollgate.v1.KeyService.CreateKey:output_type -> tollgate.v1.CreateKeyResponse
+	3,  // 74: tollgate.v1.KeyService.ListKeys:output_type -> tollgate.v1.ListKeysResponse
+	5,  // 75: tollgate.v1.KeyService.GetKey:output_type -> tollgate.v1.GetKeyResponse
+	9,  // 76: tollgate.v1.KeyService.UpdateKey:output_type -> tollgate.v1.UpdateKeyResponse
+	11, // 77: tollgate.v1.KeyService.RevokeKey:output_type -> tollgate.v1.RevokeKeyResponse
+	13, // 78: tollgate.v1.KeyService.RotateKey:output_type -> tollgate.v1.RotateKeyResponse
+	22, // 79: tollgate.v1.ModelService.AddDeployment:output_type -> tollgate.v1.AddDeploymentResponse
+	24, // 80: tollgate.v1.ModelService.UpdateDeployment:output_type -> tollgate.v1.UpdateDeploymentResponse
+	26, // 81: tollgate.v1.ModelService.RemoveDeployment:output_type -> tollgate.v1.RemoveDeploymentResponse
+	28, // 82: tollgate.v1.ModelService.DeleteModel:output_type -> tollgate.v1.DeleteModelResponse
+	30, // 83: tollgate.v1.ModelService.ListModels:output_type -> tollgate.v1.ListModelsResponse
+	32, // 84: tollgate.v1.ModelService.GetModel:output_type -> tollgate.v1.GetModelResponse
+	20, // 85: tollgate.v1.ModelService.ListPrices:output_type -> tollgate.v1.ListPricesResponse
+	17, // 86: tollgate.v1.ModelService.SetRouteOptions:output_type -> tollgate.v1.SetRouteOptionsResponse
+	15, // 87: tollgate.v1.ModelService.TestModel:output_type -> tollgate.v1.TestModelResponse
+	34, // 88: tollgate.v1.CredentialService.SetCredential:output_type -> tollgate.v1.SetCredentialResponse
+	36, // 89: tollgate.v1.CredentialService.ListCredentials:output_type -> tollgate.v1.ListCredentialsResponse
+	38, // 90: tollgate.v1.CredentialService.DeleteCredential:output_type -> tollgate.v1.DeleteCredentialResponse
+	40, // 91: tollgate.v1.TeamService.CreateTeam:output_type -> tollgate.v1.CreateTeamResponse
+	42, // 92: tollgate.v1.TeamService.ListTeams:output_type -> tollgate.v1.ListTeamsResponse
+	44, // 93: tollgate.v1.TeamService.GetTeam:output_type -> tollgate.v1.GetTeamResponse
+	46, // 94: tollgate.v1.TeamService.UpdateTeam:output_type -> tollgate.v1.UpdateTeamResponse
+	48, // 95: tollgate.v1.TeamService.DeleteTeam:output_type -> tollgate.v1.DeleteTeamResponse
+	51, // 96: tollgate.v1.SpendService.SpendReport:output_type -> tollgate.v1.SpendReportResponse
+	53, // 97: tollgate.v1.SpendService.SpendLogs:output_type -> tollgate.v1.SpendLogsResponse
+	55, // 98: tollgate.v1.SpendService.NodeLogs:output_type -> tollgate.v1.NodeLogsResponse
+	73, // [73:99] is the sub-list for method output_type
+	47, // [47:73] is the sub-list for method input_type
 	47, // [47:47] is the sub-list for extension type_name
 	47, // [47:47] is the sub-list for extension extendee
 	0,  // [0:47] is the sub-list for field type_name
@@ -3414,15 +3608,15 @@ func file_tollgate_v1_admin_proto_init() {
 	file_tollgate_v1_resources_proto_init()
 	file_tollgate_v1_spend_proto_init()
 	file_tollgate_v1_admin_proto_msgTypes[8].OneofWrappers = []any{}
-	file_tollgate_v1_admin_proto_msgTypes[21].OneofWrappers = []any{}
-	file_tollgate_v1_admin_proto_msgTypes[43].OneofWrappers = []any{}
+	file_tollgate_v1_admin_proto_msgTypes[23].OneofWrappers = []any{}
+	file_tollgate_v1_admin_proto_msgTypes[45].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_v1_admin_proto_rawDesc), len(file_tollgate_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   59,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

@@ -333,6 +333,7 @@ const (
 	ModelService_GetModel_FullMethodName         = "/tollgate.v1.ModelService/GetModel"
 	ModelService_ListPrices_FullMethodName       = "/tollgate.v1.ModelService/ListPrices"
 	ModelService_SetRouteOptions_FullMethodName  = "/tollgate.v1.ModelService/SetRouteOptions"
+	ModelService_TestModel_FullMethodName        = "/tollgate.v1.ModelService/TestModel"
 )
 
 // ModelServiceClient is the client API for ModelService service.
@@ -358,6 +359,10 @@ type ModelServiceClient interface {
 	// SetRouteOptions replaces a route's routing options (strategy,
 	// fallbacks, aliases, attempts).
 	SetRouteOptions(ctx context.Context, in *SetRouteOptionsRequest, opts ...grpc.CallOption) (*SetRouteOptionsResponse, error)
+	// TestModel sends a tiny chat request through the route on the node that
+	// serves the call (no virtual key, budget or rate limit involved) and
+	// reports which deployment answered.
+	TestModel(ctx context.Context, in *TestModelRequest, opts ...grpc.CallOption) (*TestModelResponse, error)
 }
 
 type modelServiceClient struct {
@@ -448,6 +453,16 @@ func (c *modelServiceClient) SetRouteOptions(ctx context.Context, in *SetRouteOp
 	return out, nil
 }
 
+func (c *modelServiceClient) TestModel(ctx context.Context, in *TestModelRequest, opts ...grpc.CallOption) (*TestModelResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TestModelResponse)
+	err := c.cc.Invoke(ctx, ModelService_TestModel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ModelServiceServer is the server API for ModelService service.
 // All implementations must embed UnimplementedModelServiceServer
 // for forward compatibility.
@@ -471,6 +486,10 @@ type ModelServiceServer interface {
 	// SetRouteOptions replaces a route's routing options (strategy,
 	// fallbacks, aliases, attempts).
 	SetRouteOptions(context.Context, *SetRouteOptionsRequest) (*SetRouteOptionsResponse, error)
+	// TestModel sends a tiny chat request through the route on the node that
+	// serves the call (no virtual key, budget or rate limit involved) and
+	// reports which deployment answered.
+	TestModel(context.Context, *TestModelRequest) (*TestModelResponse, error)
 	mustEmbedUnimplementedModelServiceServer()
 }
 
@@ -504,6 +523,9 @@ func (UnimplementedModelServiceServer) ListPrices(context.Context, *ListPricesRe
 }
 func (UnimplementedModelServiceServer) SetRouteOptions(context.Context, *SetRouteOptionsRequest) (*SetRouteOptionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetRouteOptions not implemented")
+}
+func (UnimplementedModelServiceServer) TestModel(context.Context, *TestModelRequest) (*TestModelResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TestModel not implemented")
 }
 func (UnimplementedModelServiceServer) mustEmbedUnimplementedModelServiceServer() {}
 func (UnimplementedModelServiceServer) testEmbeddedByValue()                      {}
@@ -670,6 +692,24 @@ func _ModelService_SetRouteOptions_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ModelService_TestModel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TestModelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ModelServiceServer).TestModel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ModelService_TestModel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ModelServiceServer).TestModel(ctx, req.(*TestModelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ModelService_ServiceDesc is the grpc.ServiceDesc for ModelService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -708,6 +748,10 @@ var ModelService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetRouteOptions",
 			Handler:    _ModelService_SetRouteOptions_Handler,
+		},
+		{
+			MethodName: "TestModel",
+			Handler:    _ModelService_TestModel_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

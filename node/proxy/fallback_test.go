@@ -1,0 +1,267 @@
+package proxy_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/cmd/mockllm/mock"
+	"github.com/tollgate/tollgate/node/proxy"
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+)
+
+func setRouteOptions(tb testing.TB, route string, o *pb.RouteOptions) {
+	tb.Helper()
+	apply(tb, &pb.Command{Op: &pb.Command_SetRouteOptions{SetRouteOptions: &pb.SetRouteOptionsCommand{Route: route, Options: o}}})
+}
+
+// A route whose only deployment fails falls back to the next model; the
+// request is recorded once, with the deployment that served it.
+func TestFallbackRoute(t *testing.T) {
+	t.Parallel()
+	ms, url := startMock(t, mock.Options{})
+	_, secret := newKey(t)
+	g := startGateway(t, proxy.Config{MaxAttempts: 2, RetryBackoff: time.Millisecond})
+	backupDep := uniq("dep")
+	backup := newRoute(t, "backup", dep(backupDep, url, "ok"))
+	primary := newRoute(t, "primary", dep(uniq("dep"), url, "m?status=503"))
+	setRouteOptions(t, primary, &pb.RouteOptions{Fallbacks: []string{backup}})
+
+	before := ms.Stats().Errors
+	r := g.post(t, "/v1/chat/completions", secret, chatBody(primary))
+	if r.status != 200 {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	if got := ms.Stats().Errors - before; got != 2 {
+		t.Errorf("primary tried %d times, want 2 (max attempts)", got)
+	}
+	rec := g.rec.of(t, r)
+	if rec.Deployment != backup+"/"+backupDep || rec.Attempts != 3 || rec.Model != primary || rec.Status != 200 || !rec.Usage.Present {
+		t.Errorf("Record %+v", rec)
+	}
+	// A 400 is the request's fault: no fallback.
+	bad := newRoute(t, "bad", dep(uniq("dep"), url, "m?status=400"))
+	setRouteOptions(t, bad, &pb.RouteOptions{Fallbacks: []string{backup}})
+	r = g.post(t, "/v1/chat/completions", secret, chatBody(bad))
+	wantError(t, r, 400, "invalid_request_error", "<null>")
+}
+
+// A context-window overflow goes to the context fallbacks, not the plain
+// ones.
+func TestContextFallback(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(400)
+		_, _ = w.Write([]byte(`{"error":{"message":"This model's maximum context length is 8192 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`))
+	}))
+	defer up.Close()
+	_, url := startMock(t, mock.Options{})
+	_, secret := newKey(t)
+	g := startGateway(t, proxy.Config{})
+	bigDep, plainDep := uniq("dep"), uniq("dep")
+	big := newRoute(t, "big", dep(bigDep, url, "ok"))
+	plain := newRoute(t, "plain", dep(plainDep, url, "m?status=500"))
+	small := newRoute(t, "small", dep(uniq("dep"), up.URL, "small-model"))
+	setRouteOptions(t, small, &pb.RouteOptions{Fallbacks: []string{plain}, ContextFallbacks: []string{big}})
+	r := g.post(t, "/v1/chat/completions", secret, chatBody(small))
+	if r.status != 200 {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	if rec := g.rec.of(t, r); rec.Deployment != big+"/"+bigDep || rec.Attempts != 2 {
+		t.Errorf("Record %+v", rec)
+	}
+}
+
+// A failing deployment cools down: the next requests go to the healthy
+// one without trying it, and it is probed back after the cooldown.
+func TestCooldownSkipsFailingDeployment(t *testing.T) {
+	t.Parallel()
+	ms, url := startMock(t, mock.Options{})
+	_, secret := newKey(t)
+	g := startGateway(t, proxy.Config{Cooldown: 300 * time.Millisecond})
+	bad := dep(uniq("dep"), url, "m?status=500")
+	good := dep(uniq("dep"), url, "ok")
+	route := newRoute(t, "cool", bad, good)
+	before := ms.Stats().Errors
+	for range 20 {
+		if r := g.post(t, "/v1/chat/completions", secret, chatBody(route)); r.status != 200 {
+			t.Fatalf("status %d: %s", r.status, r.body)
+		}
+	}
+	if got := ms.Stats().Errors - before; got != 1 {
+		t.Errorf("the failing deployment was tried %d times in 20 requests, want once (then cooling)", got)
+	}
+	time.Sleep(350 * time.Millisecond)
+	for range 5 {
+		if r := g.post(t, "/v1/chat/completions", secret, chatBody(route)); r.status != 200 {
+			t.Fatalf("status %d: %s", r.status, r.body)
+		}
+	}
+	if got := ms.Stats().Errors - before; got != 2 {
+		t.Errorf("after the cooldown the failing deployment was tried %d times in all, want one probe more (2)", got)
+	}
+}
+
+// Aliases and wildcard routes: "*" as the upstream model sends the name
+// the client asked for.
+func TestAliasAndWildcard(t *testing.T) {
+	t.Parallel()
+	ms, url := startMock(t, mock.Options{})
+	_, secret := newKey(t)
+	g := startGateway(t, proxy.Config{})
+	prefix := uniq("wild")
+	addDeployments(t, prefix+"-*", dep(uniq("dep"), url, "*"))
+	r := g.post(t, "/v1/chat/completions", secret, chatBody(prefix+"-large"))
+	if r.status != 200 {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	var sent struct {
+		Model string `json:"model"`
+	}
+	if err := json.Unmarshal(ms.Stats().LastBody, &sent); err != nil || sent.Model != prefix+"-large" {
+		t.Errorf("upstream got model %q (%v), want the requested name", sent.Model, err)
+	}
+	if rec := g.rec.of(t, r); rec.Model != prefix+"-*" {
+		t.Errorf("recorded model %q, want the route", rec.Model)
+	}
+	route := newRoute(t, "aliased", dep(uniq("dep"), url, "ok"))
+	alias := uniq("alias")
+	setRouteOptions(t, route, &pb.RouteOptions{Aliases: []string{alias}})
+	if r := g.post(t, "/v1/chat/completions", secret, chatBody(alias)); r.status != 200 {
+		t.Fatalf("alias: status %d: %s", r.status, r.body)
+	}
+}
+
+// An Anthropic Messages client reaches an OpenAI-format deployment: the
+// request and the answer are translated, streaming too, and errors come in
+// Anthropic's shape.
+func TestMessagesToOpenAIDeployment(t *testing.T) {
+	t.Parallel()
+	_, url := startMock(t, mock.Options{})
+	_, secret := newKey(t)
+	g := startGateway(t, proxy.Config{})
+	route := newRoute(t, "msg", dep(uniq("dep"), url, "ok"))
+	body := `{"model":"` + route + `","max_tokens":50,"system":"Be brief.","messages":[{"role":"user","content":"Hi"}]}`
+	r := g.do(t, http.MethodPost, "/v1/messages", "", body, "X-Api-Key", secret, "Anthropic-Version", "2023-06-01")
+	if r.status != 200 {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	var m struct {
+		Type, Role, Model string
+		StopReason        string `json:"stop_reason"`
+		Content           []struct{ Type, Text string }
+		Usage             struct {
+			InputTokens  int64 `json:"input_tokens"`
+			OutputTokens int64 `json:"output_tokens"`
+		}
+	}
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Type != "message" || m.Role != "assistant" || m.Model != route || len(m.Content) == 0 || m.Content[0].Text == "" ||
+		m.Usage.OutputTokens == 0 || m.StopReason == "" {
+		t.Errorf("message %s", r.body)
+	}
+	if rec := g.rec.of(t, r); !rec.Usage.Present || rec.Usage.CompletionTokens != m.Usage.OutputTokens {
+		t.Errorf("Record usage %+v, answer %+v", rec.Usage, m.Usage)
+	}
+
+	r = g.do(t, http.MethodPost, "/v1/messages", "", strings.Replace(body, `"max_tokens":50`, `"max_tokens":50,"stream":true`, 1),
+		"X-Api-Key", secret)
+	if r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("stream: status %d %s: %s", r.status, r.header.Get("Content-Type"), r.body)
+	}
+	for _, ev := range []string{"event: message_start", "event: content_block_delta", "event: message_delta", "event: message_stop"} {
+		if !strings.Contains(string(r.body), ev) {
+			t.Errorf("stream lacks %q:\n%s", ev, r.body)
+		}
+	}
+	if i, j := strings.Index(string(r.body), "message_start"), strings.Index(string(r.body), "message_stop"); i < 0 || j < i {
+		t.Errorf("events out of order")
+	}
+
+	// Errors in Anthropic's shape: unknown model, no max_tokens.
+	r = g.do(t, http.MethodPost, "/v1/messages", "", `{"model":"nope","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`, "X-Api-Key", secret)
+	wantAnthropicError(t, r, 404, "not_found_error")
+	r = g.do(t, http.MethodPost, "/v1/messages", "", `{"model":"`+route+`","messages":[{"role":"user","content":"x"}]}`, "X-Api-Key", secret)
+	wantAnthropicError(t, r, 400, "invalid_request_error")
+	r = g.do(t, http.MethodPost, "/v1/messages", "", body, "X-Api-Key", "wrong")
+	wantAnthropicError(t, r, 401, "authentication_error")
+
+	r = g.do(t, http.MethodPost, "/v1/messages/count_tokens", "", body, "X-Api-Key", secret)
+	var ct struct {
+		InputTokens int64 `json:"input_tokens"`
+	}
+	if r.status != 200 || json.Unmarshal(r.body, &ct) != nil || ct.InputTokens <= 0 {
+		t.Errorf("count_tokens: %d %s", r.status, r.body)
+	}
+}
+
+func wantAnthropicError(t *testing.T, r response, status int, typ string) {
+	t.Helper()
+	var e struct {
+		Type  string
+		Error struct{ Type, Message string }
+	}
+	if r.status != status || json.Unmarshal(r.body, &e) != nil || e.Type != "error" || e.Error.Type != typ || e.Error.Message == "" {
+		t.Errorf("got %d %s, want %d with an Anthropic %s", r.status, r.body, status, typ)
+	}
+}
+
+// A Responses API client reaches an OpenAI-format chat deployment.
+func TestResponsesToChatDeployment(t *testing.T) {
+	t.Parallel()
+	_, url := startMock(t, mock.Options{})
+	_, secret := newKey(t)
+	g := startGateway(t, proxy.Config{})
+	route := newRoute(t, "resp", dep(uniq("dep"), url, "ok"))
+	r := g.post(t, "/v1/responses", secret, `{"model":"`+route+`","instructions":"Be brief.","input":"Hello"}`)
+	if r.status != 200 {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	var resp struct {
+		Object, Status string
+		Output         []struct {
+			Type    string
+			Content []struct{ Type, Text string }
+		}
+		Usage struct {
+			InputTokens int64 `json:"input_tokens"`
+		}
+	}
+	if err := json.Unmarshal(r.body, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if resp.Object != "response" || resp.Status != "completed" || len(resp.Output) == 0 || resp.Output[0].Type != "message" ||
+		len(resp.Output[0].Content) == 0 || resp.Output[0].Content[0].Text == "" || resp.Usage.InputTokens == 0 {
+		t.Errorf("response %s", r.body)
+	}
+	r = g.post(t, "/v1/responses", secret, `{"model":"`+route+`","input":"Hello","stream":true}`)
+	if r.status != 200 || !strings.Contains(string(r.body), "event: response.output_text.delta") ||
+		!strings.Contains(string(r.body), "event: response.completed") {
+		t.Errorf("stream: %d %s", r.status, r.body)
+	}
+	r = g.post(t, "/v1/responses", secret, `{"model":"`+route+`","input":"x","previous_response_id":"resp_1"}`)
+	wantError(t, r, 400, "invalid_request_error", "invalid_request")
+}
+
+// A malformed answer of a translated upstream is a clean 502 in the
+// client's format, never a hang or a crash.
+func TestMalformedTranslatedUpstream(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"x","choices":[{"message":`))
+	}))
+	defer up.Close()
+	_, secret := newKey(t)
+	g := startGateway(t, proxy.Config{MaxAttempts: 1})
+	route := newRoute(t, "broken", dep(uniq("dep"), up.URL, "m"))
+	r := g.do(t, http.MethodPost, "/v1/messages", "", `{"model":"`+route+`","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`,
+		"X-Api-Key", secret)
+	wantAnthropicError(t, r, 502, "api_error")
+}

@@ -1,0 +1,626 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate/tollgate/raftstore"
+	"github.com/tollgate/tollgate/routing"
+	"github.com/tollgate/tollgate/routing/translate"
+)
+
+// exchange is one client request as the attempts see it: the raw body and
+// its scanned fields, and — decoded once, when the first attempt needs it —
+// the canonical chat request.
+type exchange struct {
+	body []byte
+	req  *routing.Request
+
+	chat    *translate.ChatRequest
+	chatErr error
+	decoded bool
+}
+
+// canonical decodes the client's request with its inbound format.
+func (x *exchange) canonical(ep routing.Endpoint) (*translate.ChatRequest, error) {
+	if !x.decoded {
+		x.decoded = true
+		x.chat, x.chatErr = inboundOf(ep).DecodeRequest(x.body)
+	}
+	return x.chat, x.chatErr
+}
+
+// inboundOf returns the translator of an endpoint's client format.
+func inboundOf(ep routing.Endpoint) translate.Inbound {
+	switch ep {
+	case routing.EndpointMessages:
+		return translate.AnthropicInbound
+	case routing.EndpointResponses:
+		return translate.ResponsesInbound
+	default:
+		return translate.OpenAIInbound
+	}
+}
+
+// providerOf returns the translator of a provider kind's wire format.
+func providerOf(kind string) translate.Provider {
+	switch kind {
+	case routing.ProviderAnthropic:
+		return translate.Anthropic
+	case routing.ProviderGemini:
+		return translate.Gemini
+	case routing.ProviderBedrock:
+		return translate.Bedrock
+	default:
+		return translate.OpenAIChat
+	}
+}
+
+// targetOf describes d for a translator.
+func targetOf(d *raftstore.Deployment, requested string) *translate.Target {
+	return &translate.Target{Provider: d.Provider, BaseURL: d.BaseURL, UpstreamModel: upstreamModel(d, requested),
+		Credential: d.Credential, Options: d.Options}
+}
+
+// deadline arms an attempt's timeout: it cancels ctx after the
+// deployment's (or the node's) upstream timeout.
+func (h *Handler) deadline(r *http.Request, d *raftstore.Deployment) (context.Context, context.CancelFunc, *time.Timer, *atomic.Bool, time.Duration) {
+	timeout := h.cfg.UpstreamTimeout
+	if d.TimeoutMillis > 0 {
+		timeout = time.Duration(d.TimeoutMillis) * time.Millisecond
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	timedOut := new(atomic.Bool)
+	timer := time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
+	return ctx, cancel, timer, timedOut, timeout
+}
+
+// tryTranslated serves a request whose client format differs from the
+// deployment's wire format, through the canonical chat form.
+func (h *Handler) tryTranslated(w http.ResponseWriter, r *http.Request, rec *Record, rt *raftstore.Route, d *raftstore.Deployment, x *exchange) *failure {
+	in := inboundOf(rec.Endpoint)
+	creq, err := x.canonical(rec.Endpoint)
+	if err != nil {
+		return &failure{kind: translate.KindInvalidRequest, err: asError(err)}
+	}
+	prov := providerOf(d.Provider)
+	t := targetOf(d, x.req.Model)
+	if d.Provider == routing.ProviderDemo {
+		t.BaseURL = demoBaseURL
+	}
+	hreq, err := prov.NewRequest(creq, t, creq.Stream)
+	if err != nil {
+		e := asError(err)
+		if e.Kind == translate.KindInvalidRequest {
+			// This provider cannot take the request; another may.
+			return &failure{kind: kindUnsupported, err: e}
+		}
+		return &failure{kind: translate.KindAuth, err: e, cools: true}
+	}
+	ctx, cancel, timer, timedOut, timeout := h.deadline(r, d)
+	defer cancel()
+	defer timer.Stop()
+	hreq = hreq.WithContext(ctx)
+	transport := h.transport
+	if d.Provider == routing.ProviderDemo {
+		transport = demoTransport{}
+	}
+	sent := time.Now()
+	resp, err := transport.RoundTrip(hreq)
+	if err != nil {
+		return h.transportFailure(r, rec, d, err, timedOut.Load(), timeout)
+	}
+	defer resp.Body.Close()
+	rec.UpstreamLatency = time.Since(sent)
+	if resp.StatusCode >= 300 {
+		data, _ := readAll(resp.Body, nil, maxErrorBytes)
+		f := upstreamFailure(prov.ParseError(resp.StatusCode, resp.Header, data))
+		f.retryAfter = resp.Header.Get("Retry-After")
+		return f
+	}
+	if creq.Stream {
+		return h.streamTranslated(w, r, rec, resp, prov, in, creq, d, timer, timedOut)
+	}
+	data, err := readAll(resp.Body, nil, maxResponseBytes)
+	if err != nil {
+		if r.Context().Err() != nil {
+			rec.Status = statusClientClosed
+			return nil
+		}
+		f := failureOf(apiError{http.StatusBadGateway, typeUpstream, "upstream_failed", "",
+			"The upstream deployment '" + d.ID + "' failed while answering: " + upstreamErrText(err)}, translate.KindOverloaded)
+		f.cools, f.retry = true, true
+		return f
+	}
+	cresp, err := prov.ParseResponse(data, x.req.Model)
+	if err != nil {
+		f := upstreamFailure(asBadResponse(err, d))
+		return f
+	}
+	out, err := in.EncodeResponse(cresp)
+	if err != nil {
+		return upstreamFailure(asBadResponse(err, d))
+	}
+	rec.Status = http.StatusOK
+	rec.Usage = usageOf(cresp.Usage)
+	hdr := w.Header()
+	hdr["X-Tollgate-Deployment"] = []string{d.ID}
+	hdr["Content-Type"] = contentTypeJSON
+	hdr["Content-Length"] = []string{strconv.Itoa(len(out))}
+	rec.FirstByte = time.Since(rec.Start)
+	h.commit(rec)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(out)
+	return nil
+}
+
+// streamTranslated relays an upstream stream as the client format's
+// events. Nothing is written until the first chunk decodes, so a stream
+// that fails or stays silent past the first-token timeout may be retried.
+func (h *Handler) streamTranslated(w http.ResponseWriter, r *http.Request, rec *Record, resp *http.Response,
+	prov translate.Provider, in translate.Inbound, creq *translate.ChatRequest, d *raftstore.Deployment,
+	timer *time.Timer, timedOut *atomic.Bool) *failure {
+	if d.FirstTokenTimeoutMillis > 0 {
+		timer.Reset(time.Duration(d.FirstTokenTimeoutMillis) * time.Millisecond)
+	}
+	dec := prov.NewStreamDecoder(resp.Body, rec.Model)
+	first, err := dec.Next()
+	if err != nil && !errors.Is(err, io.EOF) {
+		if r.Context().Err() != nil {
+			rec.Status = statusClientClosed
+			return nil
+		}
+		if timedOut.Load() {
+			f := failureOf(apiError{http.StatusGatewayTimeout, typeTimeout, "upstream_timeout", "",
+				"The upstream deployment '" + d.ID + "' sent no first token in time."}, translate.KindTimeout)
+			f.cools, f.retry = true, true
+			return f
+		}
+		var te *translate.Error
+		if errors.As(err, &te) {
+			return upstreamFailure(te)
+		}
+		f := failureOf(apiError{http.StatusBadGateway, typeUpstream, "upstream_failed", "",
+			"The upstream deployment '" + d.ID + "' ended the stream before its first event: " + upstreamErrText(err)}, translate.KindOverloaded)
+		f.cools, f.retry = true, true
+		return f
+	}
+	timer.Stop()
+	hdr := w.Header()
+	hdr["X-Tollgate-Deployment"] = []string{d.ID}
+	hdr["Content-Type"] = []string{"text/event-stream"}
+	hdr["Cache-Control"] = []string{"no-cache"}
+	hdr["X-Accel-Buffering"] = []string{"no"}
+	w.WriteHeader(http.StatusOK)
+	rec.Status = http.StatusOK
+	rec.FirstByte = time.Since(rec.Start)
+	fl, _ := w.(http.Flusher)
+	flush := func() {
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	cw := &clientWriter{w: w}
+	enc := in.NewStreamEncoder(cw, rec.Model)
+	translate.SetIncludeUsage(enc, x(creq))
+	var usage *translate.Usage
+	c := first
+	for {
+		if c != nil {
+			if c.Usage != nil {
+				usage = c.Usage
+				rec.Usage = usageOf(c.Usage)
+			}
+			if werr := enc.WriteChunk(c); werr != nil || cw.err != nil {
+				rec.Status = statusClientClosed
+				return nil
+			}
+			flush()
+		}
+		if err != nil {
+			break
+		}
+		c, err = dec.Next()
+	}
+	if !errors.Is(err, io.EOF) {
+		if r.Context().Err() != nil {
+			rec.Status = statusClientClosed
+			return nil
+		}
+		rec.Status = http.StatusBadGateway
+		h.log.Warn("upstream stream broke", "request", rec.RequestID, "deployment", rec.Deployment, "err", err)
+		h.commit(rec)
+		var te *translate.Error
+		if !errors.As(err, &te) {
+			te = asBadResponse(err, d)
+		}
+		_ = enc.Fail(te)
+		flush()
+		panic(http.ErrAbortHandler)
+	}
+	h.commit(rec) // before the stream's last events reach the client
+	_ = enc.Close(usage)
+	flush()
+	return nil
+}
+
+// x reports whether an OpenAI-format client asked for the usage chunk.
+func x(creq *translate.ChatRequest) bool {
+	return creq.StreamOptions != nil && creq.StreamOptions.IncludeUsage
+}
+
+// clientWriter remembers the first error writing to the client.
+type clientWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (c *clientWriter) Write(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.w.Write(p)
+	c.err = err
+	return n, err
+}
+
+func usageOf(u *translate.Usage) routing.Usage {
+	if u == nil {
+		return routing.Usage{}
+	}
+	return routing.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
+		TotalTokens: u.PromptTokens + u.CompletionTokens, CachedTokens: u.Cached(), Present: true}
+}
+
+// asError turns a translator's error into a *translate.Error.
+func asError(err error) *translate.Error {
+	var te *translate.Error
+	if errors.As(err, &te) {
+		return te
+	}
+	return translate.Invalid("", "%v", err)
+}
+
+func asBadResponse(err error, d *raftstore.Deployment) *translate.Error {
+	var te *translate.Error
+	if errors.As(err, &te) {
+		return te
+	}
+	return translate.BadResponse(d.Provider, "%v", err)
+}
+
+// --- Anthropic clients of Anthropic deployments: native pass-through ------
+
+// attemptAnthropic passes a Messages request through to an Anthropic
+// deployment with only the model renamed, so that everything Anthropic
+// offers (thinking, cache control, documents) reaches it, and reads the
+// usage from the answer on the way back.
+func (h *Handler) attemptAnthropic(w http.ResponseWriter, r *http.Request, rec *Record, d *raftstore.Deployment, x *exchange) *failure {
+	ctx, cancel, timer, timedOut, timeout := h.deadline(r, d)
+	defer cancel()
+	defer timer.Stop()
+	out := routing.RewriteRequest(nil, x.body, x.req, upstreamModel(d, x.req.Model), false)
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, d.BaseURL+"/messages", bytes.NewReader(out))
+	if err != nil {
+		return failureOf(apiError{http.StatusBadGateway, typeUpstream, "bad_upstream_url", "", err.Error()}, translate.KindAuth)
+	}
+	hreq.Header["Content-Type"] = contentTypeJSON
+	if d.Credential != "" {
+		hreq.Header["X-Api-Key"] = []string{d.Credential}
+	}
+	version := r.Header.Get("Anthropic-Version")
+	if version == "" {
+		version = "2023-06-01"
+	}
+	hreq.Header["Anthropic-Version"] = []string{version}
+	if b := r.Header.Values("Anthropic-Beta"); len(b) > 0 {
+		hreq.Header["Anthropic-Beta"] = b
+	}
+	sent := time.Now()
+	resp, err := h.transport.RoundTrip(hreq)
+	if err != nil {
+		return h.transportFailure(r, rec, d, err, timedOut.Load(), timeout)
+	}
+	defer resp.Body.Close()
+	rec.UpstreamLatency = time.Since(sent)
+	if resp.StatusCode >= 300 {
+		data, _ := readAll(resp.Body, nil, maxErrorBytes)
+		f := upstreamFailure(translate.Anthropic.ParseError(resp.StatusCode, resp.Header, data))
+		f.retryAfter = resp.Header.Get("Retry-After")
+		return f
+	}
+	if !isEventStream(resp.Header.Get("Content-Type")) {
+		data, err := readAll(resp.Body, nil, maxResponseBytes)
+		if err != nil {
+			if r.Context().Err() != nil {
+				rec.Status = statusClientClosed
+				return nil
+			}
+			f := failureOf(apiError{http.StatusBadGateway, typeUpstream, "upstream_failed", "",
+				"The upstream deployment '" + d.ID + "' failed while answering: " + upstreamErrText(err)}, translate.KindOverloaded)
+			f.cools, f.retry = true, true
+			return f
+		}
+		var body struct {
+			Usage *anthropicUsage `json:"usage"`
+		}
+		if json.Unmarshal(data, &body) == nil && body.Usage != nil {
+			rec.Usage = body.Usage.usage()
+		}
+		rec.Status = http.StatusOK
+		hdr := w.Header()
+		hdr["X-Tollgate-Deployment"] = []string{d.ID}
+		hdr["Content-Type"] = contentTypeJSON
+		hdr["Content-Length"] = []string{strconv.Itoa(len(data))}
+		rec.FirstByte = time.Since(rec.Start)
+		h.commit(rec)
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(data)
+		return nil
+	}
+	// A stream: relay it event by event, reading usage from message_start
+	// and message_delta, and record before message_stop goes out.
+	if d.FirstTokenTimeoutMillis > 0 {
+		timer.Reset(time.Duration(d.FirstTokenTimeoutMillis) * time.Millisecond)
+	}
+	sse := translate.NewSSEReader(resp.Body)
+	var u anthropicUsage
+	started := false
+	fl, _ := w.(http.Flusher)
+	var buf []byte
+	for {
+		ev, err := sse.Next()
+		if err != nil {
+			if !started {
+				if r.Context().Err() != nil {
+					rec.Status = statusClientClosed
+					return nil
+				}
+				msg := "ended the stream before its first event: " + upstreamErrText(err)
+				kind := translate.KindOverloaded
+				if timedOut.Load() {
+					msg, kind = "sent no first token in time", translate.KindTimeout
+				}
+				f := failureOf(apiError{http.StatusBadGateway, typeUpstream, "upstream_failed", "",
+					"The upstream deployment '" + d.ID + "' " + msg + "."}, kind)
+				f.cools, f.retry = true, true
+				return f
+			}
+			if errors.Is(err, io.EOF) {
+				h.commit(rec)
+				return nil
+			}
+			if r.Context().Err() != nil {
+				rec.Status = statusClientClosed
+				return nil
+			}
+			rec.Status = http.StatusBadGateway
+			h.commit(rec)
+			panic(http.ErrAbortHandler)
+		}
+		if !started {
+			if ev.Event == "error" {
+				return upstreamFailure(translate.AnthropicEventError(ev.Data))
+			}
+			started = true
+			timer.Stop()
+			hdr := w.Header()
+			hdr["X-Tollgate-Deployment"] = []string{d.ID}
+			hdr["Content-Type"] = []string{"text/event-stream"}
+			hdr["Cache-Control"] = []string{"no-cache"}
+			w.WriteHeader(http.StatusOK)
+			rec.Status = http.StatusOK
+			rec.FirstByte = time.Since(rec.Start)
+		}
+		switch ev.Event {
+		case "message_start":
+			var m struct {
+				Message struct {
+					Usage anthropicUsage `json:"usage"`
+				} `json:"message"`
+			}
+			if json.Unmarshal(ev.Data, &m) == nil {
+				u = m.Message.Usage
+				rec.Usage = u.usage()
+			}
+		case "message_delta":
+			var m struct {
+				Usage anthropicUsage `json:"usage"`
+			}
+			if json.Unmarshal(ev.Data, &m) == nil {
+				u.OutputTokens = m.Usage.OutputTokens
+				if m.Usage.InputTokens > 0 {
+					u.InputTokens = m.Usage.InputTokens
+				}
+				rec.Usage = u.usage()
+			}
+		case "message_stop":
+			h.commit(rec)
+		}
+		buf = buf[:0]
+		if ev.Event != "" {
+			buf = append(append(append(buf, "event: "...), ev.Event...), '\n')
+		}
+		buf = append(append(append(buf, "data: "...), ev.Data...), "\n\n"...)
+		if _, err := w.Write(buf); err != nil {
+			rec.Status = statusClientClosed
+			return nil
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+}
+
+type anthropicUsage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+}
+
+func (a anthropicUsage) usage() routing.Usage {
+	p := a.InputTokens + a.CacheReadInputTokens + a.CacheCreationInputTokens
+	return routing.Usage{PromptTokens: p, CompletionTokens: a.OutputTokens, TotalTokens: p + a.OutputTokens,
+		CachedTokens: a.CacheReadInputTokens, Present: true}
+}
+
+// --- embeddings on Gemini ----------------------------------------------------
+
+func (h *Handler) attemptGeminiEmbeddings(w http.ResponseWriter, r *http.Request, rec *Record, d *raftstore.Deployment, x *exchange) *failure {
+	t := targetOf(d, x.req.Model)
+	hreq, inputs, err := translate.GeminiEmbeddingsRequest(x.body, t)
+	if err != nil {
+		e := asError(err)
+		return &failure{kind: translate.KindInvalidRequest, err: e}
+	}
+	ctx, cancel, timer, timedOut, timeout := h.deadline(r, d)
+	defer cancel()
+	defer timer.Stop()
+	sent := time.Now()
+	resp, err := h.transport.RoundTrip(hreq.WithContext(ctx))
+	if err != nil {
+		return h.transportFailure(r, rec, d, err, timedOut.Load(), timeout)
+	}
+	defer resp.Body.Close()
+	rec.UpstreamLatency = time.Since(sent)
+	data, rerr := readAll(resp.Body, nil, maxResponseBytes)
+	if resp.StatusCode >= 300 {
+		f := upstreamFailure(translate.Gemini.ParseError(resp.StatusCode, resp.Header, data))
+		f.retryAfter = resp.Header.Get("Retry-After")
+		return f
+	}
+	if rerr != nil {
+		if r.Context().Err() != nil {
+			rec.Status = statusClientClosed
+			return nil
+		}
+		f := failureOf(apiError{http.StatusBadGateway, typeUpstream, "upstream_failed", "",
+			"The upstream deployment '" + d.ID + "' failed while answering: " + upstreamErrText(rerr)}, translate.KindOverloaded)
+		f.cools, f.retry = true, true
+		return f
+	}
+	out, u, err := translate.GeminiEmbeddingsResponse(data, x.req.Model, inputs, int64(len(x.body)/4))
+	if err != nil {
+		return upstreamFailure(asBadResponse(err, d))
+	}
+	rec.Status = http.StatusOK
+	rec.Usage = usageOf(u)
+	hdr := w.Header()
+	hdr["X-Tollgate-Deployment"] = []string{d.ID}
+	hdr["Content-Type"] = contentTypeJSON
+	hdr["Content-Length"] = []string{strconv.Itoa(len(out))}
+	rec.FirstByte = time.Since(rec.Start)
+	h.commit(rec)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(out)
+	return nil
+}
+
+// --- /v1/messages/count_tokens ----------------------------------------------
+
+// countTokens answers Anthropic's token counting endpoint with the
+// gateway's estimate (see translate.AnthropicCountTokens); it needs a valid
+// key that may use the model, and sends nothing upstream.
+func (h *Handler) countTokens(w http.ResponseWriter, r *http.Request) {
+	fail := func(e apiError) { writeErrorIn(w, routing.EndpointMessages, e.toError(translate.KindOther)) }
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		fail(errMethod(http.MethodPost))
+		return
+	}
+	st := h.cfg.State.State()
+	key, aerr := authenticate(r, st)
+	if key == nil {
+		fail(aerr)
+		return
+	}
+	body, err := readBody(r, h.cfg.MaxBodyBytes, nil)
+	if err != nil {
+		fail(errTooLarge(h.cfg.MaxBodyBytes))
+		return
+	}
+	req, err := routing.ScanRequest(body)
+	if err != nil {
+		fail(errMalformed)
+		return
+	}
+	if req.Model == "" {
+		fail(errNoModel)
+		return
+	}
+	if !key.Allows(req.Model) {
+		fail(errModelNotAllowed(req.Model))
+		return
+	}
+	if st.Resolve(req.Model) == nil {
+		fail(errModelNotFound(req.Model))
+		return
+	}
+	n, err := translate.AnthropicCountTokens(body)
+	if err != nil {
+		writeErrorIn(w, routing.EndpointMessages, asError(err))
+		return
+	}
+	out := translate.AnthropicCountTokensResponse(n)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	_, _ = w.Write(out)
+}
+
+// --- the demo provider for other client formats ------------------------------
+
+// demoBaseURL is the API root translated requests to a demo deployment
+// name; demoTransport answers them in-process.
+const demoBaseURL = "http://demo.tollgate.invalid/v1"
+
+// demoTransport serves OpenAI chat requests with routing.ServeDemo, so
+// that clients of the Anthropic and Responses formats get the offline demo
+// through the same translation as a real upstream.
+type demoTransport struct{}
+
+func (demoTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		return nil, err
+	}
+	sr, err := routing.ScanRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	rw := &demoWriter{header: http.Header{}}
+	routing.ServeDemo(rw, routing.EndpointChat, sr.Model, body, &sr, nil)
+	if rw.status == 0 {
+		rw.status = http.StatusOK
+	}
+	return &http.Response{StatusCode: rw.status, Header: rw.header, Body: io.NopCloser(&rw.body),
+		ContentLength: int64(rw.body.Len()), Request: req}, nil
+}
+
+type demoWriter struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (d *demoWriter) Header() http.Header { return d.header }
+
+func (d *demoWriter) Write(p []byte) (int, error) {
+	if d.status == 0 {
+		d.status = http.StatusOK
+	}
+	return d.body.Write(p)
+}
+
+func (d *demoWriter) WriteHeader(code int) {
+	if d.status == 0 {
+		d.status = code
+	}
+}
