@@ -78,7 +78,7 @@ func ScanRequest(body []byte) (Request, error) {
 					return nil
 				})
 			}
-		case "max_tokens", "max_completion_tokens":
+		case "max_tokens", "max_completion_tokens", "max_output_tokens":
 			if n, err := strconv.ParseInt(string(val), 10, 64); err == nil && n > req.MaxTokens {
 				req.MaxTokens = n
 			}

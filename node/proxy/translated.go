@@ -90,6 +90,9 @@ func (h *Handler) tryTranslated(w http.ResponseWriter, r *http.Request, rec *Rec
 	if err != nil {
 		return &failure{kind: translate.KindInvalidRequest, err: asError(err)}
 	}
+	if rec.Endpoint == routing.EndpointResponses {
+		in = translate.ResponsesInboundFor(creq) // echoes the request's settings
+	}
 	prov := providerOf(d.Provider)
 	t := targetOf(d, x.req.Model)
 	if d.Provider == routing.ProviderDemo {
