@@ -511,7 +511,7 @@ func failureOf(e apiError, kind translate.ErrorKind) *failure {
 // retries and backoff, then the route's fallbacks, until one answers. A
 // failure the upstream blamed on the request ends the search at once.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, route *raftstore.Route, body []byte, req *routing.Request) {
-	x := &exchange{body: body, req: req}
+	x := &exchange{body: body, req: *req}
 	var routeBuf [4]*raftstore.Route
 	routes := append(routeBuf[:0], route)
 	var last *failure
@@ -656,7 +656,7 @@ func (h *Handler) try(w http.ResponseWriter, r *http.Request, rec *Record, rt *r
 		w.Header().Set("X-Tollgate-Deployment", d.ID)
 		rec.FirstByte = time.Since(rec.Start)
 		rec.Status = http.StatusOK
-		routing.ServeDemo(w, rec.Endpoint, x.req.Model, x.body, x.req, func(u routing.Usage) {
+		routing.ServeDemo(w, rec.Endpoint, x.req.Model, x.body, &x.req, func(u routing.Usage) {
 			rec.Usage = u
 			h.commit(rec) // before the last byte, as for real upstreams
 		})
@@ -664,7 +664,7 @@ func (h *Handler) try(w http.ResponseWriter, r *http.Request, rec *Record, rt *r
 	}
 	if d.Limits != nil && h.cfg.Limiter != nil {
 		checks := [1]ratelimit.Check{checkOf(d.Limits)}
-		t, refusal := h.cfg.Limiter.Admit(checks[:], estimateTokens(len(x.body), x.req, h.cfg.OutputCap))
+		t, refusal := h.cfg.Limiter.Admit(checks[:], estimateTokens(len(x.body), &x.req, h.cfg.OutputCap))
 		if refusal != nil {
 			f := failureOf(errDeploymentsBusy(x.req.Model, refusal), translate.KindRateLimited)
 			f.rateLimited = refusal.Reason
@@ -739,7 +739,7 @@ func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, rec *Record, d
 	timer := time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
 	defer timer.Stop()
 
-	req := x.req
+	req := &x.req
 	out := getBuf()
 	includeUsage := rec.Endpoint != routing.EndpointEmbeddings
 	if p, ok := routing.PresetOf(d.Options); ok && p.NoStreamOptions {

@@ -21,7 +21,9 @@ import (
 // the canonical chat request.
 type exchange struct {
 	body []byte
-	req  *routing.Request
+	// req is a copy, not a pointer to the caller's: the translators'
+	// interface calls make the escape analysis leak what x points to.
+	req routing.Request
 
 	chat    *translate.ChatRequest
 	chatErr error
@@ -309,7 +311,7 @@ func (h *Handler) attemptAnthropic(w http.ResponseWriter, r *http.Request, rec *
 	ctx, cancel, timer, timedOut, timeout := h.deadline(r, d)
 	defer cancel()
 	defer timer.Stop()
-	out := routing.RewriteRequest(nil, x.body, x.req, upstreamModel(d, x.req.Model), false)
+	out := routing.RewriteRequest(nil, x.body, &x.req, upstreamModel(d, x.req.Model), false)
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, d.BaseURL+"/messages", bytes.NewReader(out))
 	if err != nil {
 		return failureOf(apiError{http.StatusBadGateway, typeUpstream, "bad_upstream_url", "", err.Error()}, translate.KindAuth)
