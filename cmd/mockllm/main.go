@@ -1,5 +1,6 @@
-// Command mockllm serves a fake OpenAI-compatible LLM API for tests,
-// benchmarks and demos. See package mock for the behaviour.
+// Command mockllm serves a fake LLM API for tests, benchmarks and demos: the
+// OpenAI, Anthropic Messages, Gemini (and Vertex AI) and Bedrock Converse wire
+// formats, with per-request fault injection. See package mock for the behaviour.
 package main
 
 import (
@@ -22,17 +23,34 @@ import (
 
 const usageText = `Usage: mockllm [flags]
 
-Serves a fake OpenAI-compatible API:
-  POST /v1/chat/completions, POST /v1/completions (both support "stream": true),
-  POST /v1/embeddings, GET /v1/models,
-  GET /mock/stats (counters as JSON), POST /mock/reset (zero the counters).
+Serves fake LLM APIs in several wire formats:
+  OpenAI      POST /v1/chat/completions, POST /v1/completions (both with "stream": true),
+              POST /v1/embeddings, GET /v1/models
+  Anthropic   POST /v1/messages ("stream": true for SSE), POST /v1/messages/count_tokens
+              (also without /v1); needs x-api-key (or Authorization) and anthropic-version
+  Gemini      POST /v1beta/models/{model}:generateContent, :streamGenerateContent
+              (?alt=sse for SSE, else a JSON array), :embedContent, :batchEmbedContents
+              (also under /v1/models/); needs x-goog-api-key, ?key= or Authorization
+  Vertex AI   POST /v1/projects/{p}/locations/{l}/publishers/google/models/{model}:generateContent,
+              :streamGenerateContent, :predict (embeddings) (also under /v1beta1/)
+  Bedrock     POST /model/{modelId}/converse, POST /model/{modelId}/converse-stream
+              (application/vnd.amazon.eventstream); needs Authorization "AWS4-HMAC-SHA256
+              Credential=..." or "Bearer ..." (not verified)
+  Control     GET /mock/stats (counters as JSON), POST /mock/reset (zero the counters)
+
+Chat answers in every format: a request with tools gets a call to the first tool
+(arguments from its schema: required strings "mock", numbers 1, booleans true); a
+last message that is a tool result gets text starting "Tool result received: "
+and its first 40 bytes; images make the text start "I see N image(s). ".
 
 Per-request faults and knobs, as X-Mock-<Name> headers or as directives after
-a '?' in the request's model name (e.g. "gpt-4o?status=429", "m?latency=300ms&chunks=50"):
-  status=400..599                    respond with that status and an OpenAI error body
+a '?' in the request's model name (e.g. "gpt-4o?status=429", "m?latency=300ms&chunks=50");
+where the model is in the URL path, escape them: models/gem%3Fstatus%3D500:generateContent.
+Errors are written in each format's own error shape.
+  status=400..599                    respond with that status and an error body
   fault=reset|hang|reset-mid-stream  TCP reset / never respond / reset after half the output
   latency=<duration>                 delay before the response headers
-  chunks=<n>                         stream chunks
+  chunks=<n>                         stream chunks (text deltas or tool-argument pieces)
   interval=<duration>                gap between stream chunks
   size=<bytes>                       content size of a non-stream completion
 

@@ -66,10 +66,11 @@ var errDirective = errors.New("unknown mock directive; known: status, fault, lat
 
 // set applies one directive. Names and values:
 //
-//	status=400..599                  respond with that status and an OpenAI error body (429 adds Retry-After: 1)
+//	status=400..599                  respond with that status and an error body in the route's format
+//	                                 (OpenAI and Anthropic add Retry-After: 1 to a 429)
 //	fault=reset|hang|reset-mid-stream  TCP reset, no response until the client leaves, or reset after half the output
 //	latency=<duration>               delay before the response headers, e.g. 250ms
-//	chunks=1..1000000                stream chunks
+//	chunks=1..1000000                stream chunks: text deltas, or the pieces of a tool call's arguments
 //	interval=<duration>              gap between stream chunks
 //	size=0..67108864                 content bytes of a non-stream completion
 func (p *params) set(name, v string) error {

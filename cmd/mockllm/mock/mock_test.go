@@ -474,7 +474,8 @@ func TestStatsAndReset(t *testing.T) {
 	st := s.Stats()
 	want := map[string]int64{"/v1/models": 1, "/v1/nope": 1, "/v1/chat/completions": 2}
 	if st.Requests != 4 || st.Completed != 4 || st.Errors != 2 || st.InFlight != 0 || st.MaxInFlight != 1 ||
-		st.LastAuthorization != "Bearer sk-test" || string(st.LastBody) != chatBody || len(st.ByPath) != len(want) {
+		st.LastAuthorization != "Bearer sk-test" || st.LastAuthHeader != "authorization" || string(st.LastBody) != chatBody ||
+		len(st.ByPath) != len(want) || len(st.ByFormat) != 1 || st.ByFormat["openai"] != 3 {
 		t.Fatalf("stats %+v", st)
 	}
 	for p, n := range want {
@@ -485,7 +486,8 @@ func TestStatsAndReset(t *testing.T) {
 
 	status, _, b := call(t, ts, "/mock/stats", "")
 	got := decode[Stats](t, b)
-	if status != 200 || !strings.Contains(string(b), `"last_body":"{`) || string(got.LastBody) != chatBody || got.Requests != 4 || got.ByPath["/v1/nope"] != 1 {
+	if status != 200 || !strings.Contains(string(b), `"last_body":"{`) || string(got.LastBody) != chatBody || got.Requests != 4 ||
+		got.ByPath["/v1/nope"] != 1 || got.ByFormat["openai"] != 3 || got.LastAuthHeader != "authorization" {
 		t.Fatalf("/mock/stats %d: %s", status, b)
 	}
 
@@ -493,7 +495,8 @@ func TestStatsAndReset(t *testing.T) {
 		t.Fatalf("/mock/reset status %d", status)
 	}
 	st = s.Stats()
-	if st.Requests != 0 || st.Completed != 0 || st.Errors != 0 || st.MaxInFlight != 0 || len(st.ByPath) != 0 || st.LastBody != nil || st.LastAuthorization != "" {
+	if st.Requests != 0 || st.Completed != 0 || st.Errors != 0 || st.MaxInFlight != 0 || len(st.ByPath) != 0 || len(st.ByFormat) != 0 ||
+		st.LastBody != nil || st.LastAuthorization != "" || st.LastAuthHeader != "" {
 		t.Fatalf("after reset: %+v", st)
 	}
 }

@@ -1,6 +1,7 @@
 package mock
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
@@ -13,7 +14,7 @@ import (
 	"time"
 )
 
-// request is the union of the request fields the endpoints look at.
+// request is the union of the request fields the OpenAI endpoints look at.
 type request struct {
 	Model    string `json:"model"`
 	Messages []struct {
@@ -24,9 +25,83 @@ type request struct {
 	StreamOptions struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
+	Tools          present         `json:"tools"` // decoded by openAITurn when present
 	Input          json.RawMessage `json:"input"`
 	Dimensions     int             `json:"dimensions"`
 	EncodingFormat string          `json:"encoding_format"`
+}
+
+// present records whether a JSON field is there and not null, without
+// decoding or copying it.
+type present bool
+
+func (p *present) UnmarshalJSON(b []byte) error {
+	*p = len(b) > 0 && b[0] != 'n'
+	return nil
+}
+
+// serveOpenAI serves the OpenAI routes.
+func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, o op) {
+	var req request
+	var body []byte
+	auth := r.Header.Get("Authorization")
+	if o != opModels {
+		buf := getBuf()
+		defer putBuf(buf)
+		var ok bool
+		if body, ok = s.readRecorded(w, r, buf, openAI, auth, "authorization"); !ok {
+			return
+		}
+		if err := json.Unmarshal(body, &req); err != nil {
+			s.writeError(w, http.StatusBadRequest, "We could not parse the JSON body of your request: "+err.Error(), "")
+			return
+		}
+		if req.Model == "" {
+			s.writeError(w, http.StatusBadRequest, "you must provide a model parameter", "")
+			return
+		}
+	} else {
+		s.record(auth, "authorization", nil)
+	}
+
+	p := s.params()
+	var err error
+	if req.Model, err = p.directives(r.Header, req.Model); err != nil {
+		s.writeError(w, http.StatusBadRequest, err.Error(), "invalid_mock_directive")
+		return
+	}
+	if s.inject(w, r.Context(), &p, openAI) {
+		return
+	}
+
+	switch o {
+	case opChat:
+		if len(req.Messages) == 0 {
+			s.writeError(w, http.StatusBadRequest, "'messages' is a required property", "")
+			return
+		}
+		// Only requests that may hold tools, tool results or images are
+		// decoded further; the plain chat path stays as cheap as it was.
+		var rp *reply
+		if bool(req.Tools) || mayHaveExtras(body) {
+			t, err := openAITurn(body)
+			if err != nil {
+				s.writeError(w, http.StatusBadRequest, err.Error(), "")
+				return
+			}
+			if t.images > 0 || t.hasResult || len(t.tools) > 0 {
+				plan := t.plan(&p, req.Stream)
+				rp = &plan
+			}
+		}
+		s.completion(w, r, &req, &p, &chatKind, rp)
+	case opCompletions:
+		s.completion(w, r, &req, &p, &textKind, nil)
+	case opEmbeddings:
+		s.embeddings(w, &req, &p)
+	case opModels:
+		s.finish(s.writeBody(w, http.StatusOK, modelsBody, p.fault == faultMidStream))
+	}
 }
 
 // kind is what differs between chat and legacy text completions.
@@ -45,7 +120,9 @@ type usage struct{ prompt, completion int }
 // tokens approximates a token count as ceil(chars/4).
 func tokens(chars int) int { return (chars + 3) / 4 }
 
-func (s *Server) completion(w http.ResponseWriter, r *http.Request, req *request, p *params, k *kind) {
+// completion answers a chat or legacy completion; rp, when not nil, is the
+// planned answer of a chat request with tools, tool results or images.
+func (s *Server) completion(w http.ResponseWriter, r *http.Request, req *request, p *params, k *kind, rp *reply) {
 	chars := int(req.Prompt)
 	for _, m := range req.Messages {
 		chars += int(m.Content)
@@ -70,30 +147,58 @@ func (s *Server) completion(w http.ResponseWriter, r *http.Request, req *request
 	b = append(b, `,"choices":[`...)
 	if req.Stream {
 		*buf = b
-		s.finish(s.stream(w, r.Context(), k, b, req.StreamOptions.IncludeUsage, p, u))
+		if rp != nil && rp.tool != nil {
+			s.finish(s.streamToolCall(w, r.Context(), b, req.StreamOptions.IncludeUsage, p, u, rp))
+			return
+		}
+		prefix := ""
+		if rp != nil {
+			prefix = rp.prefix
+		}
+		s.finish(s.stream(w, r.Context(), k, b, req.StreamOptions.IncludeUsage, p, u, prefix))
 		return
 	}
 
 	text := content(p.size)
 	u.completion = tokens(len(text))
-	if k.chat {
-		b = append(b, `{"index":0,"message":{"role":"assistant","content":"`...)
-		b = append(b, text...)
-		b = append(b, `","refusal":null},`...)
-	} else {
+	finish := `"stop"}],"usage":`
+	switch {
+	case !k.chat:
 		b = append(b, `{"text":"`...)
 		b = append(b, text...)
 		b = append(b, `","index":0,`...)
+	case rp == nil:
+		b = append(b, `{"index":0,"message":{"role":"assistant","content":"`...)
+		b = append(b, text...)
+		b = append(b, `","refusal":null},`...)
+	default:
+		b = append(b, `{"index":0,"message":{"role":"assistant","content":`...)
+		if rp.tool != nil && rp.prefix == "" {
+			b = append(b, "null"...)
+		} else {
+			b = appendString(b, rp.text)
+		}
+		if rp.tool != nil {
+			b = append(b, `,"tool_calls":[{"id":"call_mock_1","type":"function","function":{"name":`...)
+			b = appendString(b, rp.tool.name)
+			b = append(b, `,"arguments":`...)
+			b = appendString(b, string(rp.args))
+			b = append(b, "}}]"...)
+			finish = `"tool_calls"}],"usage":`
+		}
+		b = append(b, `,"refusal":null},`...)
+		u.completion = rp.output
 	}
-	b = append(b, `"logprobs":null,"finish_reason":"stop"}],"usage":`...)
+	b = append(b, `"logprobs":null,"finish_reason":`...)
+	b = append(b, finish...)
 	b = append(appendUsage(b, u), '}')
 	*buf = b
 	s.finish(s.writeBody(w, http.StatusOK, b, p.fault == faultMidStream))
 }
 
 // stream writes p.chunks server-sent events; head is the JSON object up to
-// and including `"choices":[`.
-func (s *Server) stream(w http.ResponseWriter, ctx context.Context, k *kind, head []byte, includeUsage bool, p *params, u usage) error {
+// and including `"choices":[`; prefix starts the first chunk's content.
+func (s *Server) stream(w http.ResponseWriter, ctx context.Context, k *kind, head []byte, includeUsage bool, p *params, u usage, prefix string) error {
 	h := w.Header()
 	h["Content-Type"] = sseType
 	h["Cache-Control"] = noCache
@@ -120,7 +225,7 @@ func (s *Server) stream(w http.ResponseWriter, ctx context.Context, k *kind, hea
 		if i > 0 && p.interval > 0 && !sleep(ctx, &t, p.interval) {
 			return ctx.Err()
 		}
-		b = appendChunk(b[:n0], k, i, i == p.chunks-1, includeUsage)
+		b = appendChunk(b[:n0], k, i, i == p.chunks-1, includeUsage, prefix)
 		if err := writeFlush(w, rc, b); err != nil {
 			return err
 		}
@@ -139,7 +244,73 @@ func (s *Server) stream(w http.ResponseWriter, ctx context.Context, k *kind, hea
 	return writeFlush(w, rc, append(b, "data: [DONE]\n\n"...))
 }
 
-func appendChunk(b []byte, k *kind, i int, final, includeUsage bool) []byte {
+// streamToolCall streams a chat answer that calls a tool: the role (and the
+// prefix as content, if any), the call's id and name, its arguments in
+// pieces (the content deltas), and a last chunk with finish_reason
+// "tool_calls"; head is as for stream.
+func (s *Server) streamToolCall(w http.ResponseWriter, ctx context.Context, head []byte, includeUsage bool, p *params, u usage, rp *reply) error {
+	off := rp.pieces(p.chunks)
+	st := s.startStream(w, ctx, p, sseType, rp.deltas+len(off)-1)
+	defer st.end()
+	buf := getBuf()
+	defer putBuf(buf)
+	b := append(append((*buf)[:0], "data: "...), head...)
+	n0 := len(b)
+	defer func() { *buf = b }()
+	tail := `"logprobs":null,"finish_reason":null}]}` + "\n\n"
+	if includeUsage {
+		tail = `"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n"
+	}
+
+	b = append(b[:n0], `{"index":0,"delta":{"role":"assistant","content":`...)
+	if rp.deltas > 0 {
+		if err := st.delta(); err != nil {
+			return err
+		}
+		b = append(appendString(b, rp.prefix), "},"...)
+		b = append(b, tail...)
+		if err := st.send(b); err != nil {
+			return err
+		}
+		b = append(b[:n0], `{"index":0,"delta":{`...)
+	} else {
+		b = append(b, "null,"...)
+	}
+	b = append(b, `"tool_calls":[{"index":0,"id":"call_mock_1","type":"function","function":{"name":`...)
+	b = appendString(b, rp.tool.name)
+	b = append(b, `,"arguments":""}}]},`...)
+	b = append(b, tail...)
+	if err := st.send(b); err != nil {
+		return err
+	}
+	for i := range len(off) - 1 {
+		if err := st.delta(); err != nil {
+			return err
+		}
+		b = append(b[:n0], `{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":`...)
+		b = appendString(b, string(rp.args[off[i]:off[i+1]]))
+		b = append(b, "}}]},"...)
+		b = append(b, tail...)
+		if err := st.send(b); err != nil {
+			return err
+		}
+	}
+	b = append(b[:n0], `{"index":0,"delta":{},"logprobs":null,"finish_reason":"tool_calls"}]`...)
+	if includeUsage {
+		b = append(b, `,"usage":null`...)
+	}
+	b = append(b, "}\n\n"...)
+	if includeUsage {
+		u.completion = rp.output
+		b = append(b, "data: "...)
+		b = append(b, head...)
+		b = appendUsage(append(b, `],"usage":`...), u)
+		b = append(b, "}\n\n"...)
+	}
+	return st.send(append(b, "data: [DONE]\n\n"...))
+}
+
+func appendChunk(b []byte, k *kind, i int, final, includeUsage bool, prefix string) []byte {
 	tok := streamTokens[i%len(streamTokens)]
 	switch {
 	case !k.chat:
@@ -148,6 +319,9 @@ func appendChunk(b []byte, k *kind, i int, final, includeUsage bool) []byte {
 		b = append(b, `","index":0,`...)
 	case i == 0:
 		b = append(b, `{"index":0,"delta":{"role":"assistant","content":"`...)
+		if prefix != "" {
+			b = appendEscaped(b, prefix)
+		}
 		b = append(b, tok...)
 		b = append(b, `"},`...)
 	default:
@@ -293,3 +467,95 @@ var modelsBody = func() []byte {
 	}
 	return append(b, "]}"...)
 }()
+
+// mayHaveExtras reports whether a chat request body may hold a tool result
+// (a message with "tool_call_id") or an image ("image_url"). Both keys hold
+// a '_', a byte rare in plain chat requests, so the check costs a few
+// vectorized byte scans rather than a substring search of the whole body.
+func mayHaveExtras(body []byte) bool {
+	for i := 0; ; i++ {
+		j := bytes.IndexByte(body[i:], '_')
+		if j < 0 {
+			return false
+		}
+		i += j
+		if bytes.HasSuffix(body[:i], []byte(`"tool`)) && bytes.HasPrefix(body[i:], []byte(`_call_id"`)) ||
+			bytes.HasSuffix(body[:i], []byte(`"image`)) && bytes.HasPrefix(body[i:], []byte(`_url"`)) {
+			return true
+		}
+	}
+}
+
+// openAITurn decodes the parts of a chat request that shape its answer:
+// tools, tool_choice, images (image_url content parts) and a last message
+// with role "tool".
+func openAITurn(body []byte) (*turn, error) {
+	var req struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+		Tools []struct {
+			Type     string `json:"type"`
+			Function struct {
+				Name       string          `json:"name"`
+				Parameters json.RawMessage `json:"parameters"`
+			} `json:"function"`
+		} `json:"tools"`
+		ToolChoice json.RawMessage `json:"tool_choice"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, err
+	}
+	t := &turn{}
+	for i, m := range req.Messages {
+		text, images := openAIContent(m.Content)
+		t.images += images
+		if i == len(req.Messages)-1 && (m.Role == "tool" || m.Role == "function") {
+			t.hasResult, t.result = true, text
+		}
+	}
+	for _, tl := range req.Tools {
+		if tl.Type == "function" || tl.Type == "" {
+			t.tools = append(t.tools, tool{tl.Function.Name, tl.Function.Parameters})
+		}
+	}
+	var choice struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	switch tc := string(req.ToolChoice); {
+	case tc == `"none"`:
+		t.choice = choiceNone
+	case json.Unmarshal(req.ToolChoice, &choice) == nil:
+		t.choice = choice.Function.Name
+	}
+	return t, nil
+}
+
+// openAIContent returns the text of message content (a string or an array
+// of parts) and its number of image_url parts.
+func openAIContent(raw json.RawMessage) (string, int) {
+	if len(raw) == 0 || raw[0] != '[' {
+		var s string
+		_ = json.Unmarshal(raw, &s)
+		return s, 0
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(raw, &parts)
+	var text []byte
+	images := 0
+	for _, p := range parts {
+		switch p.Type {
+		case "text":
+			text = append(text, p.Text...)
+		case "image_url":
+			images++
+		}
+	}
+	return string(text), images
+}

@@ -1,10 +1,29 @@
 // Package mock implements mockllm: a fast, deterministic HTTP server that
-// mimics the OpenAI API (chat completions, legacy completions, embeddings,
-// models) for tests, benchmarks and demos.
+// mimics the wire formats of LLM APIs for tests, benchmarks and demos:
+//
+//   - OpenAI: POST /v1/chat/completions and /v1/completions (both with
+//     "stream": true), POST /v1/embeddings, GET /v1/models (respond.go);
+//   - Anthropic Messages: POST /v1/messages (also /messages), streamed with
+//     "stream": true, and POST /v1/messages/count_tokens (anthropic.go);
+//   - Gemini: POST /v1beta/models/{model}:generateContent,
+//     :streamGenerateContent (SSE with ?alt=sse, else a JSON array),
+//     :embedContent and :batchEmbedContents (also under /v1/models/), and
+//     the Vertex AI paths POST /v1/projects/{p}/locations/{l}/publishers/google/models/{model}:generateContent,
+//     :streamGenerateContent and :predict (also under /v1beta1/) (gemini.go);
+//   - Bedrock: POST /model/{modelId}/converse and /model/{modelId}/converse-stream,
+//     the stream in the binary application/vnd.amazon.eventstream framing
+//     (bedrock.go).
+//
+// Chat answers in every format follow the same rules (answer.go): tools in
+// the request are answered with a call to the first tool, tool results and
+// images are acknowledged at the start of the answer text.
 //
 // Faults and knobs are chosen per request, either with X-Mock-* request
 // headers or with URL-query-style directives appended to the request's model
 // name ("gpt-x?status=500&latency=300ms"); see params.set for the names.
+// Where the model is a URL path segment (Gemini, Vertex, Bedrock) the
+// directives ride in it URL-escaped: models/gem%3Fstatus%3D500:generateContent.
+// Injected errors are written in the format's own error shape.
 package mock
 
 import (
@@ -28,17 +47,30 @@ type Options struct {
 
 // Stats is a snapshot of the server's counters.
 type Stats struct {
-	Requests    int64 `json:"requests"`      // /v1 requests received
-	InFlight    int64 `json:"in_flight"`     // /v1 requests being handled now
+	Requests    int64 `json:"requests"`      // API requests received (all but /mock/*)
+	InFlight    int64 `json:"in_flight"`     // API requests being handled now
 	MaxInFlight int64 `json:"max_in_flight"` // high-water mark of InFlight
 	Cancelled   int64 `json:"cancelled"`     // client left (or ctx ended) before the response was finished
 	Completed   int64 `json:"completed"`     // full responses written, errors included
 	Errors      int64 `json:"errors"`        // responses with status >= 400 (a subset of Completed)
 	Resets      int64 `json:"resets"`        // connections reset by a reset fault
-	// ByPath counts /v1 requests per URL path.
-	ByPath            map[string]int64 `json:"by_path"`
-	LastAuthorization string           `json:"last_authorization"`
-	LastBody          []byte           `json:"last_body"` // JSON-encoded as a string, not base64
+	// ByPath counts API requests per route: the URL path for fixed paths
+	// ("/v1/messages") and unknown ones, the path pattern for routes with
+	// parameters ("/v1beta/models/{model}:generateContent",
+	// "/model/{modelId}/converse-stream").
+	ByPath map[string]int64 `json:"by_path"`
+	// ByFormat counts requests to known routes per wire format: "openai",
+	// "anthropic", "gemini", "vertex" and "bedrock".
+	ByFormat map[string]int64 `json:"by_format"`
+	// LastAuthorization is the credential of the last request, as sent: the
+	// Authorization header, or Anthropic's x-api-key, or Gemini's
+	// x-goog-api-key header or key query parameter.
+	LastAuthorization string `json:"last_authorization"`
+	// LastAuthHeader names where LastAuthorization came from:
+	// "authorization", "x-api-key", "x-goog-api-key" or "key" (query); ""
+	// when the request carried no credential.
+	LastAuthHeader string `json:"last_auth_header"`
+	LastBody       []byte `json:"last_body"` // JSON-encoded as a string, not base64
 }
 
 // MarshalJSON encodes LastBody as a plain string so /mock/stats is readable.
@@ -64,16 +96,6 @@ func (st *Stats) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-const (
-	routeChat = iota
-	routeCompletions
-	routeEmbeddings
-	routeModels
-	numRoutes
-)
-
-var routePaths = [numRoutes]string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models"}
-
 // injectedCodes are the OpenAI error codes of injected statuses (default null).
 var injectedCodes = map[int]string{401: "invalid_api_key", 404: "model_not_found", 429: "rate_limit_exceeded"}
 
@@ -88,6 +110,7 @@ type Server struct {
 
 	mu         sync.Mutex // guards the fields below
 	lastAuth   string
+	lastSource string
 	lastBody   []byte
 	otherPaths map[string]int64
 }
@@ -112,11 +135,12 @@ func (s *Server) Stats() Stats {
 	st := Stats{
 		Requests: s.requests.Load(), InFlight: s.inFlight.Load(), MaxInFlight: s.maxInFlight.Load(),
 		Cancelled: s.cancelled.Load(), Completed: s.completed.Load(), Errors: s.errors.Load(),
-		Resets: s.resets.Load(), ByPath: map[string]int64{},
+		Resets: s.resets.Load(), ByPath: map[string]int64{}, ByFormat: map[string]int64{},
 	}
 	for i := range s.byRoute {
 		if n := s.byRoute[i].Load(); n > 0 {
-			st.ByPath[routePaths[i]] = n
+			st.ByPath[routes[i].key] = n
+			st.ByFormat[formatNames[routes[i].format]] += n
 		}
 	}
 	s.mu.Lock()
@@ -124,7 +148,7 @@ func (s *Server) Stats() Stats {
 	for p, n := range s.otherPaths {
 		st.ByPath[p] = n
 	}
-	st.LastAuthorization = s.lastAuth
+	st.LastAuthorization, st.LastAuthHeader = s.lastAuth, s.lastSource
 	st.LastBody = bytes.Clone(s.lastBody)
 	return st
 }
@@ -141,11 +165,11 @@ func (s *Server) Reset() {
 	s.maxInFlight.Store(s.inFlight.Load())
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.lastAuth, s.lastBody = "", nil
+	s.lastAuth, s.lastSource, s.lastBody = "", "", nil
 	clear(s.otherPaths)
 }
 
-// ServeHTTP serves the /v1 API and the /mock control endpoints.
+// ServeHTTP serves the API routes and the /mock control endpoints.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/mock/stats":
@@ -167,105 +191,48 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for m := s.maxInFlight.Load(); n > m && !s.maxInFlight.CompareAndSwap(m, n); m = s.maxInFlight.Load() {
 	}
 
-	route := routeOf(r.URL.Path)
-	if route < 0 {
+	id, model := lookup(r.URL.Path)
+	if id < 0 {
 		s.mu.Lock()
 		s.otherPaths[r.URL.Path]++
 		s.mu.Unlock()
-		s.writeError(w, http.StatusNotFound, "Invalid URL ("+r.Method+" "+r.URL.Path+")", "")
+		s.fail(w, guessFormat(r.URL.Path), http.StatusNotFound, "Invalid URL ("+r.Method+" "+r.URL.Path+")", "")
 		return
 	}
-	s.byRoute[route].Add(1)
-	method := http.MethodPost
-	if route == routeModels {
-		method = http.MethodGet
-	}
-	if r.Method != method {
-		s.methodNotAllowed(w, method)
+	s.byRoute[id].Add(1)
+	rt := &routes[id]
+	if r.Method != rt.method {
+		w.Header()["Allow"] = []string{rt.method}
+		s.fail(w, rt.format, http.StatusMethodNotAllowed, "method not allowed; use "+rt.method, "")
 		return
 	}
-
-	var req request
-	if method == http.MethodPost {
-		buf := getBuf()
-		defer putBuf(buf)
-		body, err := readBody(r.Body, (*buf)[:0])
-		*buf = body
-		s.record(r.Header.Get("Authorization"), body)
-		if err != nil {
-			s.writeError(w, http.StatusBadRequest, "could not read request body: "+err.Error(), "")
-			return
-		}
-		if err := json.Unmarshal(body, &req); err != nil {
-			s.writeError(w, http.StatusBadRequest, "We could not parse the JSON body of your request: "+err.Error(), "")
-			return
-		}
-		if req.Model == "" {
-			s.writeError(w, http.StatusBadRequest, "you must provide a model parameter", "")
-			return
-		}
-	} else {
-		s.record(r.Header.Get("Authorization"), nil)
-	}
-
-	p := params{latency: s.opts.Latency, chunks: s.opts.Chunks, interval: s.opts.Interval, size: s.opts.ContentSize}
-	err := p.fromHeaders(r.Header)
-	if model, query, ok := strings.Cut(req.Model, "?"); ok && err == nil {
-		req.Model = model
-		err = p.fromQuery(query)
-	}
-	if err != nil {
-		s.writeError(w, http.StatusBadRequest, err.Error(), "invalid_mock_directive")
-		return
-	}
-
-	ctx := r.Context()
-	if p.latency > 0 {
-		var t *time.Timer
-		ok := sleep(ctx, &t, p.latency)
-		t.Stop()
-		if !ok {
-			s.abort()
-		}
-	}
-	switch {
-	case p.fault == faultReset:
-		s.reset(w)
-		return
-	case p.fault == faultHang:
-		<-ctx.Done()
-		s.abort()
-	case p.status != 0:
-		if p.status == http.StatusTooManyRequests {
-			w.Header()["Retry-After"] = []string{"1"}
-		}
-		s.writeError(w, p.status, "mockllm: injected "+http.StatusText(p.status), injectedCodes[p.status])
-		return
-	}
-
-	switch route {
-	case routeChat:
-		if len(req.Messages) == 0 {
-			s.writeError(w, http.StatusBadRequest, "'messages' is a required property", "")
-			return
-		}
-		s.completion(w, r, &req, &p, &chatKind)
-	case routeCompletions:
-		s.completion(w, r, &req, &p, &textKind)
-	case routeEmbeddings:
-		s.embeddings(w, &req, &p)
-	case routeModels:
-		s.finish(s.writeBody(w, http.StatusOK, modelsBody, p.fault == faultMidStream))
+	switch rt.format {
+	case openAI:
+		s.serveOpenAI(w, r, rt.op)
+	case anthropic:
+		s.serveAnthropic(w, r, rt.op)
+	case gemini, vertex:
+		s.serveGemini(w, r, rt, model)
+	case bedrock:
+		s.serveBedrock(w, r, rt.op, model)
 	}
 }
 
-func routeOf(path string) int {
-	for i, p := range routePaths {
-		if p == path {
-			return i
-		}
+// params returns the server's defaults for a request's knobs.
+func (s *Server) params() params {
+	return params{latency: s.opts.Latency, chunks: s.opts.Chunks, interval: s.opts.Interval, size: s.opts.ContentSize}
+}
+
+// directives applies the X-Mock-* headers and then the directives after a
+// '?' in model; it returns the model without them.
+func (p *params) directives(h http.Header, model string) (string, error) {
+	if err := p.fromHeaders(h); err != nil {
+		return model, err
 	}
-	return -1
+	if m, query, ok := strings.Cut(model, "?"); ok {
+		return m, p.fromQuery(query)
+	}
+	return model, nil
 }
 
 // finish counts a handler's outcome: errReset was counted by reset; any other
@@ -287,11 +254,29 @@ func (s *Server) abort() {
 	panic(http.ErrAbortHandler)
 }
 
-func (s *Server) record(auth string, body []byte) {
+// record remembers the last request's credential (from the header or query
+// parameter named source) and body.
+func (s *Server) record(auth, source string, body []byte) {
+	if auth == "" {
+		source = ""
+	}
 	s.mu.Lock()
-	s.lastAuth = auth
+	s.lastAuth, s.lastSource = auth, source
 	s.lastBody = append(s.lastBody[:0], body...)
 	s.mu.Unlock()
+}
+
+// readRecorded reads the request body into buf and records it with the
+// credential; on a read error it answers in format f and returns false.
+func (s *Server) readRecorded(w http.ResponseWriter, r *http.Request, buf *[]byte, f format, auth, source string) ([]byte, bool) {
+	body, err := readBody(r.Body, (*buf)[:0])
+	*buf = body
+	s.record(auth, source, body)
+	if err != nil {
+		s.fail(w, f, http.StatusBadRequest, "could not read request body: "+err.Error(), "")
+		return nil, false
+	}
+	return body, true
 }
 
 func (s *Server) serveStats(w http.ResponseWriter, r *http.Request) {
@@ -306,9 +291,4 @@ func (s *Server) serveStats(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header()["Content-Type"] = jsonType
 	_, _ = w.Write(b)
-}
-
-func (s *Server) methodNotAllowed(w http.ResponseWriter, allow string) {
-	w.Header()["Allow"] = []string{allow}
-	s.writeError(w, http.StatusMethodNotAllowed, "method not allowed; use "+allow, "")
 }

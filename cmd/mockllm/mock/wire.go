@@ -134,8 +134,12 @@ func readBody(r io.Reader, b []byte) ([]byte, error) {
 
 // appendString appends s as a JSON string.
 func appendString(b []byte, s string) []byte {
+	return append(appendEscaped(append(b, '"'), s), '"')
+}
+
+// appendEscaped appends s escaped for the inside of a JSON string.
+func appendEscaped(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
-	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -155,7 +159,7 @@ func appendString(b []byte, s string) []byte {
 		}
 		start = i + 1
 	}
-	return append(append(b, s[start:]...), '"')
+	return append(b, s[start:]...)
 }
 
 // textLen decodes message content or a prompt (a string, an array of strings,
@@ -225,4 +229,119 @@ func content(n int) string {
 	for old := baseText.Load(); (old == nil || len(*old) < len(s)) && !baseText.CompareAndSwap(old, &s); old = baseText.Load() {
 	}
 	return s[:n]
+}
+
+// streamer writes the events of a streamed answer in any format. Content
+// deltas (text pieces or tool-argument pieces) go through delta, which
+// applies the interval directive between them and the reset-mid-stream fault
+// after half of them; other events are sent as they come.
+type streamer struct {
+	s   *Server
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	ctx context.Context
+	t   *time.Timer
+	gap time.Duration // the interval directive
+	n   int           // content deltas begun so far
+	cut int           // the delta before which a reset-mid-stream fault resets; -1 for none
+}
+
+// startStream writes the 200 response headers of a stream that will have
+// deltas content deltas.
+func (s *Server) startStream(w http.ResponseWriter, ctx context.Context, p *params, contentType []string, deltas int) *streamer {
+	h := w.Header()
+	h["Content-Type"] = contentType
+	h["Cache-Control"] = noCache
+	w.WriteHeader(http.StatusOK)
+	st := &streamer{s: s, w: w, rc: http.NewResponseController(w), ctx: ctx, gap: p.interval, cut: -1}
+	if p.fault == faultMidStream {
+		st.cut = deltas / 2
+	}
+	return st
+}
+
+// delta prepares the next content delta: it resets the connection (and
+// returns errReset) if the fault says so, else waits for the interval
+// (except before the first delta).
+func (st *streamer) delta() error {
+	if st.n == st.cut {
+		st.s.reset(st.w)
+		return errReset
+	}
+	if st.n > 0 && st.gap > 0 && !sleep(st.ctx, &st.t, st.gap) {
+		return st.ctx.Err()
+	}
+	st.n++
+	return nil
+}
+
+// send writes and flushes one event.
+func (st *streamer) send(b []byte) error { return writeFlush(st.w, st.rc, b) }
+
+// end releases the interval timer; the caller passes the stream's result
+// to Server.finish.
+func (st *streamer) end() {
+	if st.t != nil {
+		st.t.Stop()
+	}
+}
+
+// inject applies the latency directive and then a reset, hang or status
+// directive, answering in format f; it reports whether it answered.
+func (s *Server) inject(w http.ResponseWriter, ctx context.Context, p *params, f format) bool {
+	if p.latency > 0 {
+		var t *time.Timer
+		ok := sleep(ctx, &t, p.latency)
+		t.Stop()
+		if !ok {
+			s.abort()
+		}
+	}
+	switch {
+	case p.fault == faultReset:
+		s.reset(w)
+		return true
+	case p.fault == faultHang:
+		<-ctx.Done()
+		s.abort()
+	case p.status != 0:
+		s.fail(w, f, p.status, "mockllm: injected "+statusText(p.status), injectedCodes[p.status])
+		return true
+	}
+	return false
+}
+
+// statusText is http.StatusText, also naming 529 (Anthropic's "overloaded").
+func statusText(code int) string {
+	if t := http.StatusText(code); t != "" {
+		return t
+	}
+	if code == 529 {
+		return "Overloaded"
+	}
+	return "status " + strconv.Itoa(code)
+}
+
+// fail writes an error in format f. code is OpenAI's error code ("" for
+// null); the other formats derive their error type from the status.
+func (s *Server) fail(w http.ResponseWriter, f format, status int, msg, code string) {
+	switch f {
+	case anthropic:
+		s.anthropicError(w, status, msg)
+	case gemini, vertex:
+		s.googleError(w, status, msg)
+	case bedrock:
+		s.bedrockError(w, status, msg, "")
+	default:
+		if status == http.StatusTooManyRequests {
+			w.Header()["Retry-After"] = []string{"1"}
+		}
+		s.writeError(w, status, msg, code)
+	}
+}
+
+// writeJSONError writes an error body built in a pooled buffer.
+func (s *Server) writeJSONError(w http.ResponseWriter, status int, b []byte) {
+	s.errors.Add(1)
+	s.finish(s.writeBody(w, status, b, false))
 }
