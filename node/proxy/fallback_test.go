@@ -134,6 +134,9 @@ func TestAliasAndWildcard(t *testing.T) {
 	if r := g.post(t, "/v1/chat/completions", secret, chatBody(alias)); r.status != 200 {
 		t.Fatalf("alias: status %d: %s", r.status, r.body)
 	}
+	if r := g.do(t, http.MethodGet, "/v1/models", secret, ""); !strings.Contains(string(r.body), `"id":"`+alias+`"`) {
+		t.Errorf("/v1/models does not list the alias: %s", r.body)
+	}
 }
 
 // An Anthropic Messages client reaches an OpenAI-format deployment: the

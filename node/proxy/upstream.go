@@ -311,9 +311,9 @@ func (h *Handler) models(w http.ResponseWriter, r *http.Request) {
 	b := make([]byte, 0, 256)
 	b = append(b, `{"object":"list","data":[`...)
 	n := 0
-	for _, name := range st.RouteNames() {
+	add := func(name string, created int64) {
 		if !key.Allows(name) {
-			continue
+			return
 		}
 		if n > 0 {
 			b = append(b, ',')
@@ -322,8 +322,15 @@ func (h *Handler) models(w http.ResponseWriter, r *http.Request) {
 		b = append(b, `{"id":`...)
 		b = appendJSONString(b, name)
 		b = append(b, `,"object":"model","created":`...)
-		b = strconv.AppendInt(b, st.Route(name).Created, 10)
+		b = strconv.AppendInt(b, created, 10)
 		b = append(b, `,"owned_by":"tollgate"}`...)
+	}
+	for _, name := range st.RouteNames() {
+		created := st.Route(name).Created
+		add(name, created)
+		for _, alias := range st.RouteConfig(name).GetOptions().GetAliases() {
+			add(alias, created)
+		}
 	}
 	b = append(b, "]}"...)
 	w.Header().Set("Content-Type", "application/json")
