@@ -8,7 +8,9 @@ import (
 	"encoding/hex"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -325,12 +327,21 @@ func (h *Handler) models(w http.ResponseWriter, r *http.Request) {
 		b = strconv.AppendInt(b, created, 10)
 		b = append(b, `,"owned_by":"tollgate"}`...)
 	}
+	type entry struct {
+		name    string
+		created int64
+	}
+	var all []entry
 	for _, name := range st.RouteNames() {
 		created := st.Route(name).Created
-		add(name, created)
+		all = append(all, entry{name, created})
 		for _, alias := range st.RouteConfig(name).GetOptions().GetAliases() {
-			add(alias, created)
+			all = append(all, entry{alias, created})
 		}
+	}
+	slices.SortFunc(all, func(a, b entry) int { return strings.Compare(a.name, b.name) })
+	for _, e := range all {
+		add(e.name, e.created)
 	}
 	b = append(b, "]}"...)
 	w.Header().Set("Content-Type", "application/json")
