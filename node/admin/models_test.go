@@ -1,9 +1,11 @@
 package admin
 
 import (
+	"context"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -57,7 +59,7 @@ func TestAddDeployment(t *testing.T) {
 		"no deployment":         {Model: "m"},
 		"no deployment id":      {Model: "m", Deployment: &pb.Deployment{Provider: "demo"}},
 		"compatible no baseurl": {Model: "m", Deployment: &pb.Deployment{Id: "d", Provider: "openai-compatible", UpstreamModel: "x"}},
-		"unknown provider":      {Model: "m", Deployment: &pb.Deployment{Id: "d", Provider: "anthropic", UpstreamModel: "x"}},
+		"unknown provider":      {Model: "m", Deployment: &pb.Deployment{Id: "d", Provider: "cohere", UpstreamModel: "x"}},
 		"no provider":           {Model: "m", Deployment: &pb.Deployment{Id: "d"}},
 		"no upstream model":     {Model: "m", Deployment: &pb.Deployment{Id: "d", Provider: "openai"}},
 		"bad base url":          {Model: "m", Deployment: &pb.Deployment{Id: "d", Provider: "openai", BaseUrl: "ftp://x", UpstreamModel: "x"}},
@@ -340,4 +342,60 @@ func TestListPrices(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestSetRouteOptions(t *testing.T) {
+	store := openStore(t)
+	env := startServer(t, store)
+	ctx := ctxT(t)
+	for _, name := range []string{"primary", "backup"} {
+		_, err := env.models.AddDeployment(ctx, &pb.AddDeploymentRequest{Model: name, Deployment: &pb.Deployment{Id: "d", Provider: "demo"}})
+		mustOK(t, err)
+	}
+	resp, err := env.models.SetRouteOptions(ctx, &pb.SetRouteOptionsRequest{Model: "primary", Options: &pb.RouteOptions{
+		Strategy: "least-inflight", Fallbacks: []string{"backup"}, Aliases: []string{"main"}, MaxAttempts: 4}})
+	mustOK(t, err)
+	if o := resp.GetRoute().GetOptions(); o.GetStrategy() != "least-inflight" || o.GetMaxAttempts() != 4 {
+		t.Errorf("options = %v", o)
+	}
+	if r := store.State().Resolve("main"); r == nil || r.Name != "primary" {
+		t.Errorf("alias resolves to %v", r)
+	}
+	for name, tc := range map[string]struct {
+		req  *pb.SetRouteOptionsRequest
+		code codes.Code
+	}{
+		"unknown strategy": {&pb.SetRouteOptionsRequest{Model: "primary", Options: &pb.RouteOptions{Strategy: "fast"}}, codes.InvalidArgument},
+		"missing fallback": {&pb.SetRouteOptionsRequest{Model: "primary", Options: &pb.RouteOptions{Fallbacks: []string{"nope"}}}, codes.FailedPrecondition},
+		"self fallback":    {&pb.SetRouteOptionsRequest{Model: "primary", Options: &pb.RouteOptions{Fallbacks: []string{"primary"}}}, codes.InvalidArgument},
+		"alias taken":      {&pb.SetRouteOptionsRequest{Model: "backup", Options: &pb.RouteOptions{Aliases: []string{"main"}}}, codes.AlreadyExists},
+		"unknown model":    {&pb.SetRouteOptionsRequest{Model: "nope", Options: &pb.RouteOptions{}}, codes.NotFound},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := env.models.SetRouteOptions(ctx, tc.req)
+			wantCode(t, err, tc.code)
+		})
+	}
+	// TestModel without a data plane says so.
+	_, err = env.models.TestModel(ctx, &pb.TestModelRequest{Model: "primary"})
+	wantCode(t, err, codes.Unimplemented)
+}
+
+func TestTestModelHook(t *testing.T) {
+	store := openStore(t)
+	var got *pb.TestModelRequest
+	env := startServerWith(t, Config{Store: store, TestModel: func(_ context.Context, req *pb.TestModelRequest) (*pb.TestModelResponse, error) {
+		got = req
+		return &pb.TestModelResponse{Status: 200, Deployment: "d"}, nil
+	}}, time.Now)
+	ctx := ctxT(t)
+	_, err := env.models.AddDeployment(ctx, &pb.AddDeploymentRequest{Model: "m", Deployment: &pb.Deployment{Id: "d", Provider: "demo"}})
+	mustOK(t, err)
+	resp, err := env.models.TestModel(ctx, &pb.TestModelRequest{Model: "m", Prompt: "hi"})
+	mustOK(t, err)
+	if resp.GetDeployment() != "d" || got.GetPrompt() != "hi" {
+		t.Errorf("resp %v, hook got %v", resp, got)
+	}
+	_, err = env.models.TestModel(ctx, &pb.TestModelRequest{Model: "unknown"})
+	wantCode(t, err, codes.NotFound)
 }

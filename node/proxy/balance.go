@@ -118,8 +118,9 @@ func tracks(r *raftstore.Route) bool {
 
 // order appends the deployments of r to dst in the order to try them:
 // by priority, within a priority by the route's strategy; deployments in
-// cooldown go last (they serve only when every other one failed).
-func (h *Handler) order(dst []*raftstore.Deployment, r *raftstore.Route, now int64) []*raftstore.Deployment {
+// cooldown go last (they serve only when every other one failed). It
+// returns how many of the appended deployments are not cooling down.
+func (h *Handler) order(dst []*raftstore.Deployment, r *raftstore.Route, now int64) ([]*raftstore.Deployment, int) {
 	start := len(dst)
 	dst = routing.Order(dst, r, h.rnd)
 	ds := dst[start:]
@@ -152,6 +153,13 @@ func (h *Handler) order(dst []*raftstore.Deployment, r *raftstore.Route, now int
 	}
 	// Stable partition: a deployment being probed first, then the healthy
 	// ones, then those cooling down.
+	if len(ds) == 1 {
+		if c, _ := h.health.cooling(ds[0], now); c {
+			return dst, 0
+		}
+		return dst, 1
+	}
+	healthy := len(ds)
 	if len(ds) > 1 {
 		var cool [8]*raftstore.Deployment
 		cooled := cool[:0]
@@ -170,8 +178,9 @@ func (h *Handler) order(dst []*raftstore.Deployment, r *raftstore.Route, now int
 			}
 		}
 		copy(ds[w:], cooled)
+		healthy = w
 	}
-	return dst
+	return dst, healthy
 }
 
 // sortWithinPriority sorts each run of equal priority by key, ascending,

@@ -31,7 +31,8 @@ func TestWeightedConverges(t *testing.T) {
 	counts := map[string]int{}
 	for range n {
 		var buf [8]*raftstore.Deployment
-		counts[h.order(buf[:0], r, time.Now().UnixNano())[0].ID]++
+		ds, _ := h.order(buf[:0], r, time.Now().UnixNano())
+		counts[ds[0].ID]++
 	}
 	for id, w := range map[string]float64{"a": 0.1, "b": 0.3, "c": 0.6} {
 		got := float64(counts[id]) / n
@@ -51,7 +52,7 @@ func TestStrategies(t *testing.T) {
 	h.health.of(slow).inFlight.Store(5)
 	h.health.of(fast).inFlight.Store(1)
 	for range 100 {
-		got := h.order(nil, r, time.Now().UnixNano())
+		got, _ := h.order(nil, r, time.Now().UnixNano())
 		if got[0] != fast || got[1] != slow || got[2] != backup {
 			t.Fatalf("least-inflight order %s %s %s", got[0].ID, got[1].ID, got[2].ID)
 		}
@@ -60,7 +61,7 @@ func TestStrategies(t *testing.T) {
 	h.health.succeeded(slow, 300*time.Millisecond, true)
 	h.health.succeeded(fast, 20*time.Millisecond, true)
 	for range 100 {
-		if got := h.order(nil, r, time.Now().UnixNano()); got[0] != fast {
+		if got, _ := h.order(nil, r, time.Now().UnixNano()); got[0] != fast {
 			t.Fatalf("latency order starts with %s", got[0].ID)
 		}
 	}
@@ -81,7 +82,7 @@ func TestCooldownAndProbe(t *testing.T) {
 	now := time.Now().UnixNano()
 	h.health.failed(a, now, 0)
 	for range 50 {
-		if got := h.order(nil, r, now+int64(500*time.Millisecond)); got[0] != b || got[1] != a {
+		if got, healthy := h.order(nil, r, now+int64(500*time.Millisecond)); got[0] != b || got[1] != a || healthy != 1 {
 			t.Fatalf("while cooling: order %s %s", got[0].ID, got[1].ID)
 		}
 	}
@@ -90,7 +91,7 @@ func TestCooldownAndProbe(t *testing.T) {
 	after := now + int64(1100*time.Millisecond)
 	probes := 0
 	for range 200 {
-		if h.order(nil, r, after)[0] == a {
+		if got, _ := h.order(nil, r, after); got[0] == a {
 			probes++
 		}
 	}

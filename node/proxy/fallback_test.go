@@ -42,6 +42,21 @@ func TestFallbackRoute(t *testing.T) {
 	if rec.Deployment != backup+"/"+backupDep || rec.Attempts != 3 || rec.Model != primary || rec.Status != 200 || !rec.Usage.Present {
 		t.Errorf("Record %+v", rec)
 	}
+	// Now the primary's only deployment is cooling down: the fallback
+	// serves at once, without an attempt on it.
+	before = ms.Stats().Errors
+	for range 5 {
+		r = g.post(t, "/v1/chat/completions", secret, chatBody(primary))
+		if r.status != 200 {
+			t.Fatalf("status %d: %s", r.status, r.body)
+		}
+		if rec := g.rec.of(t, r); rec.Attempts != 1 || rec.Deployment != backup+"/"+backupDep {
+			t.Errorf("while cooling: Record %+v", rec)
+		}
+	}
+	if got := ms.Stats().Errors - before; got != 0 {
+		t.Errorf("the cooling deployment was tried %d times", got)
+	}
 	// A 400 is the request's fault: no fallback.
 	bad := newRoute(t, "bad", dep(uniq("dep"), url, "m?status=400"))
 	setRouteOptions(t, bad, &pb.RouteOptions{Fallbacks: []string{backup}})

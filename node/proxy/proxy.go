@@ -516,16 +516,33 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, r
 	routes := append(routeBuf[:0], route)
 	var last *failure
 	st := h.cfg.State.State()
+	var deferred *raftstore.Route // a cooling route kept for after its fallbacks
 	for ri := 0; ri < len(routes); ri++ {
 		rt := routes[ri]
 		var orderBuf [8]*raftstore.Deployment
-		deps := h.order(orderBuf[:0], rt, time.Now().UnixNano())
+		deps, healthy := h.order(orderBuf[:0], rt, time.Now().UnixNano())
+		if healthy == 0 && deferred == nil && len(deps) > 0 && len(rt.Fallbacks) > 0 {
+			// Every deployment is cooling down: the fallbacks serve first,
+			// and this route only when they fail too.
+			deferred = rt
+			for _, name := range rt.Fallbacks {
+				if fr := st.Resolve(name); fr != nil && !slices.Contains(routes, fr) {
+					routes = append(routes, fr)
+				}
+			}
+			routes = append(routes, rt)
+			continue
+		}
 		attempts := int(h.cfg.MaxAttempts)
 		if rt.MaxAttempts > 0 {
 			attempts = int(rt.MaxAttempts)
 		}
 		attempts = max(attempts, len(deps))
+		// A deployment in cooldown is tried once at most, never retried.
 		var noRetry [8]bool
+		for i := healthy; i < min(len(deps), 8); i++ {
+			noRetry[i] = true
+		}
 		for a := 0; a < attempts && len(deps) > 0; a++ {
 			i := a % len(deps)
 			if a >= len(deps) {
@@ -563,6 +580,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, r
 		next := rt.Fallbacks
 		if last != nil && last.kind == translate.KindContextOverflow {
 			next = rt.ContextFallbacks
+		} else if rt == deferred {
+			next = nil // its fallbacks were tried already
 		}
 		for _, name := range next {
 			if fr := st.Resolve(name); fr != nil && !slices.Contains(routes, fr) {
