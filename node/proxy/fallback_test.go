@@ -283,3 +283,46 @@ func TestMalformedTranslatedUpstream(t *testing.T) {
 		"X-Api-Key", secret)
 	wantAnthropicError(t, r, 502, "api_error")
 }
+
+// least-inflight sends most requests to the fast deployment when one of
+// two is slow: requests pile up in flight on the slow one.
+func TestLeastInflightAvoidsSlowDeployment(t *testing.T) {
+	t.Parallel()
+	_, url := startMock(t, mock.Options{})
+	_, secret := newKey(t)
+	g := startGateway(t, proxy.Config{})
+	slow := dep(uniq("slow"), url, "m?latency=150ms")
+	fast := dep(uniq("fast"), url, "ok")
+	route := newRoute(t, "lif", slow, fast)
+	setRouteOptions(t, route, &pb.RouteOptions{Strategy: "least-inflight"})
+	const clients, each = 8, 10
+	counts := make(chan string, clients*each)
+	done := make(chan struct{})
+	for range clients {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for range each {
+				r := g.post(t, "/v1/chat/completions", secret, chatBody(route))
+				if r.status != 200 {
+					t.Errorf("status %d: %s", r.status, r.body)
+					return
+				}
+				counts <- r.header.Get("X-Tollgate-Deployment")
+			}
+		}()
+	}
+	for range clients {
+		<-done
+	}
+	close(counts)
+	n := map[string]int{}
+	for id := range counts {
+		n[id]++
+	}
+	// With weighted random the slow one would get half; in flight it
+	// holds a request for 150 ms while the fast one turns over hundreds.
+	t.Logf("slow %d, fast %d", n[slow.Id], n[fast.Id])
+	if n[slow.Id] > clients*each*3/10 {
+		t.Errorf("the slow deployment served %d of %d requests (fast %d); least-inflight should avoid it", n[slow.Id], clients*each, n[fast.Id])
+	}
+}
