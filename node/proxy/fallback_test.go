@@ -152,6 +152,26 @@ func TestAliasAndWildcard(t *testing.T) {
 	if r := g.do(t, http.MethodGet, "/v1/models", secret, ""); !strings.Contains(string(r.body), `"id":"`+alias+`"`) {
 		t.Errorf("/v1/models does not list the alias: %s", r.body)
 	}
+	// A key allowed the route may use its alias; one allowed neither may not.
+	_, routeOnly := newKey(t, route)
+	if r := g.post(t, "/v1/chat/completions", routeOnly, chatBody(alias)); r.status != 200 {
+		t.Errorf("alias with a key allowed the route: status %d: %s", r.status, r.body)
+	}
+	_, other := newKey(t, "something-else")
+	r = g.post(t, "/v1/chat/completions", other, chatBody(alias))
+	wantError(t, r, 403, "permission_error", "model_not_allowed")
+
+	// The demo provider answers Anthropic and Responses clients too.
+	demo := newRoute(t, "demo", &pb.Deployment{Id: "demo", Provider: "demo"})
+	r = g.do(t, http.MethodPost, "/v1/messages", "", `{"model":"`+demo+`","max_tokens":20,"messages":[{"role":"user","content":"ping"}]}`,
+		"X-Api-Key", secret)
+	if r.status != 200 || !strings.Contains(string(r.body), `"type":"message"`) || !strings.Contains(string(r.body), "ping") {
+		t.Errorf("demo via /v1/messages: %d %s", r.status, r.body)
+	}
+	r = g.post(t, "/v1/responses", secret, `{"model":"`+demo+`","input":"ping","stream":true}`)
+	if r.status != 200 || !strings.Contains(string(r.body), "response.completed") {
+		t.Errorf("demo via /v1/responses: %d %s", r.status, r.body)
+	}
 }
 
 // An Anthropic Messages client reaches an OpenAI-format deployment: the

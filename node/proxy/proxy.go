@@ -292,11 +292,13 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 		return
 	}
 	rec.Stream = req.Stream
-	if !key.Allows(req.Model) {
+	route := st.Resolve(req.Model)
+	// A key may name the model as asked, or for an alias the route it
+	// stands for.
+	if !key.Allows(req.Model) && (route == nil || route.Wildcard || route.Name == req.Model || !key.Allows(route.Name)) {
 		fail(errModelNotAllowed(req.Model))
 		return
 	}
-	route := st.Resolve(req.Model)
 	if route == nil {
 		fail(errModelNotFound(req.Model))
 		return
