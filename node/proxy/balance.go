@@ -21,6 +21,9 @@ type depHealth struct {
 	// failures.
 	coolUntil atomic.Int64
 	fails     atomic.Int32
+	// probing is set while one request probes the deployment after its
+	// cooldown (coolUntil then holds the end of the probe window).
+	probing atomic.Bool
 }
 
 // probeWindow is how long one request has to probe a deployment whose
@@ -68,6 +71,7 @@ func (t *healthTable) cooling(d *raftstore.Deployment, now int64) (cooling, prob
 	// The cooldown is over: one request probes the deployment; the others
 	// keep skipping it for the probe window (or until the probe answers).
 	if h.coolUntil.CompareAndSwap(until, now+int64(probeWindow)) {
+		h.probing.Store(true)
 		return false, true
 	}
 	return true, false
@@ -78,6 +82,14 @@ func (t *healthTable) cooling(d *raftstore.Deployment, now int64) (cooling, prob
 // that is longer.
 func (t *healthTable) failed(d *raftstore.Deployment, now int64, retryAfter time.Duration) {
 	h := t.of(d)
+	if !h.probing.CompareAndSwap(true, false) && now < h.coolUntil.Load() {
+		// Requests that were in flight together fail together: one
+		// outage escalates the cooldown once, not once per request.
+		if retryAfter > 0 {
+			h.coolUntil.Store(max(h.coolUntil.Load(), now+int64(min(retryAfter, t.MaxCooldown))))
+		}
+		return
+	}
 	n := h.fails.Add(1)
 	cd := t.Cooldown << min(n-1, 10)
 	if cd > t.MaxCooldown || cd <= 0 {
@@ -99,6 +111,7 @@ func (t *healthTable) succeeded(d *raftstore.Deployment, latency time.Duration, 
 	if h.fails.Load() != 0 {
 		h.fails.Store(0)
 		h.coolUntil.Store(0)
+		h.probing.Store(false)
 	}
 	if track {
 		old := h.ewma.Load()

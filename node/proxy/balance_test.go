@@ -126,3 +126,16 @@ func TestBackoffBounds(t *testing.T) {
 		}
 	}
 }
+
+// Requests that fail together (one outage) escalate the cooldown once.
+func TestConcurrentFailuresEscalateOnce(t *testing.T) {
+	h := New(Config{Cooldown: time.Second, MaxCooldown: time.Minute})
+	d := &raftstore.Deployment{ID: "a", Key: "r/a"}
+	now := time.Now().UnixNano()
+	for range 10 {
+		h.health.failed(d, now, 0)
+	}
+	if cd := time.Duration(h.health.of(d).coolUntil.Load() - now); cd != time.Second {
+		t.Errorf("cooldown after 10 simultaneous failures: %v, want 1s", cd)
+	}
+}

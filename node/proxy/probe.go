@@ -46,7 +46,23 @@ func (h *Handler) TestModel(ctx context.Context, req *pb.TestModelRequest) (*pb.
 	rec := &Record{Start: time.Now(), Endpoint: routing.EndpointChat, RequestID: h.nextRequestID(),
 		KeyID: ProbeKeyID, Model: route.Name, Stream: req.GetStream()}
 	w := &demoWriter{header: http.Header{}}
-	h.forward(w, hr, rec, route, body, &scanned)
+	// A stream that breaks mid-way aborts with http.ErrAbortHandler, which
+	// only net/http's server recovers: recover it here, where a gRPC
+	// handler called.
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				if p != http.ErrAbortHandler {
+					panic(p)
+				}
+				rec.Status = http.StatusBadGateway
+				w.status = http.StatusBadGateway
+				w.body.Reset()
+				w.body.WriteString(`{"error":{"message":"the upstream stream broke mid-way"}}`)
+			}
+		}()
+		h.forward(w, hr, rec, st, route, body, &scanned)
+	}()
 	h.commit(rec)
 	out := &pb.TestModelResponse{Status: int32(rec.Status), Route: route.Name, Deployment: rec.Deployment,
 		Provider: rec.Provider, Attempts: uint32(rec.Attempts), LatencyMs: time.Since(rec.Start).Milliseconds(),

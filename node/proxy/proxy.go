@@ -293,9 +293,7 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 	}
 	rec.Stream = req.Stream
 	route := st.Resolve(req.Model)
-	// A key may name the model as asked, or for an alias the route it
-	// stands for.
-	if !key.Allows(req.Model) && (route == nil || route.Wildcard || route.Name == req.Model || !key.Allows(route.Name)) {
+	if !keyAllows(key, req.Model, route) {
 		fail(errModelNotAllowed(req.Model))
 		return
 	}
@@ -341,7 +339,14 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 			rec.tickets[0] = t
 		}
 	}
-	h.forward(w, r, rec, route, body, &req)
+	h.forward(w, r, rec, st, route, body, &req)
+}
+
+// keyAllows reports whether key may use the model asked for, which route
+// serves (nil if none): by the name as asked, or for an alias by the
+// route it stands for.
+func keyAllows(key *raftstore.Key, asked string, route *raftstore.Route) bool {
+	return key.Allows(asked) || (route != nil && !route.Wildcard && route.Name != asked && key.Allows(route.Name))
 }
 
 // limitChecks appends the rate-limit buckets a key's requests count in.
@@ -512,12 +517,11 @@ func failureOf(e apiError, kind translate.ErrorKind) *failure {
 // forward tries the route's deployments, by priority and strategy, with
 // retries and backoff, then the route's fallbacks, until one answers. A
 // failure the upstream blamed on the request ends the search at once.
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, route *raftstore.Route, body []byte, req *routing.Request) {
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, st *raftstore.State, route *raftstore.Route, body []byte, req *routing.Request) {
 	x := &exchange{body: body, req: *req}
 	var routeBuf [4]*raftstore.Route
 	routes := append(routeBuf[:0], route)
 	var last *failure
-	st := h.cfg.State.State()
 	var deferred *raftstore.Route // a cooling route kept for after its fallbacks
 	for ri := 0; ri < len(routes); ri++ {
 		rt := routes[ri]
@@ -574,7 +578,9 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, r
 				h.failWith(w, rec, f)
 				return
 			}
-			if i < 8 && !f.retry {
+			// A deployment that said when to come back is not retried
+			// within this request (it is cooling for that long).
+			if i < 8 && (!f.retry || f.retryAfter != "") {
 				noRetry[i] = true
 			}
 			h.log.Debug("deployment failed, trying the next", "model", rt.Name, "deployment", d.ID, "error", f.err.Message)
@@ -802,6 +808,46 @@ func (h *Handler) transportFailure(r *http.Request, rec *Record, d *raftstore.De
 		f.cools, f.retry = true, true
 		return f
 	}
+}
+
+// started stops an attempt's timer once the first event arrived. It
+// returns false when the timer fired first: the attempt's context is
+// cancelled, so the attempt failed on time although a read succeeded.
+func started(timer *time.Timer, timedOut *atomic.Bool) bool {
+	return timer.Stop() || !timedOut.Load()
+}
+
+// retryable marks f as a failure of the deployment (it cools down) that
+// another attempt, also on the same deployment, may get past.
+func retryable(f *failure) *failure {
+	f.cools, f.retry = true, true
+	return f
+}
+
+// errAnswerBroke: the upstream's answer broke off before the client got
+// any of it.
+func errAnswerBroke(d *raftstore.Deployment, err error) *failure {
+	if errors.Is(err, errBodyTooLarge) {
+		// Not the deployment's fault, and another would answer as much:
+		// no cooldown, no retry.
+		return failureOf(apiError{http.StatusBadGateway, typeUpstream, "response_too_large", "",
+			"The answer of the upstream deployment '" + d.ID + "' is larger than the gateway relays (" +
+				strconv.Itoa(maxResponseBytes>>20) + " MiB)."}, translate.KindInvalidRequest)
+	}
+	return retryable(failureOf(apiError{http.StatusBadGateway, typeUpstream, "upstream_failed", "",
+		"The upstream deployment '" + d.ID + "' failed while answering: " + upstreamErrText(err)}, translate.KindOverloaded))
+}
+
+// errNoFirstToken: a stream stayed silent past the first-token timeout.
+func errNoFirstToken(d *raftstore.Deployment) *failure {
+	return retryable(failureOf(apiError{http.StatusGatewayTimeout, typeTimeout, "upstream_timeout", "",
+		"The upstream deployment '" + d.ID + "' sent no first token in time."}, translate.KindTimeout))
+}
+
+// errEndedEarly: a stream ended before its first event.
+func errEndedEarly(d *raftstore.Deployment, err error) *failure {
+	return retryable(failureOf(apiError{http.StatusBadGateway, typeUpstream, "upstream_failed", "",
+		"The upstream deployment '" + d.ID + "' ended the stream before its first event: " + upstreamErrText(err)}, translate.KindOverloaded))
 }
 
 // upstreamFailure classifies an upstream's error answer.

@@ -335,9 +335,10 @@ func TestUpstreamErrorsPassedThrough(t *testing.T) {
 	ms, url := startMock(t, mock.Options{})
 	_, secret := newKey(t)
 	g := startGateway(t, proxy.Config{})
-	// Retryable errors (429, 5xx) are tried three times (the default
+	// Retryable errors (5xx) are tried three times (the default
 	// attempts) on the only deployment; the client then sees the
-	// upstream's own error. A 400 is the request's fault: no retry. A 401
+	// upstream's own error. A 429 with Retry-After is not retried on the
+	// deployment that asked to wait. A 400 is the request's fault: no retry. A 401
 	// means the gateway's credential is wrong: the client gets a 502.
 	cases := []struct {
 		status, clientStatus, calls int
@@ -346,7 +347,7 @@ func TestUpstreamErrorsPassedThrough(t *testing.T) {
 	}{
 		{500, 500, 3, "server_error", "<null>", ""},
 		{503, 503, 3, "server_error", "<null>", ""},
-		{429, 429, 3, "requests", "rate_limit_exceeded", "1"},
+		{429, 429, 1, "requests", "rate_limit_exceeded", "1"}, // Retry-After: not retried
 		{400, 400, 1, "invalid_request_error", "<null>", ""},
 		{401, 502, 1, "invalid_request_error", "invalid_api_key", ""},
 	}

@@ -139,10 +139,7 @@ func (h *Handler) tryTranslated(w http.ResponseWriter, r *http.Request, rec *Rec
 			rec.Status = statusClientClosed
 			return nil
 		}
-		f := failureOf(apiError{http.StatusBadGateway, typeUpstream, "upstream_failed", "",
-			"The upstream deployment '" + d.ID + "' failed while answering: " + upstreamErrText(err)}, translate.KindOverloaded)
-		f.cools, f.retry = true, true
-		return f
+		return errAnswerBroke(d, err)
 	}
 	cresp, err := prov.ParseResponse(data, x.req.Model)
 	if err != nil {
@@ -183,21 +180,20 @@ func (h *Handler) streamTranslated(w http.ResponseWriter, r *http.Request, rec *
 			return nil
 		}
 		if timedOut.Load() {
-			f := failureOf(apiError{http.StatusGatewayTimeout, typeTimeout, "upstream_timeout", "",
-				"The upstream deployment '" + d.ID + "' sent no first token in time."}, translate.KindTimeout)
-			f.cools, f.retry = true, true
-			return f
+			return errNoFirstToken(d)
 		}
 		var te *translate.Error
 		if errors.As(err, &te) {
 			return upstreamFailure(te)
 		}
-		f := failureOf(apiError{http.StatusBadGateway, typeUpstream, "upstream_failed", "",
-			"The upstream deployment '" + d.ID + "' ended the stream before its first event: " + upstreamErrText(err)}, translate.KindOverloaded)
-		f.cools, f.retry = true, true
-		return f
+		return errEndedEarly(d, err)
 	}
-	timer.Stop()
+	if first == nil { // a 200 with an empty stream: nothing was answered
+		return errEndedEarly(d, io.ErrUnexpectedEOF)
+	}
+	if !started(timer, timedOut) {
+		return errNoFirstToken(d)
+	}
 	hdr := w.Header()
 	hdr["X-Tollgate-Deployment"] = []string{d.ID}
 	hdr["Content-Type"] = []string{"text/event-stream"}
@@ -216,12 +212,18 @@ func (h *Handler) streamTranslated(w http.ResponseWriter, r *http.Request, rec *
 	enc := in.NewStreamEncoder(cw, rec.Model)
 	translate.SetIncludeUsage(enc, x(creq))
 	var usage *translate.Usage
+	finished := false // a finish reason arrived: the answer is whole
 	c := first
 	for {
 		if c != nil {
 			if c.Usage != nil {
 				usage = c.Usage
 				rec.Usage = usageOf(c.Usage)
+			}
+			for _, ch := range c.Choices {
+				if ch.FinishReason != nil {
+					finished = true
+				}
 			}
 			if werr := enc.WriteChunk(c); werr != nil || cw.err != nil {
 				rec.Status = statusClientClosed
@@ -233,6 +235,11 @@ func (h *Handler) streamTranslated(w http.ResponseWriter, r *http.Request, rec *
 			break
 		}
 		c, err = dec.Next()
+	}
+	if errors.Is(err, io.EOF) && !finished {
+		// The stream ended without saying why the answer stopped: it was
+		// cut off, and must not look complete to the client.
+		err = translate.BadResponse(d.Provider, "the stream ended before the answer was finished")
 	}
 	if !errors.Is(err, io.EOF) {
 		if r.Context().Err() != nil {
@@ -348,10 +355,7 @@ func (h *Handler) attemptAnthropic(w http.ResponseWriter, r *http.Request, rec *
 				rec.Status = statusClientClosed
 				return nil
 			}
-			f := failureOf(apiError{http.StatusBadGateway, typeUpstream, "upstream_failed", "",
-				"The upstream deployment '" + d.ID + "' failed while answering: " + upstreamErrText(err)}, translate.KindOverloaded)
-			f.cools, f.retry = true, true
-			return f
+			return errAnswerBroke(d, err)
 		}
 		var body struct {
 			Usage *anthropicUsage `json:"usage"`
@@ -377,28 +381,23 @@ func (h *Handler) attemptAnthropic(w http.ResponseWriter, r *http.Request, rec *
 	}
 	sse := translate.NewSSEReader(resp.Body)
 	var u anthropicUsage
-	started := false
+	begun, stopped := false, false
 	fl, _ := w.(http.Flusher)
 	var buf []byte
 	for {
 		ev, err := sse.Next()
 		if err != nil {
-			if !started {
+			if !begun {
 				if r.Context().Err() != nil {
 					rec.Status = statusClientClosed
 					return nil
 				}
-				msg := "ended the stream before its first event: " + upstreamErrText(err)
-				kind := translate.KindOverloaded
 				if timedOut.Load() {
-					msg, kind = "sent no first token in time", translate.KindTimeout
+					return errNoFirstToken(d)
 				}
-				f := failureOf(apiError{http.StatusBadGateway, typeUpstream, "upstream_failed", "",
-					"The upstream deployment '" + d.ID + "' " + msg + "."}, kind)
-				f.cools, f.retry = true, true
-				return f
+				return errEndedEarly(d, err)
 			}
-			if errors.Is(err, io.EOF) {
+			if errors.Is(err, io.EOF) && stopped {
 				h.commit(rec)
 				return nil
 			}
@@ -410,12 +409,14 @@ func (h *Handler) attemptAnthropic(w http.ResponseWriter, r *http.Request, rec *
 			h.commit(rec)
 			panic(http.ErrAbortHandler)
 		}
-		if !started {
+		if !begun {
 			if ev.Event == "error" {
 				return upstreamFailure(translate.AnthropicEventError(ev.Data))
 			}
-			started = true
-			timer.Stop()
+			begun = true
+			if !started(timer, timedOut) {
+				return errNoFirstToken(d)
+			}
 			hdr := w.Header()
 			hdr["X-Tollgate-Deployment"] = []string{d.ID}
 			hdr["Content-Type"] = []string{"text/event-stream"}
@@ -447,6 +448,7 @@ func (h *Handler) attemptAnthropic(w http.ResponseWriter, r *http.Request, rec *
 				rec.Usage = u.usage()
 			}
 		case "message_stop":
+			stopped = true
 			h.commit(rec)
 		}
 		buf = buf[:0]
@@ -507,10 +509,7 @@ func (h *Handler) attemptGeminiEmbeddings(w http.ResponseWriter, r *http.Request
 			rec.Status = statusClientClosed
 			return nil
 		}
-		f := failureOf(apiError{http.StatusBadGateway, typeUpstream, "upstream_failed", "",
-			"The upstream deployment '" + d.ID + "' failed while answering: " + upstreamErrText(rerr)}, translate.KindOverloaded)
-		f.cools, f.retry = true, true
-		return f
+		return errAnswerBroke(d, rerr)
 	}
 	out, u, err := translate.GeminiEmbeddingsResponse(data, x.req.Model, inputs, int64(len(x.body)/4))
 	if err != nil {
@@ -561,11 +560,12 @@ func (h *Handler) countTokens(w http.ResponseWriter, r *http.Request) {
 		fail(errNoModel)
 		return
 	}
-	if !key.Allows(req.Model) {
+	route := st.Resolve(req.Model)
+	if !keyAllows(key, req.Model, route) {
 		fail(errModelNotAllowed(req.Model))
 		return
 	}
-	if st.Resolve(req.Model) == nil {
+	if route == nil {
 		fail(errModelNotFound(req.Model))
 		return
 	}

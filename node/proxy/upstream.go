@@ -28,14 +28,30 @@ var contentTypeJSON = []string{"application/json"}
 // bodyReader hands a pooled buffer to the transport and returns it to the
 // pool when the transport closes the body, which it may do after
 // RoundTrip has returned.
+// The HTTP/2 transport may Close in another goroutine while a Read is
+// under way: the mutex keeps the buffer out of the pool until no Read
+// can touch it.
 type bodyReader struct {
-	bytes.Reader
+	mu     sync.Mutex
+	r      bytes.Reader
 	buf    *buffer
-	closed atomic.Bool
+	closed bool
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0, io.ErrClosedPipe
+	}
+	return b.r.Read(p)
 }
 
 func (b *bodyReader) Close() error {
-	if b.closed.CompareAndSwap(false, true) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed {
+		b.closed = true
 		putBuf(b.buf)
 	}
 	return nil
@@ -43,7 +59,7 @@ func (b *bodyReader) Close() error {
 
 func newUpstreamRequest(ctx context.Context, d *raftstore.Deployment, ep routing.Endpoint, body *buffer) (*http.Request, error) {
 	br := &bodyReader{buf: body}
-	br.Reset(body.b)
+	br.r.Reset(body.b)
 	u := d.BaseURL + ep.Path()
 	if d.Provider == routing.ProviderAzureOpenAI {
 		u = translate.OpenAIURL(targetOf(d, ""), ep.Path())
@@ -91,10 +107,7 @@ func (h *Handler) buffered(w http.ResponseWriter, r *http.Request, rec *Record, 
 			f.cools, f.retry = true, true
 			return f
 		case resp.StatusCode < 300:
-			f := failureOf(apiError{http.StatusBadGateway, typeUpstream, "upstream_failed", "",
-				"The upstream deployment '" + d.ID + "' failed while answering: " + upstreamErrText(err)}, translate.KindOverloaded)
-			f.cools, f.retry = true, true
-			return f
+			return errAnswerBroke(d, err)
 		}
 		// An error answer that broke off: classify what arrived.
 	}
@@ -184,24 +197,28 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, rec *Record, re
 		br.Reset(nil)
 		readerPool.Put(br)
 	}()
+	// Comments and blank lines (keep-alives some servers send while the
+	// model thinks) are not the first token: keep them, and wait on.
+	var pre []byte
 	first, ferr := br.ReadSlice('\n')
+	for ferr == nil && isKeepAlive(first) && len(pre) < 64<<10 {
+		pre = append(pre, first...)
+		first, ferr = br.ReadSlice('\n')
+	}
 	if ferr != nil && ferr != bufio.ErrBufferFull && (ferr != io.EOF || len(first) == 0) {
 		if r.Context().Err() != nil {
 			rec.Status = statusClientClosed
 			return nil
 		}
 		if timedOut.Load() {
-			f := failureOf(apiError{http.StatusGatewayTimeout, typeTimeout, "upstream_timeout", "",
-				"The upstream deployment '" + d.ID + "' sent no first token in time."}, translate.KindTimeout)
-			f.cools, f.retry = true, true
-			return f
+			return errNoFirstToken(d)
 		}
-		f := failureOf(apiError{http.StatusBadGateway, typeUpstream, "upstream_failed", "",
-			"The upstream deployment '" + d.ID + "' ended the stream before its first event: " + upstreamErrText(ferr)}, translate.KindOverloaded)
-		f.cools, f.retry = true, true
-		return f
+		return errEndedEarly(d, ferr)
 	}
-	timer.Stop() // the timeout covers the wait for the stream to start
+	// The timeout covers the wait for the stream to start.
+	if !started(timer, timedOut) {
+		return errNoFirstToken(d)
+	}
 	hdr := w.Header()
 	hdr["X-Tollgate-Deployment"] = []string{d.ID}
 	hdr["Content-Type"] = []string{resp.Header.Get("Content-Type")}
@@ -211,6 +228,12 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, rec *Record, re
 	rec.Status = resp.StatusCode
 	rec.FirstByte = time.Since(rec.Start)
 	fl, _ := w.(http.Flusher)
+	if len(pre) > 0 {
+		if _, err := w.Write(pre); err != nil {
+			rec.Status = statusClientClosed
+			return nil
+		}
+	}
 	hide := !req.IncludeUsage
 	skipBlank := false
 	line, err := first, ferr
@@ -253,6 +276,11 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, rec *Record, re
 		}
 		line, err = br.ReadSlice('\n')
 	}
+}
+
+// isKeepAlive reports whether an event-stream line is a comment or blank.
+func isKeepAlive(line []byte) bool {
+	return len(line) > 0 && (line[0] == ':' || line[0] == '\n' || line[0] == '\r')
 }
 
 // relayLine writes one line of an event stream, reading usage from data
