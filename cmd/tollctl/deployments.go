@@ -496,19 +496,7 @@ func checkProvider(p string) error {
 // when there are none. An empty value is kept: the server decides whether
 // the option may be empty.
 func parseOptions(pairs []string) (map[string]string, error) {
-	if len(pairs) == 0 {
-		return nil, nil
-	}
-	m := make(map[string]string, len(pairs))
-	for _, p := range pairs {
-		k, v, ok := strings.Cut(p, "=")
-		k = strings.TrimSpace(k)
-		if !ok || k == "" {
-			return nil, usageErrorf("invalid --option %q: use key=value, e.g. region=us-east-1", p)
-		}
-		m[k] = strings.TrimSpace(v)
-	}
-	return m, nil
+	return parsePairs("--option", "region=us-east-1", pairs, true)
 }
 
 // checkBaseURL requires an absolute http(s) URL and drops a trailing slash.

@@ -64,6 +64,13 @@ func parseDuration(s string) (time.Duration, error) {
 // parseLabels turns repeated "k=v" flags into a map. An empty value is kept
 // (UpdateKey reads it as "delete this label").
 func parseLabels(pairs []string) (map[string]string, error) {
+	return parsePairs("--meta", "", pairs, false)
+}
+
+// parsePairs turns repeated key=value flags into a map; nil when there are
+// none. Keys are trimmed, values too when trimValue; an empty value is
+// kept. example, when not empty, is shown in the error for a bad pair.
+func parsePairs(flag, example string, pairs []string, trimValue bool) (map[string]string, error) {
 	if len(pairs) == 0 {
 		return nil, nil
 	}
@@ -72,7 +79,13 @@ func parseLabels(pairs []string) (map[string]string, error) {
 		k, v, ok := strings.Cut(p, "=")
 		k = strings.TrimSpace(k)
 		if !ok || k == "" {
-			return nil, usageErrorf("invalid --meta %q: use key=value", p)
+			if example != "" {
+				return nil, usageErrorf("invalid %s %q: use key=value, e.g. %s", flag, p, example)
+			}
+			return nil, usageErrorf("invalid %s %q: use key=value", flag, p)
+		}
+		if trimValue {
+			v = strings.TrimSpace(v)
 		}
 		m[k] = v
 	}
