@@ -152,14 +152,7 @@ func (h *Handler) tryTranslated(w http.ResponseWriter, r *http.Request, rec *Rec
 	}
 	rec.Status = http.StatusOK
 	rec.Usage = usageOf(cresp.Usage)
-	hdr := w.Header()
-	hdr["X-Tollgate-Deployment"] = []string{d.ID}
-	hdr["Content-Type"] = contentTypeJSON
-	hdr["Content-Length"] = []string{strconv.Itoa(len(out))}
-	rec.FirstByte = time.Since(rec.Start)
-	h.commit(rec)
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(out)
+	h.answer(w, rec, d, contentTypeJSON, http.StatusOK, out)
 	return nil
 }
 
@@ -194,14 +187,7 @@ func (h *Handler) streamTranslated(w http.ResponseWriter, r *http.Request, rec *
 	if !started(timer, timedOut) {
 		return errNoFirstToken(d)
 	}
-	hdr := w.Header()
-	hdr["X-Tollgate-Deployment"] = []string{d.ID}
-	hdr["Content-Type"] = []string{"text/event-stream"}
-	hdr["Cache-Control"] = []string{"no-cache"}
-	hdr["X-Accel-Buffering"] = []string{"no"}
-	w.WriteHeader(http.StatusOK)
-	rec.Status = http.StatusOK
-	rec.FirstByte = time.Since(rec.Start)
+	startStream(w, rec, d, contentTypeEventStream, http.StatusOK)
 	fl, _ := w.(http.Flusher)
 	flush := func() {
 		if fl != nil {
@@ -364,14 +350,7 @@ func (h *Handler) attemptAnthropic(w http.ResponseWriter, r *http.Request, rec *
 			rec.Usage = body.Usage.usage()
 		}
 		rec.Status = http.StatusOK
-		hdr := w.Header()
-		hdr["X-Tollgate-Deployment"] = []string{d.ID}
-		hdr["Content-Type"] = contentTypeJSON
-		hdr["Content-Length"] = []string{strconv.Itoa(len(data))}
-		rec.FirstByte = time.Since(rec.Start)
-		h.commit(rec)
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(data)
+		h.answer(w, rec, d, contentTypeJSON, http.StatusOK, data)
 		return nil
 	}
 	// A stream: relay it event by event, reading usage from message_start
@@ -417,13 +396,7 @@ func (h *Handler) attemptAnthropic(w http.ResponseWriter, r *http.Request, rec *
 			if !started(timer, timedOut) {
 				return errNoFirstToken(d)
 			}
-			hdr := w.Header()
-			hdr["X-Tollgate-Deployment"] = []string{d.ID}
-			hdr["Content-Type"] = []string{"text/event-stream"}
-			hdr["Cache-Control"] = []string{"no-cache"}
-			w.WriteHeader(http.StatusOK)
-			rec.Status = http.StatusOK
-			rec.FirstByte = time.Since(rec.Start)
+			startStream(w, rec, d, contentTypeEventStream, http.StatusOK)
 		}
 		switch ev.Event {
 		case "message_start":
@@ -517,14 +490,7 @@ func (h *Handler) attemptGeminiEmbeddings(w http.ResponseWriter, r *http.Request
 	}
 	rec.Status = http.StatusOK
 	rec.Usage = usageOf(u)
-	hdr := w.Header()
-	hdr["X-Tollgate-Deployment"] = []string{d.ID}
-	hdr["Content-Type"] = contentTypeJSON
-	hdr["Content-Length"] = []string{strconv.Itoa(len(out))}
-	rec.FirstByte = time.Since(rec.Start)
-	h.commit(rec)
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(out)
+	h.answer(w, rec, d, contentTypeJSON, http.StatusOK, out)
 	return nil
 }
 

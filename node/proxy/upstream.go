@@ -127,17 +127,41 @@ func (h *Handler) buffered(w http.ResponseWriter, r *http.Request, rec *Record, 
 	}
 	rec.Status = resp.StatusCode
 	rec.Usage = routing.UsageFromBody(data)
+	var cts []string
+	if ct != "" {
+		cts = []string{ct}
+	}
+	h.answer(w, rec, d, cts, resp.StatusCode, data)
+	return nil
+}
+
+var contentTypeEventStream = []string{"text/event-stream"}
+
+// answer writes a whole answer of d: recorded first (h.commit), then sent.
+// A nil contentType sets none.
+func (h *Handler) answer(w http.ResponseWriter, rec *Record, d *raftstore.Deployment, contentType []string, status int, data []byte) {
 	hdr := w.Header()
 	hdr["X-Tollgate-Deployment"] = []string{d.ID}
-	if ct != "" {
-		hdr["Content-Type"] = []string{ct}
+	if contentType != nil {
+		hdr["Content-Type"] = contentType
 	}
 	hdr["Content-Length"] = []string{strconv.Itoa(len(data))}
 	rec.FirstByte = time.Since(rec.Start)
 	h.commit(rec)
-	w.WriteHeader(resp.StatusCode)
+	w.WriteHeader(status)
 	_, _ = w.Write(data)
-	return nil
+}
+
+// startStream writes the headers of a stream from d.
+func startStream(w http.ResponseWriter, rec *Record, d *raftstore.Deployment, contentType []string, status int) {
+	hdr := w.Header()
+	hdr["X-Tollgate-Deployment"] = []string{d.ID}
+	hdr["Content-Type"] = contentType
+	hdr["Cache-Control"] = []string{"no-cache"}
+	hdr["X-Accel-Buffering"] = []string{"no"}
+	w.WriteHeader(status)
+	rec.Status = status
+	rec.FirstByte = time.Since(rec.Start)
 }
 
 // snippetOf returns the start of a non-JSON error body for a message.
@@ -219,14 +243,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, rec *Record, re
 	if !started(timer, timedOut) {
 		return errNoFirstToken(d)
 	}
-	hdr := w.Header()
-	hdr["X-Tollgate-Deployment"] = []string{d.ID}
-	hdr["Content-Type"] = []string{resp.Header.Get("Content-Type")}
-	hdr["Cache-Control"] = []string{"no-cache"}
-	hdr["X-Accel-Buffering"] = []string{"no"}
-	w.WriteHeader(resp.StatusCode)
-	rec.Status = resp.StatusCode
-	rec.FirstByte = time.Since(rec.Start)
+	startStream(w, rec, d, []string{resp.Header.Get("Content-Type")}, resp.StatusCode)
 	fl, _ := w.(http.Flusher)
 	if len(pre) > 0 {
 		if _, err := w.Write(pre); err != nil {
