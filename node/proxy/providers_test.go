@@ -106,6 +106,25 @@ func TestChatClientEveryProvider(t *testing.T) {
 				t.Errorf("image: %d %s", r.status, r.body)
 			}
 
+			// The legacy completions API reaches it too.
+			r = g.post(t, "/v1/completions", secret, `{"model":"`+route+`","prompt":"Say hi","max_tokens":30}`)
+			var cmpl struct {
+				Object  string
+				Choices []struct{ Text string }
+				Usage   struct {
+					CompletionTokens int64 `json:"completion_tokens"`
+				}
+			}
+			if r.status != 200 || json.Unmarshal(r.body, &cmpl) != nil || cmpl.Object != "text_completion" || len(cmpl.Choices) != 1 ||
+				cmpl.Choices[0].Text == "" || cmpl.Usage.CompletionTokens == 0 {
+				t.Errorf("completions: %d %s", r.status, r.body)
+			}
+			r = g.post(t, "/v1/completions", secret, `{"model":"`+route+`","prompt":"Say hi","max_tokens":30,"stream":true}`)
+			if body := string(r.body); r.status != 200 || !strings.Contains(body, `"object":"text_completion"`) ||
+				!strings.HasSuffix(strings.TrimSpace(body), "data: [DONE]") || strings.Contains(body, `"usage"`) {
+				t.Errorf("completions stream: %d %s", r.status, body)
+			}
+
 			// Streamed, with a streamed tool call; usage only when asked.
 			r = g.post(t, "/v1/chat/completions", secret, chatBody(route, `"stream":true,"stream_options":{"include_usage":true}`, toolsMember))
 			body := string(r.body)

@@ -718,13 +718,9 @@ func (h *Handler) try(w http.ResponseWriter, r *http.Request, rec *Record, rt *r
 		f = h.attemptAnthropic(w, r, rec, d, x)
 	case rec.Endpoint == routing.EndpointEmbeddings && d.Provider == routing.ProviderGemini:
 		f = h.attemptGeminiEmbeddings(w, r, rec, d, x)
-	case rec.Endpoint == routing.EndpointEmbeddings || rec.Endpoint == routing.EndpointCompletions:
-		what := "Embeddings"
-		if rec.Endpoint == routing.EndpointCompletions {
-			what = "Legacy completions"
-		}
+	case rec.Endpoint == routing.EndpointEmbeddings:
 		f = failureOf(apiError{http.StatusBadRequest, typeInvalidRequest, "unsupported_endpoint", "",
-			what + " are not supported by the " + d.Provider + " provider of deployment '" + d.ID + "'."}, kindUnsupported)
+			"Embeddings are not supported by the " + d.Provider + " provider of deployment '" + d.ID + "'."}, kindUnsupported)
 	default:
 		f = h.tryTranslated(w, r, rec, rt, d, x)
 	}

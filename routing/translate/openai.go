@@ -243,8 +243,11 @@ type openAIEncoder struct {
 // SetIncludeUsage makes an OpenAI stream encoder send the usage chunk (the
 // client set stream_options.include_usage).
 func SetIncludeUsage(enc StreamEncoder, on bool) {
-	if e, ok := enc.(*openAIEncoder); ok {
+	switch e := enc.(type) {
+	case *openAIEncoder:
 		e.IncludeUsage = on
+	case *completionsEncoder:
+		e.includeUsage = on
 	}
 }
 
