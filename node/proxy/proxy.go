@@ -378,26 +378,75 @@ func estimateTokens(bodyLen int, req *routing.Request, outputCap int64) int64 {
 	return int64(bodyLen/4) + out
 }
 
-// setRateHeaders sets OpenAI's x-ratelimit-* headers.
+// setRateHeaders sets OpenAI's x-ratelimit-* headers. The values share one
+// string and the header slices one array: two allocations, not twelve.
 func setRateHeaders(h http.Header, s ratelimit.Status) {
+	var buf [128]byte
+	b := buf[:0]
+	var ends [6]int
+	n := 0
 	if s.LimitRequests > 0 {
-		h["X-Ratelimit-Limit-Requests"] = []string{strconv.FormatInt(s.LimitRequests, 10)}
-		h["X-Ratelimit-Remaining-Requests"] = []string{strconv.FormatInt(max(s.RemainingRequests, 0), 10)}
-		h["X-Ratelimit-Reset-Requests"] = []string{formatReset(s.ResetRequests)}
+		b = strconv.AppendInt(b, s.LimitRequests, 10)
+		ends[0] = len(b)
+		b = strconv.AppendInt(b, max(s.RemainingRequests, 0), 10)
+		ends[1] = len(b)
+		b = appendReset(b, s.ResetRequests)
+		ends[2] = len(b)
+		n = 3
 	}
 	if s.LimitTokens > 0 {
-		h["X-Ratelimit-Limit-Tokens"] = []string{strconv.FormatInt(s.LimitTokens, 10)}
-		h["X-Ratelimit-Remaining-Tokens"] = []string{strconv.FormatInt(max(s.RemainingTokens, 0), 10)}
-		h["X-Ratelimit-Reset-Tokens"] = []string{formatReset(s.ResetTokens)}
+		if n == 0 {
+			ends[0], ends[1], ends[2] = 0, 0, 0
+		}
+		b = strconv.AppendInt(b, s.LimitTokens, 10)
+		ends[3] = len(b)
+		b = strconv.AppendInt(b, max(s.RemainingTokens, 0), 10)
+		ends[4] = len(b)
+		b = appendReset(b, s.ResetTokens)
+		ends[5] = len(b)
+		n = 6
+	}
+	if n == 0 {
+		return
+	}
+	all := string(b)
+	vals := new([6]string)
+	start := 0
+	for i := range n {
+		vals[i] = all[start:ends[i]]
+		start = ends[i]
+	}
+	if s.LimitRequests > 0 {
+		h["X-Ratelimit-Limit-Requests"] = vals[0:1:1]
+		h["X-Ratelimit-Remaining-Requests"] = vals[1:2:2]
+		h["X-Ratelimit-Reset-Requests"] = vals[2:3:3]
+	}
+	if s.LimitTokens > 0 {
+		h["X-Ratelimit-Limit-Tokens"] = vals[3:4:4]
+		h["X-Ratelimit-Remaining-Tokens"] = vals[4:5:5]
+		h["X-Ratelimit-Reset-Tokens"] = vals[5:6:6]
 	}
 }
 
 // formatReset writes a duration the way OpenAI does ("1s", "6m0s", "120ms").
-func formatReset(d time.Duration) string {
+func formatReset(d time.Duration) string { return string(appendReset(nil, d)) }
+
+// appendReset appends formatReset's text.
+func appendReset(b []byte, d time.Duration) []byte {
 	if d < time.Second {
-		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+		return append(strconv.AppendInt(b, d.Milliseconds(), 10), "ms"...)
 	}
-	return d.Round(time.Second).String()
+	d = d.Round(time.Second)
+	if h := d / time.Hour; h > 0 {
+		b = append(strconv.AppendInt(b, int64(h), 10), 'h')
+		d -= h * time.Hour
+		b = append(strconv.AppendInt(b, int64(d/time.Minute), 10), 'm')
+		d -= d / time.Minute * time.Minute
+	} else if m := d / time.Minute; m > 0 {
+		b = append(strconv.AppendInt(b, int64(m), 10), 'm')
+		d -= m * time.Minute
+	}
+	return append(strconv.AppendInt(b, int64(d/time.Second), 10), 's')
 }
 
 // budgetsOf returns the budgets a key's requests count against.
