@@ -3,7 +3,9 @@ package translate
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -316,10 +318,18 @@ func bedrockEncodeRequest(req *ChatRequest) (*brRequest, error) {
 	if len(b.msgs) == 0 {
 		return nil, Invalid("messages", "The request has no user or assistant message with content; Bedrock needs at least one.")
 	}
+	if b.msgs[0].Role != "user" {
+		// Converse: "A conversation must start with a user message".
+		b.msgs = append([]brMessage{{Role: "user", Content: []brBlock{{Text: &bedrockContinue}}}}, b.msgs...)
+	}
 	out.Messages = b.msgs
 	out.System = b.system
 
 	ic := brInferenceConfig{Temperature: req.Temperature, TopP: req.TopP}
+	if t := req.Temperature; t != nil && (*t < 0 || *t > 1) {
+		clamped := min(max(*t, 0), 1) // Converse takes 0..1; OpenAI's scale goes to 2
+		ic.Temperature = &clamped
+	}
 	if limit := req.OutputLimit(); limit > 0 {
 		ic.MaxTokens = &limit
 	}
@@ -505,7 +515,7 @@ func (b *bedrockMessageBuilder) add(m *Message, i int) error {
 				blocks = bedrockAppendText(blocks, "[Tool call "+tc.Function.Name+" ("+tc.ID+") with arguments "+args+"]")
 				continue
 			}
-			blocks = append(blocks, brBlock{ToolUse: &brToolUse{ToolUseID: tc.ID, Name: tc.Function.Name, Input: json.RawMessage(args)}})
+			blocks = append(blocks, brBlock{ToolUse: &brToolUse{ToolUseID: bedrockToolID(tc.ID), Name: tc.Function.Name, Input: json.RawMessage(args)}})
 		}
 		b.push("assistant", blocks)
 		return nil
@@ -538,7 +548,7 @@ func (b *bedrockMessageBuilder) add(m *Message, i int) error {
 			b.push("user", blocks)
 			return nil
 		}
-		b.push("user", []brBlock{{ToolResult: &brToolResult{ToolUseID: m.ToolCallID, Content: content}}})
+		b.push("user", []brBlock{{ToolResult: &brToolResult{ToolUseID: bedrockToolID(m.ToolCallID), Content: content}}})
 		return nil
 
 	default:
@@ -556,8 +566,8 @@ func bedrockPartField(typ string) string {
 }
 
 func bedrockAppendText(blocks []brBlock, s string) []brBlock {
-	if s == "" {
-		return blocks
+	if strings.TrimSpace(s) == "" {
+		return blocks // Converse refuses blank text blocks
 	}
 	return append(blocks, brBlock{Text: &s})
 }
@@ -620,10 +630,45 @@ func bedrockToolResultContent(c Content, param string) ([]brToolResultBlock, err
 }
 
 func bedrockToolResultText(s string) brToolResultBlock {
-	if t := strings.TrimSpace(s); strings.HasPrefix(t, "{") && json.Valid([]byte(t)) {
+	t := strings.TrimSpace(s)
+	if strings.HasPrefix(t, "{") && json.Valid([]byte(t)) {
 		return brToolResultBlock{JSON: json.RawMessage(t)}
 	}
+	if t == "" {
+		// Converse refuses blank text, and a tool that printed nothing is
+		// routine in agent loops.
+		s = "(no output)"
+	}
 	return brToolResultBlock{Text: &s}
+}
+
+// bedrockContinue is the user turn put before a conversation that starts
+// with the assistant.
+var bedrockContinue = "(continue)"
+
+// bedrockToolID makes a tool call id fit Converse's [a-zA-Z0-9_-]{1,64}:
+// other characters become '_', and a longer id is cut and given a hash of
+// the whole, so that a call and its result still match.
+func bedrockToolID(id string) string {
+	ok := len(id) > 0 && len(id) <= 64
+	for i := 0; ok && i < len(id); i++ {
+		ok = anthropicIDByte(id[i])
+	}
+	if ok {
+		return id
+	}
+	b := []byte(id)
+	for i, c := range b {
+		if !anthropicIDByte(c) {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 64 {
+		sum := sha256.Sum256([]byte(id))
+		b = append(b[:47], '_')
+		b = append(b, hex.EncodeToString(sum[:8])...)
+	}
+	return string(b)
 }
 
 // bedrockImage turns a base64 data: URL into an image block. Converse

@@ -327,7 +327,8 @@ func TestBedrockRequestEdgeCases(t *testing.T) {
 		t.Errorf("HTML escaped in %s", raw)
 	}
 
-	// An empty tool result still answers its call; a JSON array stays
+	// An empty tool result still answers its call (with a placeholder:
+	// Converse refuses blank text); a JSON array stays
 	// text (only objects become {json}).
 	req = &ChatRequest{
 		Messages: []Message{
@@ -347,7 +348,7 @@ func TestBedrockRequestEdgeCases(t *testing.T) {
       {"toolUse": {"toolUseId": "b", "name": "f", "input": {}}}
     ]},
     {"role": "user", "content": [
-      {"toolResult": {"toolUseId": "a", "content": [{"text": ""}]}},
+      {"toolResult": {"toolUseId": "a", "content": [{"text": "(no output)"}]}},
       {"toolResult": {"toolUseId": "b", "content": [{"text": "[1,2]"}]}}
     ]}
   ],

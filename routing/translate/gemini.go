@@ -20,8 +20,9 @@ package translate
 //   - tool_choice → toolConfig.functionCallingConfig (none → NONE, auto →
 //     AUTO, required → ANY, a named function → ANY limited to it); it is
 //     dropped when there are no tools.
-//   - max_tokens, temperature, top_p, top_k, stop, seed, presence_penalty,
-//     frequency_penalty → generationConfig; response_format json_object →
+//   - max_tokens, temperature, top_p, top_k, stop, seed → generationConfig
+//     (presence_penalty and frequency_penalty are dropped: Gemini 2.5 and
+//     later answer 400 to any penalty); response_format json_object →
 //     responseMimeType application/json, json_schema → the same plus
 //     responseSchema.
 //   - n > 1 is refused: the gateway streams and records one choice, and a
@@ -40,6 +41,8 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -635,12 +638,10 @@ func geminiEncodeTools(req *ChatRequest, out *geminiRequest) error {
 
 func geminiEncodeGeneration(req *ChatRequest) (*geminiGenerationConfig, error) {
 	gc := &geminiGenerationConfig{
-		Temperature:      req.Temperature,
-		TopP:             req.TopP,
-		TopK:             req.TopK,
-		Seed:             req.Seed,
-		PresencePenalty:  req.PresencePenalty,
-		FrequencyPenalty: req.FrequencyPenalty,
+		Temperature: req.Temperature,
+		TopP:        req.TopP,
+		TopK:        req.TopK,
+		Seed:        req.Seed,
 	}
 	if req.N != nil {
 		one := int64(1)
@@ -757,6 +758,11 @@ func geminiSchema(raw json.RawMessage) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Function parameters are an object: some clients leave the root's
+	// type out, which Gemini refuses.
+	if _, ok := out["properties"]; ok && out["type"] == nil && out["anyOf"] == nil {
+		out["type"] = "object"
+	}
 	return out, nil
 }
 
@@ -870,6 +876,29 @@ func (c *geminiSchemaConv) object(s map[string]any, depth int) (map[string]any, 
 			}
 		case len(alts) > 0:
 			out["anyOf"] = alts
+		}
+	}
+	// A node of several types (anyOf from a type list) with object or
+	// array keywords: Gemini allows those only on a node of that type, so
+	// they move into the matching alternative.
+	if alts, ok := out["anyOf"].([]any); ok && out["type"] == nil {
+		for _, a := range alts {
+			am, _ := a.(map[string]any)
+			switch t, _ := am["type"].(string); strings.ToLower(t) {
+			case "object":
+				for _, k := range []string{"properties", "required", "propertyOrdering"} {
+					if v, ok := out[k]; ok {
+						am[k] = v
+					}
+				}
+			case "array":
+				if v, ok := out["items"]; ok {
+					am["items"] = v
+				}
+			}
+		}
+		for _, k := range []string{"properties", "required", "propertyOrdering", "items"} {
+			delete(out, k)
 		}
 	}
 	return out, nil
@@ -1067,6 +1096,7 @@ func (geminiProvider) ParseResponse(body []byte, model string) (*ChatResponse, e
 	if err != nil {
 		return nil, err
 	}
+	geminiFillCallIDs(calls, resp.ID, 0)
 	msg := Message{Role: "assistant", Content: TextContent(text), ToolCalls: calls}
 	if text == "" && len(calls) > 0 {
 		msg.Content = Content{Null: true}
@@ -1118,9 +1148,31 @@ func geminiToolCall(index int, fc *geminiFunctionCall) (ToolCall, error) {
 	}
 	id := fc.ID
 	if id == "" {
-		id = fmt.Sprintf("call_%d_%s", index, fc.Name)
+		id = geminiCallIDPending // filled by the caller with geminiCallID
 	}
 	return ToolCall{ID: id, Type: "function", Function: FunctionCall{Name: fc.Name, Arguments: args}}, nil
+}
+
+// geminiCallIDPending marks a tool call that came without an id.
+const geminiCallIDPending = "\x00"
+
+// geminiFillCallIDs gives calls without an id one made from the answer's
+// id and the call's index: unique across turns (a history replayed to
+// Anthropic or Bedrock must not repeat an id), stable for one answer, and
+// short (Bedrock allows 64 characters). The Gemini encoder finds names
+// from the history, not from the id.
+func geminiFillCallIDs(calls []ToolCall, answerID string, first int) {
+	var h [8]byte
+	for i := range calls {
+		if calls[i].ID != geminiCallIDPending {
+			continue
+		}
+		if h == [8]byte{} {
+			sum := sha256.Sum256([]byte(answerID))
+			copy(h[:], sum[:])
+		}
+		calls[i].ID = "call_" + hex.EncodeToString(h[:]) + "_" + strconv.Itoa(first+i)
+	}
 }
 
 // geminiFinish maps a finishReason; calls says the answer has function
@@ -1331,6 +1383,7 @@ func (s *geminiStream) decode(data []byte) error {
 	if err != nil {
 		return err
 	}
+	geminiFillCallIDs(calls, s.id, s.calls)
 	if c.FinishReason != "" {
 		s.finish = geminiFinish(c.FinishReason, false)
 	}
@@ -1525,6 +1578,7 @@ func geminiQuotaSpent(e *geminiErrorBody, lowerMsg string) bool {
 // number of tokens allowed (M)." and its variants.
 func geminiTooLong(lowerMsg string) bool {
 	return strings.Contains(lowerMsg, "token count") && strings.Contains(lowerMsg, "exceeds the maximum") ||
+		strings.Contains(lowerMsg, "input token count is") && strings.Contains(lowerMsg, "only supports up to") || // Vertex
 		strings.Contains(lowerMsg, "exceeds the maximum number of tokens") ||
 		strings.Contains(lowerMsg, "input context is too long")
 }

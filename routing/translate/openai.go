@@ -120,13 +120,16 @@ func ParseOpenAIError(status int, body []byte) *Error {
 	}
 	msg := strings.ToLower(e.Message)
 	switch {
-	case e.Code == "context_length_exceeded" || strings.Contains(msg, "maximum context length") ||
-		strings.Contains(msg, "context window") || strings.Contains(msg, "too many tokens"):
-		e.Kind, e.Code = KindContextOverflow, "context_length_exceeded"
 	case e.Code == "insufficient_quota" || e.Type == "insufficient_quota" || strings.Contains(msg, "exceeded your current quota"):
 		e.Kind, e.Code = KindQuotaExhausted, "insufficient_quota"
 	case status == http.StatusTooManyRequests:
+		// Before the message guesses: a 429 "too many tokens" is a
+		// tokens-per-minute limit, not a long prompt.
 		e.Kind = KindRateLimited
+	case e.Code == "context_length_exceeded" || ((status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge) &&
+		(strings.Contains(msg, "maximum context length") || strings.Contains(msg, "context window") ||
+			strings.Contains(msg, "too many tokens") || strings.Contains(msg, "context length"))):
+		e.Kind, e.Code = KindContextOverflow, "context_length_exceeded"
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		e.Kind, e.Status = KindAuth, http.StatusBadGateway
 	case status == http.StatusNotFound:
