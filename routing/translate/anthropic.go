@@ -524,10 +524,11 @@ func anthropicEncodeTurn(i int, m Message) (anthropicTurn, error) {
 			if tc.Function.Name == "" {
 				return anthropicTurn{}, Invalid(param+".function.name", "Missing required parameter: '%s.function.name'.", param)
 			}
-			input, ok := anthropicArgsObject(tc.Function.Arguments)
-			if !ok {
-				return anthropicTurn{}, Invalid(param+".function.arguments", "'%s.function.arguments' must be a JSON object to send it to the %s provider.", param, anthropicName)
-			}
+			// Arguments that are not a JSON object (a call cut off by
+			// max_tokens, a model's broken JSON) are history the
+			// conversation must be able to go on from: they are wrapped as
+			// {"_raw": "..."}, as the inbound side does.
+			input := anthropicInputOf(tc.Function.Arguments)
 			blocks = append(blocks, anthropicToolUseBlock{Type: "tool_use", ID: anthropicToolID(tc.ID), Name: tc.Function.Name, Input: input})
 		}
 		return anthropicTurn{role: "assistant", blocks: blocks}, nil
@@ -903,6 +904,7 @@ func (anthropicProvider) NewStreamDecoder(r io.Reader, model string) StreamDecod
 type anthropicBlockState struct {
 	kind     string // text, tool_use, or "" for blocks without a canonical form
 	toolCall int    // the block's index among the message's tool_use blocks
+	hasArgs  bool   // a tool_use block got some of its input
 }
 
 // anthropicStreamDecoder turns Anthropic stream events into chunks.
@@ -1020,11 +1022,11 @@ func (d *anthropicStreamDecoder) handle(name string, data []byte) error {
 		case "tool_use":
 			idx := d.toolCalls
 			d.toolCalls++
-			d.blocks[ev.Index] = anthropicBlockState{kind: "tool_use", toolCall: idx}
 			args := ""
 			if in := bytes.TrimSpace(block.Input); len(in) > 0 && !anthropicEmptyObject(in) {
 				args = anthropicCompactInput(in) // an upstream that sends the whole input up front
 			}
+			d.blocks[ev.Index] = anthropicBlockState{kind: "tool_use", toolCall: idx, hasArgs: args != ""}
 			d.push(Delta{ToolCalls: []ToolCall{{Index: &idx, ID: block.ID, Type: "function",
 				Function: FunctionCall{Name: block.Name, Arguments: args}}}}, nil)
 		default: // thinking, server tools: no canonical form
@@ -1061,11 +1063,21 @@ func (d *anthropicStreamDecoder) handle(name string, data []byte) error {
 			b, ok := d.blocks[ev.Index]
 			if ok && b.kind == "tool_use" && jd.PartialJSON != "" {
 				idx := b.toolCall
+				b.hasArgs = true
+				d.blocks[ev.Index] = b
 				d.push(Delta{ToolCalls: []ToolCall{{Index: &idx, Function: FunctionCall{Arguments: jd.PartialJSON}}}}, nil)
 			}
 		}
 		// thinking_delta, signature_delta, citations_delta: dropped.
 	case "content_block_stop":
+		// A tool called with no arguments streams no input at all: its
+		// arguments are "{}", as in a whole answer, never "".
+		if b, ok := d.blocks[ev.Index]; ok && b.kind == "tool_use" && !b.hasArgs {
+			idx := b.toolCall
+			b.hasArgs = true
+			d.blocks[ev.Index] = b
+			d.push(Delta{ToolCalls: []ToolCall{{Index: &idx, Function: FunctionCall{Arguments: "{}"}}}}, nil)
+		}
 	case "message_delta":
 		if ev.Usage != nil {
 			u := ev.Usage

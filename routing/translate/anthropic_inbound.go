@@ -580,6 +580,11 @@ type anthropicStreamEncoder struct {
 	open       int         // index of the open block, or -1
 	openTool   int         // the canonical tool-call index of the open tool_use block, or -1
 	toolBlocks map[int]int // canonical tool-call index → block index
+	// toolIDs is the id first seen at each canonical index; remap sends an
+	// index whose id changed (an upstream numbering every call 0) to the
+	// latest call's own slot.
+	toolIDs map[int]string
+	remap   map[int]int
 
 	finish string // the last finish reason seen
 	usage  *Usage // the last usage seen
@@ -715,6 +720,26 @@ func (e *anthropicStreamEncoder) toolCall(tc ToolCall) error {
 	switch {
 	case tc.Index != nil:
 		idx = *tc.Index
+		if tc.ID != "" {
+			if e.toolIDs == nil {
+				e.toolIDs = map[int]string{}
+			}
+			if _, ok := e.toolIDs[idx]; !ok {
+				e.toolIDs[idx] = tc.ID
+			}
+		}
+		if id, ok := e.toolIDs[idx]; ok && tc.ID != "" && id != tc.ID {
+			// Upstreams that number every call 0 (Ollama): a new id at a
+			// used index is a new call, and that index's later deltas are
+			// its.
+			if e.remap == nil {
+				e.remap = map[int]int{}
+			}
+			e.remap[idx] = 1<<30 + len(e.toolBlocks)
+		}
+		if r, ok := e.remap[idx]; ok {
+			idx = r
+		}
 	case e.openTool >= 0 && tc.ID == "":
 		idx = e.openTool // a continuation without an index
 	default:

@@ -239,8 +239,6 @@ func TestAnthropicNewRequestRefusals(t *testing.T) {
 		{"image without url", ChatRequest{Messages: []Message{{Role: "user", Content: PartsContent(Part{Type: "image_url"})}}}, "messages[0].content[0].image_url", "invalid_request"},
 		{"data url without base64", ChatRequest{Messages: []Message{{Role: "user", Content: PartsContent(Part{Type: "image_url", ImageURL: &ImageURL{URL: "data:image/png,abc"}})}}}, "messages[0].content[0].image_url", "invalid_request"},
 		{"ftp image", ChatRequest{Messages: []Message{{Role: "user", Content: PartsContent(Part{Type: "image_url", ImageURL: &ImageURL{URL: "ftp://x/y.png"}})}}}, "messages[0].content[0].image_url", "invalid_request"},
-		{"invalid arguments", ChatRequest{Messages: []Message{user[0], {Role: "assistant", ToolCalls: []ToolCall{{ID: "c1", Function: FunctionCall{Name: "f", Arguments: `{"a":`}}}}}}, "messages[1].tool_calls[0].function.arguments", "invalid_request"},
-		{"array arguments", ChatRequest{Messages: []Message{user[0], {Role: "assistant", ToolCalls: []ToolCall{{ID: "c1", Function: FunctionCall{Name: "f", Arguments: `[1]`}}}}}}, "messages[1].tool_calls[0].function.arguments", "invalid_request"},
 		{"tool call without id", ChatRequest{Messages: []Message{user[0], {Role: "assistant", ToolCalls: []ToolCall{{Function: FunctionCall{Name: "f"}}}}}}, "messages[1].tool_calls[0].id", "invalid_request"},
 		{"tool call without name", ChatRequest{Messages: []Message{user[0], {Role: "assistant", ToolCalls: []ToolCall{{ID: "c1"}}}}}, "messages[1].tool_calls[0].function.name", "invalid_request"},
 		{"tool message without id", ChatRequest{Messages: []Message{user[0], {Role: "tool", Content: TextContent("x")}}}, "messages[1].tool_call_id", "invalid_request"},
@@ -724,4 +722,24 @@ func FuzzAnthropicRequest(f *testing.F) {
 			t.Fatalf("body %q: %v", out, err)
 		}
 	})
+}
+
+// Tool-call arguments that are not a JSON object (cut off by max_tokens,
+// or a model's broken JSON) are history: they are wrapped, not refused, so
+// that the conversation can go on.
+func TestAnthropicMalformedArgumentsWrapped(t *testing.T) {
+	for _, args := range []string{`{"path":"a.go","content":"package ma`, `[1]`} {
+		req := &ChatRequest{Messages: []Message{{Role: "user", Content: TextContent("go")},
+			{Role: "assistant", ToolCalls: []ToolCall{{ID: "c1", Type: "function", Function: FunctionCall{Name: "f", Arguments: args}}}},
+			{Role: "tool", ToolCallID: "c1", Content: TextContent("ok")}}}
+		hr, err := Anthropic.NewRequest(req, &Target{Provider: "anthropic", BaseURL: "http://x/v1", UpstreamModel: "m"}, false)
+		if err != nil {
+			t.Fatalf("%s: %v", args, err)
+		}
+		body, _ := io.ReadAll(hr.Body)
+		want, _ := json.Marshal(map[string]string{"_raw": args})
+		if !bytes.Contains(body, []byte(`"input":`+string(want))) {
+			t.Errorf("%s: body %s lacks the wrapped input %s", args, body, want)
+		}
+	}
 }

@@ -55,6 +55,13 @@ func (openAIProvider) NewRequest(req *ChatRequest, t *Target, stream bool) (*htt
 	out := *req
 	out.Model = t.UpstreamModel
 	out.Stream = stream
+	// OpenAI's reasoning models (o-series, gpt-5) refuse max_tokens; every
+	// current OpenAI chat model takes max_completion_tokens. Servers that
+	// only copy the API (vLLM, Ollama, ...) may know max_tokens alone.
+	if (t.Provider == "openai" || t.Provider == "azure-openai") && out.MaxCompletionTokens == nil && out.MaxTokens != nil {
+		out.MaxCompletionTokens, out.MaxTokens = out.MaxTokens, nil
+	}
+	out.Messages = openAIToolImages(out.Messages)
 	out.StreamOptions = nil
 	if stream && t.Options["preset"] != "mistral" && t.Options["preset"] != "perplexity" {
 		out.StreamOptions = &StreamOptions{IncludeUsage: true}
@@ -70,6 +77,60 @@ func (openAIProvider) NewRequest(req *ChatRequest, t *Target, stream bool) (*htt
 	hr.Header["Content-Type"] = []string{"application/json"}
 	SetOpenAIAuth(hr.Header, t)
 	return hr, nil
+}
+
+// openAIToolImages moves images out of tool messages, which take text
+// only in OpenAI's format (an Anthropic tool_result may hold a screenshot):
+// the tool message keeps its text ("[image]" when it had none), and the
+// images follow, after the run of tool messages, in a user message. msgs is
+// not modified.
+func openAIToolImages(msgs []Message) []Message {
+	has := false
+	for _, m := range msgs {
+		if m.Role == "tool" && m.Content.IsParts {
+			for _, p := range m.Content.Parts {
+				if p.Type == "image_url" {
+					has = true
+				}
+			}
+		}
+	}
+	if !has {
+		return msgs
+	}
+	out := make([]Message, 0, len(msgs)+1)
+	var images []Part
+	flush := func() {
+		if len(images) > 0 {
+			parts := append([]Part{{Type: "text", Text: "The images the tools returned:"}}, images...)
+			out = append(out, Message{Role: "user", Content: PartsContent(parts...)})
+			images = nil
+		}
+	}
+	for _, m := range msgs {
+		if m.Role != "tool" {
+			flush()
+			out = append(out, m)
+			continue
+		}
+		if m.Content.IsParts {
+			var text []Part
+			for _, p := range m.Content.Parts {
+				if p.Type == "image_url" {
+					images = append(images, p)
+				} else {
+					text = append(text, p)
+				}
+			}
+			if len(text) == 0 {
+				text = []Part{{Type: "text", Text: "[image]"}}
+			}
+			m.Content = PartsContent(text...)
+		}
+		out = append(out, m)
+	}
+	flush()
+	return out
 }
 
 func (openAIProvider) ParseResponse(body []byte, model string) (*ChatResponse, error) {
