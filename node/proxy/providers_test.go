@@ -226,3 +226,25 @@ func TestMessagesClient(t *testing.T) {
 	r = g.do(t, http.MethodPost, "/v1/messages", "", `{"model":"`+bad+`","max_tokens":64,"messages":[{"role":"user","content":"x"}]}`, "X-Api-Key", secret)
 	wantAnthropicError(t, r, 429, "rate_limit_error")
 }
+
+// Tool names over 64 bytes (Claude Code's MCP tools) reach an OpenAI-format
+// deployment shortened and come back to the client as sent.
+func TestLongToolNames(t *testing.T) {
+	t.Parallel()
+	ms, url := startMock(t, mock.Options{})
+	_, secret := newKey(t)
+	g := startGateway(t, proxy.Config{MaxAttempts: 1})
+	route := newRoute(t, "longtool", dep(uniq("dep"), url, "ok"))
+	long := "mcp__" + strings.Repeat("a_really_long_server_name_", 3) + "__read_file"
+	tools := `"tools":[{"name":"` + long + `","description":"read","input_schema":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}]`
+	for _, stream := range []string{"false", "true"} {
+		r := g.do(t, http.MethodPost, "/v1/messages", "", `{"model":"`+route+`","max_tokens":64,"stream":`+stream+
+			`,"messages":[{"role":"user","content":"read it"}],`+tools+`}`, "X-Api-Key", secret)
+		if r.status != 200 || !strings.Contains(string(r.body), `"name":"`+long+`"`) {
+			t.Errorf("stream=%s: %d %s", stream, r.status, r.body)
+		}
+		if sent := string(ms.Stats().LastBody); strings.Contains(sent, long) || !strings.Contains(sent, long[:40]) {
+			t.Errorf("stream=%s: the upstream got %s", stream, sent)
+		}
+	}
+}

@@ -102,7 +102,13 @@ func (h *Handler) tryTranslated(w http.ResponseWriter, r *http.Request, rec *Rec
 	if d.Provider == routing.ProviderDemo {
 		t.BaseURL = demoBaseURL
 	}
-	hreq, err := prov.NewRequest(creq, t, creq.Stream)
+	// Tool names over 64 bytes (Anthropic allows them; the others do not)
+	// go upstream shortened and come back as the client's.
+	sreq, names := creq, map[string]string(nil)
+	if d.Provider != routing.ProviderAnthropic {
+		sreq, names = translate.ShortenToolNames(creq)
+	}
+	hreq, err := prov.NewRequest(sreq, t, creq.Stream)
 	if err != nil {
 		e := asError(err)
 		if e.Kind == translate.KindInvalidRequest {
@@ -133,7 +139,7 @@ func (h *Handler) tryTranslated(w http.ResponseWriter, r *http.Request, rec *Rec
 		return f
 	}
 	if creq.Stream {
-		return h.streamTranslated(w, r, rec, resp, prov, in, creq, d, timer, timedOut)
+		return h.streamTranslated(w, r, rec, resp, prov, in, creq, d, timer, timedOut, names)
 	}
 	data, err := readAll(resp.Body, nil, maxResponseBytes)
 	if err != nil {
@@ -145,8 +151,12 @@ func (h *Handler) tryTranslated(w http.ResponseWriter, r *http.Request, rec *Rec
 	}
 	cresp, err := prov.ParseResponse(data, x.req.Model)
 	if err != nil {
-		f := upstreamFailure(asBadResponse(err, d))
-		return f
+		return upstreamFailure(asBadResponse(err, d))
+	}
+	if names != nil {
+		for i := range cresp.Choices {
+			translate.RestoreToolNames(cresp.Choices[i].Message.ToolCalls, names)
+		}
 	}
 	out, err := in.EncodeResponse(cresp)
 	if err != nil {
@@ -163,7 +173,7 @@ func (h *Handler) tryTranslated(w http.ResponseWriter, r *http.Request, rec *Rec
 // that fails or stays silent past the first-token timeout may be retried.
 func (h *Handler) streamTranslated(w http.ResponseWriter, r *http.Request, rec *Record, resp *http.Response,
 	prov translate.Provider, in translate.Inbound, creq *translate.ChatRequest, d *raftstore.Deployment,
-	timer *time.Timer, timedOut *atomic.Bool) *failure {
+	timer *time.Timer, timedOut *atomic.Bool, names map[string]string) *failure {
 	if d.FirstTokenTimeoutMillis > 0 {
 		timer.Reset(time.Duration(d.FirstTokenTimeoutMillis) * time.Millisecond)
 	}
@@ -208,9 +218,12 @@ func (h *Handler) streamTranslated(w http.ResponseWriter, r *http.Request, rec *
 				usage = c.Usage
 				rec.Usage = usageOf(c.Usage)
 			}
-			for _, ch := range c.Choices {
+			for i, ch := range c.Choices {
 				if ch.FinishReason != nil {
 					finished = true
+				}
+				if names != nil {
+					translate.RestoreToolNames(c.Choices[i].Delta.ToolCalls, names)
 				}
 			}
 			if werr := enc.WriteChunk(c); werr != nil || cw.err != nil {
