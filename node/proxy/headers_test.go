@@ -18,8 +18,8 @@ func TestAppendReset(t *testing.T) {
 		if d < time.Second {
 			want = strconv.FormatInt(d.Milliseconds(), 10) + "ms"
 		}
-		if got := formatReset(d); got != want {
-			t.Errorf("formatReset(%v) = %q, want %q", d, got, want)
+		if got := string(appendReset(nil, d)); got != want {
+			t.Errorf("appendReset(%v) = %q, want %q", d, got, want)
 		}
 	}
 }

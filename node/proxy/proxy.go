@@ -428,10 +428,8 @@ func setRateHeaders(h http.Header, s ratelimit.Status) {
 	}
 }
 
-// formatReset writes a duration the way OpenAI does ("1s", "6m0s", "120ms").
-func formatReset(d time.Duration) string { return string(appendReset(nil, d)) }
-
-// appendReset appends formatReset's text.
+// appendReset appends a duration the way OpenAI writes it ("1s", "6m0s",
+// "120ms").
 func appendReset(b []byte, d time.Duration) []byte {
 	if d < time.Second {
 		return append(strconv.AppendInt(b, d.Milliseconds(), 10), "ms"...)

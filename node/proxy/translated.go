@@ -208,7 +208,7 @@ func (h *Handler) streamTranslated(w http.ResponseWriter, r *http.Request, rec *
 	}
 	cw := &clientWriter{w: w}
 	enc := in.NewStreamEncoder(cw, rec.Model)
-	translate.SetIncludeUsage(enc, x(creq))
+	translate.SetIncludeUsage(enc, wantsUsage(creq))
 	var usage *translate.Usage
 	finished := false // a finish reason arrived: the answer is whole
 	c := first
@@ -264,8 +264,9 @@ func (h *Handler) streamTranslated(w http.ResponseWriter, r *http.Request, rec *
 	return nil
 }
 
-// x reports whether an OpenAI-format client asked for the usage chunk.
-func x(creq *translate.ChatRequest) bool {
+// wantsUsage reports whether an OpenAI-format client asked for the usage
+// chunk.
+func wantsUsage(creq *translate.ChatRequest) bool {
 	return creq.StreamOptions != nil && creq.StreamOptions.IncludeUsage
 }
 
