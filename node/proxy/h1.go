@@ -1,0 +1,499 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Transport carries the gateway's upstream requests.
+//
+// Plain-HTTP upstreams (self-hosted servers such as vLLM, Ollama or a
+// sidecar, and the benchmark's mock) go through a small HTTP/1.1 client
+// that writes the request and reads the answer on the caller's goroutine:
+// net/http's Transport hands every request to a write goroutine and every
+// answer back from a read goroutine, two goroutine wake-ups per request
+// that cost about a fifth of the gateway's CPU under load, and it writes a
+// request's headers and body in two system calls where this client uses
+// one. HTTPS upstreams, and every upstream reached through a proxy from
+// HTTP_PROXY and friends, go through net/http (HTTP/2 where the server
+// offers it).
+//
+// The HTTP/1.1 client keeps idle connections per host, newest first. Before
+// a connection is reused it is checked, with one non-blocking peek, for a
+// close by the server, so a server's keep-alive timeout does not fail a
+// request. A request whose write to a reused connection fails is sent once
+// more on a new connection (nothing reached the server); one whose answer
+// fails after the write is not, since the server may have acted on it.
+type Transport struct {
+	fallback *http.Transport
+	dialer   net.Dialer
+
+	// MaxIdlePerHost bounds the idle connections kept per host; default
+	// 1024. IdleTimeout closes connections idle longer; default 90s.
+	maxIdlePerHost int
+	idleTimeout    time.Duration
+
+	pools sync.Map // "host:port" -> *h1Pool
+}
+
+// NewTransport returns the transport tuned for upstream LLM APIs: many idle
+// connections per host, no transparent compression, dial timeouts.
+func NewTransport() *Transport {
+	d := net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	return &Transport{
+		fallback: &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			DialContext:           d.DialContext,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConns:          4096,
+			MaxIdleConnsPerHost:   1024,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ExpectContinueTimeout: time.Second,
+			DisableCompression:    true,
+		},
+		dialer:         d,
+		maxIdlePerHost: 1024,
+		idleTimeout:    90 * time.Second,
+	}
+}
+
+// CloseIdleConnections closes every idle upstream connection.
+func (t *Transport) CloseIdleConnections() {
+	t.fallback.CloseIdleConnections()
+	t.pools.Range(func(_, v any) bool {
+		v.(*h1Pool).closeIdle()
+		return true
+	})
+}
+
+// maxResponseHeaderBytes bounds an upstream answer's status line and headers.
+const maxResponseHeaderBytes = 1 << 20
+
+// maxRequestBytes bounds what the client buffers of a request body it did
+// not build itself (the gateway's own bodies are bounded by MaxBodyBytes).
+const maxRequestBytes = 256 << 20
+
+var errUpstreamHeaderTooLarge = errors.New("upstream response headers exceed 1 MiB")
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL == nil || req.URL.Scheme != "http" || req.URL.Host == "" {
+		return t.fallback.RoundTrip(req)
+	}
+	p := t.pool(req)
+	if p.proxied {
+		return t.fallback.RoundTrip(req)
+	}
+	ctx := req.Context()
+	buf := getBuf()
+	defer putBuf(buf)
+	out, err := appendRequest(buf.b[:0], req)
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+	buf.b = out
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for retried := false; ; retried = true {
+		c, reused, err := p.get(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		resp, err, again := c.roundTrip(ctx, req, out)
+		if err == nil {
+			return resp, nil
+		}
+		if again && reused && !retried && ctx.Err() == nil {
+			continue // the server closed the idle connection: nothing reached it
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+}
+
+// pool returns the pool of req's host, deciding once per host whether a
+// proxy from the environment applies.
+func (t *Transport) pool(req *http.Request) *h1Pool {
+	if v, ok := t.pools.Load(req.URL.Host); ok {
+		return v.(*h1Pool)
+	}
+	addr := req.URL.Host
+	if req.URL.Port() == "" {
+		addr = net.JoinHostPort(req.URL.Hostname(), "80")
+	}
+	p := &h1Pool{addr: addr, max: t.maxIdlePerHost, idleTimeout: t.idleTimeout}
+	if u, err := http.ProxyFromEnvironment(req); err != nil || u != nil {
+		p.proxied = true
+	}
+	v, _ := t.pools.LoadOrStore(req.URL.Host, p)
+	return v.(*h1Pool)
+}
+
+// appendRequest appends req in HTTP/1.1 wire format, body included.
+func appendRequest(b []byte, req *http.Request) ([]byte, error) {
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	uri := req.URL.RequestURI()
+	if !validHeaderValue(method) || !validHeaderValue(host) || !validHeaderValue(uri) {
+		return b, errors.New("invalid upstream request line")
+	}
+	b = append(b, method...)
+	b = append(b, ' ')
+	b = append(b, uri...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, host...)
+	b = append(b, "\r\n"...)
+	if _, ok := req.Header["User-Agent"]; !ok {
+		b = append(b, "User-Agent: Go-http-client/1.1\r\n"...)
+	}
+	for k, vs := range req.Header {
+		switch k {
+		case "Host", "Content-Length", "Transfer-Encoding", "Connection", "Trailer":
+			continue // the client writes these itself
+		}
+		if !validHeaderName(k) {
+			return b, fmt.Errorf("invalid upstream header name %q", k)
+		}
+		for _, v := range vs {
+			if !validHeaderValue(v) {
+				return b, fmt.Errorf("invalid value of upstream header %q", k)
+			}
+			b = append(b, k...)
+			b = append(b, ": "...)
+			b = append(b, v...)
+			b = append(b, "\r\n"...)
+		}
+	}
+	if req.Close {
+		b = append(b, "Connection: close\r\n"...)
+	}
+	var body []byte
+	switch br := req.Body.(type) {
+	case nil:
+	case *bodyReader:
+		body = br.buf.b // the gateway's own pooled body: no copy
+	default:
+		if req.Body != http.NoBody {
+			data, err := readAll(req.Body, nil, maxRequestBytes)
+			if err != nil {
+				return b, fmt.Errorf("read upstream request body: %w", err)
+			}
+			body = data
+		}
+	}
+	if body != nil || (method != http.MethodGet && method != http.MethodHead) {
+		b = append(b, "Content-Length: "...)
+		b = strconv.AppendInt(b, int64(len(body)), 10)
+		b = append(b, "\r\n"...)
+	}
+	b = append(b, "\r\n"...)
+	return append(b, body...), nil
+}
+
+// validHeaderName reports whether k is an HTTP token.
+func validHeaderName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c <= ' ' || c >= 0x7f || c == ':' || c == '(' || c == ')' || c == ',' || c == '/' ||
+			c == ';' || c == '<' || c == '=' || c == '>' || c == '?' || c == '@' || c == '[' ||
+			c == '\\' || c == ']' || c == '{' || c == '}' || c == '"' {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue refuses what would split a line: CR, LF, NUL.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c == '\r' || c == '\n' || c == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// h1Pool holds one host's idle connections, newest last.
+type h1Pool struct {
+	addr        string
+	proxied     bool
+	max         int
+	idleTimeout time.Duration
+
+	mu      sync.Mutex
+	idle    []*h1Conn
+	pruning bool // a prune is scheduled
+}
+
+func (p *h1Pool) get(ctx context.Context, t *Transport) (c *h1Conn, reused bool, err error) {
+	for {
+		p.mu.Lock()
+		n := len(p.idle)
+		if n == 0 {
+			p.mu.Unlock()
+			break
+		}
+		c = p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		if time.Since(c.idleAt) < p.idleTimeout && c.alive() {
+			return c, true, nil
+		}
+		c.close()
+	}
+	nc, err := t.dialer.DialContext(ctx, "tcp", p.addr)
+	if err != nil {
+		return nil, false, err
+	}
+	return newH1Conn(p, nc), false, nil
+}
+
+func (p *h1Pool) put(c *h1Conn) {
+	if c.br.Buffered() > 0 { // bytes nobody asked for: not a clean connection
+		c.close()
+		return
+	}
+	c.idleAt = time.Now()
+	p.mu.Lock()
+	if len(p.idle) >= p.max {
+		p.mu.Unlock()
+		c.close()
+		return
+	}
+	p.idle = append(p.idle, c)
+	schedule := !p.pruning
+	p.pruning = true
+	p.mu.Unlock()
+	if schedule {
+		time.AfterFunc(p.idleTimeout, p.prune)
+	}
+}
+
+// prune closes the connections idle longer than the idle timeout (the
+// oldest are first), and runs again while any stay idle.
+func (p *h1Pool) prune() {
+	now := time.Now()
+	p.mu.Lock()
+	n := 0
+	for n < len(p.idle) && now.Sub(p.idle[n].idleAt) >= p.idleTimeout {
+		n++
+	}
+	old := append([]*h1Conn(nil), p.idle[:n]...)
+	k := copy(p.idle, p.idle[n:])
+	clear(p.idle[k:])
+	p.idle = p.idle[:k]
+	next := p.idleTimeout
+	if k > 0 {
+		next = p.idleTimeout - now.Sub(p.idle[0].idleAt)
+	}
+	p.pruning = k > 0
+	p.mu.Unlock()
+	for _, c := range old {
+		c.close()
+	}
+	if k > 0 {
+		time.AfterFunc(max(next, time.Second), p.prune)
+	}
+}
+
+func (p *h1Pool) closeIdle() {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	for _, c := range idle {
+		c.close()
+	}
+}
+
+// h1Conn is one upstream connection. Its reader enforces a byte limit while
+// the headers of an answer are read.
+type h1Conn struct {
+	pool   *h1Pool
+	nc     net.Conn
+	br     *bufio.Reader
+	limit  int64 // bytes the reader may still return; <0: unlimited
+	idleAt time.Time
+
+	interrupt func() // sets a deadline in the past: unblocks reads and writes
+	raw       syscall.RawConn
+	peek      func(fd uintptr) bool
+	peekN     int
+	peekErr   error
+	peekBuf   [1]byte
+}
+
+var aLongTimeAgo = time.Unix(1, 0)
+
+func newH1Conn(p *h1Pool, nc net.Conn) *h1Conn {
+	c := &h1Conn{pool: p, nc: nc, limit: -1}
+	c.br = bufio.NewReaderSize(c, 16<<10)
+	c.interrupt = func() { _ = nc.SetDeadline(aLongTimeAgo) }
+	if sc, ok := nc.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			c.raw = raw
+			c.peek = func(fd uintptr) bool {
+				c.peekN, _, c.peekErr = syscall.Recvfrom(int(fd), c.peekBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+				return true
+			}
+		}
+	}
+	return c
+}
+
+func (c *h1Conn) Read(p []byte) (int, error) {
+	if c.limit >= 0 {
+		if c.limit == 0 {
+			return 0, errUpstreamHeaderTooLarge
+		}
+		if int64(len(p)) > c.limit {
+			p = p[:c.limit]
+		}
+	}
+	n, err := c.nc.Read(p)
+	if c.limit >= 0 {
+		c.limit -= int64(n)
+	}
+	return n, err
+}
+
+// alive reports whether an idle connection is still open and silent, with
+// one non-blocking peek.
+func (c *h1Conn) alive() bool {
+	if c.raw == nil {
+		return true
+	}
+	if err := c.raw.Read(c.peek); err != nil {
+		return false
+	}
+	return errors.Is(c.peekErr, syscall.EAGAIN) // nil: the server closed (0) or sent bytes unasked
+}
+
+func (c *h1Conn) close() { _ = c.nc.Close() }
+
+// roundTrip writes the request (wire holds it whole) and reads the answer's
+// headers. again reports a write that failed on a connection the server
+// had closed: the request may be sent again.
+func (c *h1Conn) roundTrip(ctx context.Context, req *http.Request, wire []byte) (resp *http.Response, err error, again bool) {
+	stop := context.AfterFunc(ctx, c.interrupt)
+	if _, err := c.nc.Write(wire); err != nil {
+		stop()
+		c.close()
+		return nil, err, closedByPeer(err)
+	}
+	c.limit = maxResponseHeaderBytes
+	if _, err := c.br.Peek(1); err != nil {
+		// The server may have read the request: never sent again (as
+		// net/http does for a POST).
+		stop()
+		c.close()
+		return nil, err, false
+	}
+	for {
+		resp, err = http.ReadResponse(c.br, req)
+		if err == nil && resp.StatusCode == http.StatusSwitchingProtocols {
+			err = errors.New("upstream switched protocols")
+		}
+		if err != nil {
+			if c.limit == 0 {
+				err = errUpstreamHeaderTooLarge
+			}
+			stop()
+			c.close()
+			return nil, err, false
+		}
+		if resp.StatusCode >= 200 || resp.StatusCode < 100 {
+			break
+		}
+		// 1xx: informational, no body; the answer follows.
+	}
+	c.limit = -1
+	b := &h1Body{c: c, body: resp.Body, stop: stop, keep: !resp.Close && !req.Close}
+	if resp.Body == http.NoBody {
+		b.release(true)
+		return resp, nil, false
+	}
+	resp.Body = b
+	return resp, nil, false
+}
+
+// closedByPeer reports an error of a connection the server had closed.
+func closedByPeer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// h1Body is an answer's body. Read to its end, it gives the connection back
+// to its pool; closed before, it closes the connection.
+type h1Body struct {
+	c    *h1Conn
+	body io.ReadCloser
+	stop func() bool
+	keep bool
+	err  error // after release: what Read returns
+}
+
+var errBodyClosed = errors.New("read on a closed upstream body")
+
+func (b *h1Body) Read(p []byte) (int, error) {
+	if b.c == nil {
+		return 0, b.err
+	}
+	n, err := b.body.Read(p)
+	if err == io.EOF {
+		b.release(true)
+		b.err = io.EOF
+	} else if err != nil {
+		b.release(false)
+		b.err = err
+	}
+	return n, err
+}
+
+func (b *h1Body) Close() error {
+	if b.c != nil {
+		b.release(false)
+		b.err = errBodyClosed
+	}
+	return nil
+}
+
+// release ends the body's use of the connection: back to the pool if reuse
+// and nothing interrupted it, else closed.
+func (b *h1Body) release(reuse bool) {
+	c := b.c
+	b.c = nil
+	if !b.stop() { // the context ended: its deadline may be set
+		reuse = false
+	}
+	if reuse && b.keep {
+		c.pool.put(c)
+	} else {
+		c.close()
+	}
+}

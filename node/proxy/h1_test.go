@@ -1,0 +1,451 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// connCounter counts the connections an httptest server accepted.
+type connCounter struct{ n atomic.Int64 }
+
+func (c *connCounter) hook(_ net.Conn, s http.ConnState) {
+	if s == http.StateNew {
+		c.n.Add(1)
+	}
+}
+
+func h1Server(t *testing.T, h http.HandlerFunc, idle ...time.Duration) (*httptest.Server, *connCounter) {
+	t.Helper()
+	cc := &connCounter{}
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = cc.hook
+	if len(idle) > 0 {
+		srv.Config.IdleTimeout = idle[0]
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, cc
+}
+
+func post(t *testing.T, tr http.RoundTripper, url, body string) (int, string, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("round trip: %v", err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read body: %v", err)
+	}
+	return resp.StatusCode, string(data), resp.Header
+}
+
+func TestH1ReusesOneConnection(t *testing.T) {
+	var got []string
+	var mu sync.Mutex
+	srv, cc := h1Server(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.RequestURI()+" "+r.Host+" "+r.Header.Get("Authorization")+" "+
+			r.Header.Get("Content-Length")+" "+string(b))
+		mu.Unlock()
+		if r.URL.Query().Get("chunked") != "" {
+			w.Write([]byte("part1,")) //nolint:errcheck
+			w.(http.Flusher).Flush()
+			w.Write([]byte("part2")) //nolint:errcheck
+			return
+		}
+		w.Header().Set("X-Echo", "yes")
+		w.Write(b) //nolint:errcheck
+	})
+	tr := NewTransport()
+	defer tr.CloseIdleConnections()
+	for i := range 20 {
+		url := srv.URL + "/v1/x?i=1"
+		if i%2 == 1 {
+			url = srv.URL + "/v1/x?chunked=1"
+		}
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"a":1}`))
+		req.Header.Set("Authorization", "Bearer k")
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `{"a":1}`
+		if i%2 == 1 {
+			want = "part1,part2"
+			if len(resp.TransferEncoding) == 0 || resp.TransferEncoding[0] != "chunked" {
+				t.Errorf("request %d: transfer encoding %v, want chunked", i, resp.TransferEncoding)
+			}
+		} else if resp.Header.Get("X-Echo") != "yes" {
+			t.Errorf("request %d: headers %v", i, resp.Header)
+		}
+		if resp.StatusCode != 200 || string(body) != want {
+			t.Fatalf("request %d: %d %q, want 200 %q", i, resp.StatusCode, body, want)
+		}
+	}
+	if n := cc.n.Load(); n != 1 {
+		t.Errorf("%d connections for 20 sequential requests, want 1", n)
+	}
+	host := strings.TrimPrefix(srv.URL, "http://")
+	if want := "POST /v1/x?i=1 " + host + " Bearer k 7 {\"a\":1}"; got[0] != want {
+		t.Errorf("server saw %q, want %q", got[0], want)
+	}
+}
+
+// A server that closes idle connections (keep-alive timeout, restart)
+// costs no request: the closed connection is found before it is used.
+func TestH1ServerClosedIdle(t *testing.T) {
+	srv, cc := h1Server(t, func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }, 20*time.Millisecond) //nolint:errcheck
+	tr := NewTransport()
+	defer tr.CloseIdleConnections()
+	for i := range 5 {
+		if code, body, _ := post(t, tr, srv.URL, "x"); code != 200 || body != "ok" {
+			t.Fatalf("request %d: %d %q", i, code, body)
+		}
+		time.Sleep(100 * time.Millisecond) // the server closes the connection meanwhile
+	}
+	if n := cc.n.Load(); n != 5 {
+		t.Errorf("%d connections, want 5 (one per request after each idle close)", n)
+	}
+	// Closed by reset rather than FIN: the same.
+	srv2, cc2 := h1Server(t, func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }) //nolint:errcheck
+	for i := range 3 {
+		if code, body, _ := post(t, tr, srv2.URL, "x"); code != 200 || body != "ok" {
+			t.Fatalf("request %d: %d %q", i, code, body)
+		}
+		srv2.CloseClientConnections() // RST or FIN, whichever the server's close gives
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := cc2.n.Load(); n != 3 {
+		t.Errorf("%d connections, want 3", n)
+	}
+}
+
+// rawServer answers each connection with fn, which reads the request itself.
+func rawServer(t *testing.T, fn func(c net.Conn, br *bufio.Reader)) (string, *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns atomic.Int64
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				fn(c, bufio.NewReader(c))
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String(), &conns
+}
+
+// readRequest reads one request and its body, or returns false.
+func readRequest(br *bufio.Reader) (*http.Request, bool) {
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		return nil, false
+	}
+	_, _ = io.Copy(io.Discard, req.Body)
+	return req, true
+}
+
+func TestH1ConnectionCloseAndExtraBytes(t *testing.T) {
+	url, conns := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			req, ok := readRequest(br)
+			if !ok {
+				return
+			}
+			switch req.URL.Path {
+			case "/close":
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok") //nolint:errcheck
+				return
+			case "/extra": // a second, unasked answer after the first
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n") //nolint:errcheck
+			case "/continue":
+				io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok") //nolint:errcheck
+			default:
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok") //nolint:errcheck
+			}
+		}
+	})
+	tr := NewTransport()
+	defer tr.CloseIdleConnections()
+	for _, path := range []string{"/close", "/close", "/plain", "/extra", "/plain", "/continue", "/plain"} {
+		if code, body, _ := post(t, tr, url+path, "x"); code != 200 || body != "ok" {
+			t.Fatalf("%s: %d %q", path, code, body)
+		}
+	}
+	// close, close: one each; plain: new; extra reuses it but leaves it
+	// unclean; plain: new; continue and plain reuse that one.
+	if n := conns.Load(); n != 4 {
+		t.Errorf("%d connections, want 4", n)
+	}
+}
+
+func TestH1HeaderLimitAndBrokenAnswers(t *testing.T) {
+	url, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		req, ok := readRequest(br)
+		if !ok {
+			return
+		}
+		switch req.URL.Path {
+		case "/huge":
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Big: ") //nolint:errcheck
+			chunk := strings.Repeat("a", 64<<10)
+			for range 20 {
+				if _, err := io.WriteString(c, chunk); err != nil {
+					return
+				}
+			}
+		case "/garbage":
+			io.WriteString(c, "SMTP ready\r\n\r\n") //nolint:errcheck
+		case "/cut":
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc") //nolint:errcheck
+		case "/switch":
+			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\n\r\n") //nolint:errcheck
+		}
+	})
+	tr := NewTransport()
+	defer tr.CloseIdleConnections()
+	for _, path := range []string{"/huge", "/garbage", "/switch", "/silent"} {
+		req, _ := http.NewRequest(http.MethodPost, url+path, strings.NewReader("x"))
+		resp, err := tr.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+			t.Errorf("%s: status %d, want an error", path, resp.StatusCode)
+			continue
+		}
+		if path == "/huge" && !errors.Is(err, errUpstreamHeaderTooLarge) {
+			t.Errorf("%s: %v, want %v", path, err, errUpstreamHeaderTooLarge)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodPost, url+"/cut", strings.NewReader("x"))
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(resp.Body); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("cut body: %v, want unexpected EOF", err)
+	}
+	resp.Body.Close()
+}
+
+// Cancelling the request's context unblocks a wait for the answer and for
+// its body, and the connection is closed, not reused.
+func TestH1ContextCancel(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	var closed atomic.Int64
+	url, conns := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			req, ok := readRequest(br)
+			if !ok {
+				closed.Add(1)
+				return
+			}
+			if req.URL.Path == "/body" {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nstart") //nolint:errcheck
+			}
+			if req.URL.Path != "/ok" {
+				go func() { <-release; c.Close() }()
+				continue
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok") //nolint:errcheck
+		}
+	})
+	tr := NewTransport()
+	defer tr.CloseIdleConnections()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/hang", strings.NewReader("x"))
+	start := time.Now()
+	if _, err := tr.RoundTrip(req); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("hang: %v, want the context's error", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("hang returned after %v", d)
+	}
+
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	req, _ = http.NewRequestWithContext(ctx2, http.MethodPost, url+"/body", strings.NewReader("x"))
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(resp.Body, buf); err != nil || string(buf) != "start" {
+		t.Fatalf("body start %q %v", buf, err)
+	}
+	time.AfterFunc(50*time.Millisecond, cancel2)
+	if _, err := io.ReadAll(resp.Body); err == nil {
+		t.Error("body read after cancel: no error")
+	}
+	resp.Body.Close()
+
+	// Neither connection is reused.
+	if code, body, _ := post(t, tr, url+"/ok", "x"); code != 200 || body != "ok" {
+		t.Fatalf("ok: %d %q", code, body)
+	}
+	if n := conns.Load(); n != 3 {
+		t.Errorf("%d connections, want 3", n)
+	}
+	// A body closed before its end closes the connection too.
+	req, _ = http.NewRequest(http.MethodPost, url+"/body", strings.NewReader("x"))
+	resp, err = tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if _, err := resp.Body.Read(buf); err == nil {
+		t.Error("read after close: no error")
+	}
+}
+
+func TestH1RefusesHeaderInjection(t *testing.T) {
+	srv, cc := h1Server(t, func(w http.ResponseWriter, r *http.Request) {})
+	tr := NewTransport()
+	defer tr.CloseIdleConnections()
+	for _, h := range [][2]string{{"X-A", "v\r\nX-Injected: 1"}, {"X-A", "v\nX"}, {"Bad Name", "v"}, {"X-A", "nul\x00"}} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
+		req.Header[h[0]] = []string{h[1]}
+		if resp, err := tr.RoundTrip(req); err == nil {
+			resp.Body.Close()
+			t.Errorf("header %q: %q sent", h[0], h[1])
+		}
+	}
+	if n := cc.n.Load(); n != 0 {
+		t.Errorf("%d connections opened for refused requests", n)
+	}
+}
+
+// HTTPS goes through net/http.
+func TestH1FallbackForHTTPS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(r.Proto)) //nolint:errcheck
+	}))
+	defer srv.Close()
+	tr := NewTransport()
+	tr.fallback.TLSClientConfig = &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
+	defer tr.CloseIdleConnections()
+	if code, body, _ := post(t, tr, srv.URL, "x"); code != 200 || !strings.HasPrefix(body, "HTTP/") {
+		t.Fatalf("%d %q", code, body)
+	}
+	n := 0
+	tr.pools.Range(func(_, _ any) bool { n++; return true })
+	if n != 0 {
+		t.Errorf("%d HTTP/1.1 pools for an HTTPS upstream", n)
+	}
+}
+
+// Idle connections are closed after the idle timeout, and the pool keeps at
+// most maxIdlePerHost.
+func TestH1IdlePruneAndCap(t *testing.T) {
+	var active atomic.Int64
+	cc := &connCounter{}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(20 * time.Millisecond)
+	}))
+	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		cc.hook(c, s)
+		switch s {
+		case http.StateNew:
+			active.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			active.Add(-1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	tr := NewTransport()
+	tr.maxIdlePerHost = 3
+	tr.idleTimeout = 200 * time.Millisecond
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			post(t, tr, srv.URL, "x")
+		}()
+	}
+	wg.Wait()
+	waitFor(t, func() bool { return active.Load() == 3 }, "3 idle connections kept of 8")
+	waitFor(t, func() bool { return active.Load() == 0 }, "idle connections closed after the idle timeout")
+	post(t, tr, srv.URL, "x")
+	if n := cc.n.Load(); n != 9 {
+		t.Errorf("%d connections, want 9", n)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestH1Concurrent(t *testing.T) {
+	srv, cc := h1Server(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Write(b) //nolint:errcheck
+	})
+	tr := NewTransport()
+	defer tr.CloseIdleConnections()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				want := strings.Repeat(string(rune('a'+g)), 100+i)
+				if code, body, _ := post(t, tr, srv.URL, want); code != 200 || body != want {
+					t.Errorf("goroutine %d request %d: %d, %d bytes", g, i, code, len(body))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := cc.n.Load(); n > 8 {
+		t.Errorf("%d connections for 8 concurrent clients", n)
+	}
+}
