@@ -37,7 +37,7 @@ type Request struct {
 // gateway routes on. Nested values are skipped, not decoded.
 func ScanRequest(body []byte) (Request, error) {
 	req := Request{ModelSpan: Span{-1, -1}, StreamOpts: Span{-1, -1}}
-	if !json.Valid(body) {
+	if !validJSON(body) {
 		return req, ErrMalformed
 	}
 	var seen [3]bool // model, stream, stream_options
