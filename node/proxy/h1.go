@@ -353,7 +353,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 func newH1Conn(p *h1Pool, nc net.Conn) *h1Conn {
 	c := &h1Conn{pool: p, nc: nc, limit: -1}
-	c.br = bufio.NewReaderSize(c, 16<<10)
+	c.br = bufio.NewReaderSize(c, 4<<10) // as net/http: bigger reads bypass it
 	c.interrupt = func() { _ = nc.SetDeadline(aLongTimeAgo) }
 	if sc, ok := nc.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
