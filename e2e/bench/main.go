@@ -70,6 +70,7 @@ func run() error {
 		maxReq    = flag.Int64("max-requests", 5_000_000, "bound on the requests of one phase")
 		maxWork   = flag.Int("max-workers", 4000, "bound on the workers (and connections) of an open loop")
 		keep      = flag.Bool("keep", false, "keep the temp dir with the binaries, data dir and process logs")
+		devBuild  = flag.Bool("dev-build", false, "measure a plain `go build` of tollgate (cgo) instead of the release build of deploy/Dockerfile")
 	)
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -178,10 +179,11 @@ func run() error {
 	logf("bench: %d cores (%s); %s", res.Machine.NProc, res.Machine.CPUModel, res.Pinning.Note)
 
 	logf("building tollgate, tollctl and mockllm into %s", tmp)
-	bin, err := build(root, filepath.Join(tmp, "bin"))
+	bin, err := build(root, filepath.Join(tmp, "bin"), *devBuild)
 	if err != nil {
 		return failed(err)
 	}
+	res.Machine.Build = bin.Build
 	if res.Pinning.Applied {
 		if err := pinSelf(res.Pinning.LoadGen); err != nil {
 			return failed(err)

@@ -19,30 +19,49 @@ import (
 
 // Binaries are the programs built for the run.
 type Binaries struct {
-	Dir, Tollgate, Tollctl, Mockllm, TollgateStripped string
+	Dir, Tollgate, Tollctl, Mockllm string
+	// Build is how Tollgate was built; Dev is a plain `go build` of it, for
+	// the size table.
+	Build, Dev string
 }
 
-// build compiles cmd/tollgate, cmd/tollctl and cmd/mockllm (and a
-// stripped tollgate for the size table) into dir.
-func build(root, dir string) (*Binaries, error) {
+// releaseBuild is how deploy/Dockerfile builds the shipped binary (plus
+// its version stamp): static, no cgo, no local paths, no symbol tables,
+// and without gRPC's request tracing (x/net/trace), whose debug pages make
+// the linker keep every exported method: 4 MB of code and data.
+var releaseBuild = []string{"-trimpath", "-tags", "grpcnotrace", "-ldflags=-s -w"}
+
+// build compiles cmd/tollgate (as released unless dev), cmd/tollctl and
+// cmd/mockllm into dir, and a plain build of tollgate for the size table.
+func build(root, dir string, dev bool) (*Binaries, error) {
 	b := &Binaries{Dir: dir, Tollgate: filepath.Join(dir, "tollgate"), Tollctl: filepath.Join(dir, "tollctl"),
-		Mockllm: filepath.Join(dir, "mockllm"), TollgateStripped: filepath.Join(dir, "stripped", "tollgate")}
-	run := func(args ...string) error {
+		Mockllm: filepath.Join(dir, "mockllm"), Dev: filepath.Join(dir, "dev", "tollgate")}
+	run := func(env []string, args ...string) error {
 		cmd := exec.Command("go", args...)
 		cmd.Dir = root
+		cmd.Env = append(os.Environ(), env...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 		return nil
 	}
-	if err := run("build", "-o", dir+string(os.PathSeparator), "./cmd/tollgate", "./cmd/tollctl", "./cmd/mockllm"); err != nil {
+	if err := run(nil, "build", "-o", dir+string(os.PathSeparator), "./cmd/tollctl", "./cmd/mockllm"); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(b.TollgateStripped), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(b.Dev), 0o755); err != nil {
 		return nil, err
 	}
-	if err := run("build", "-ldflags=-s -w", "-o", b.TollgateStripped, "./cmd/tollgate"); err != nil {
+	if err := run(nil, "build", "-o", b.Dev, "./cmd/tollgate"); err != nil {
+		return nil, err
+	}
+	if dev {
+		b.Build = "go build ./cmd/tollgate (cgo as the toolchain defaults)"
+		return b, os.Link(b.Dev, b.Tollgate)
+	}
+	b.Build = "CGO_ENABLED=0 go build " + strings.Join(releaseBuild, " ") + " ./cmd/tollgate (as deploy/Dockerfile)"
+	args := append(append([]string{"build"}, releaseBuild...), "-o", b.Tollgate, "./cmd/tollgate")
+	if err := run([]string{"CGO_ENABLED=0"}, args...); err != nil {
 		return nil, err
 	}
 	return b, nil

@@ -21,6 +21,7 @@ type Machine struct {
 	Kernel       string `json:"kernel"`
 	GoVersion    string `json:"go_version"`
 	Commit       string `json:"commit"`
+	Build        string `json:"tollgate_build"`
 	LoadAvgStart string `json:"loadavg_start"`
 	LoadAvgEnd   string `json:"loadavg_end"`
 }
@@ -397,6 +398,7 @@ func (r *Results) markdown(charts map[string]*Chart) []byte {
 	pf("## Machine\n\n| | |\n|---|---|\n")
 	pf("| CPU | %s |\n| cores (nproc) | %d (GOMAXPROCS of the harness %d) |\n| memory | %d MB |\n| kernel | %s |\n| Go | %s |\n| commit | %s |\n",
 		r.Machine.CPUModel, r.Machine.NProc, r.Machine.GOMAXPROCS, r.Machine.MemTotalMB, r.Machine.Kernel, r.Machine.GoVersion, r.Machine.Commit)
+	pf("| tollgate build | `%s` |\n", r.Machine.Build)
 	pf("| pinning | %s |\n| load average at start / end | %s / %s |\n", r.Pinning.Note, r.Machine.LoadAvgStart, r.Machine.LoadAvgEnd)
 	pf("| phases | warm-up %v, measurement %v, open loop (d) %v, per rate (e) %v, soak %v; %d repetition(s) |\n",
 		r.Config.Warmup, r.Config.Dur, r.Config.OpenDur, r.Config.RateDur, r.Config.SoakDur, r.Config.Reps)
@@ -536,7 +538,7 @@ func (r *Results) mdFootprint(b *bytes.Buffer) {
 	fp := r.Footprint
 	pf := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	pf("## (j) Footprint\n\n%s\n\n| figure | value |\n|---|---:|\n", scenarioInfo[0].What)
-	pf("| `tollgate` binary | %.1f MB (stripped `-s -w`: %.1f MB) |\n", fp.BinaryMB, fp.StrippedMB)
+	pf("| `tollgate` binary, as measured | %.1f MB (a plain `go build`: %.1f MB) |\n", fp.BinaryMB, fp.DevMB)
 	pf("| `mockllm` binary | %.1f MB |\n", fp.MockMB)
 	pf("| RSS at rest (fresh node, routes and key configured) | %.1f MB |\n", fp.RSSRestMB)
 	if fp.RSSRestRestartMB > 0 {

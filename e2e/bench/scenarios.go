@@ -57,7 +57,7 @@ type Scenario struct {
 // Footprint is scenario (j).
 type Footprint struct {
 	BinaryMB         float64   `json:"tollgate_binary_mb"`
-	StrippedMB       float64   `json:"tollgate_stripped_mb"`
+	DevMB            float64   `json:"tollgate_dev_build_mb"`
 	MockMB           float64   `json:"mockllm_binary_mb"`
 	FirstReadyMS     float64   `json:"first_start_ready_ms"`
 	ReadyMS          []float64 `json:"restart_ready_ms"`
@@ -423,7 +423,7 @@ func (b *bench) footprint(fp *Footprint, firstReady time.Duration) error {
 		}
 		return float64(st.Size()) / (1 << 20)
 	}
-	fp.BinaryMB, fp.StrippedMB, fp.MockMB = size(b.bin.Tollgate), size(b.bin.TollgateStripped), size(b.bin.Mockllm)
+	fp.BinaryMB, fp.DevMB, fp.MockMB = size(b.bin.Tollgate), size(b.bin.Dev), size(b.bin.Mockllm)
 	fp.FirstReadyMS = float64(firstReady) / 1e6
 	rest := 2 * time.Second
 	if b.cfg.Quick {
