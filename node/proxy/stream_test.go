@@ -344,3 +344,82 @@ func TestMalformedUpstreamStream(t *testing.T) {
 		})
 	}
 }
+
+// flushCounter is a ResponseWriter that counts flushes.
+type flushCounter struct {
+	*httptest.ResponseRecorder
+	flushes int
+}
+
+func (f *flushCounter) Flush() { f.flushes++; f.ResponseRecorder.Flush() }
+
+// Events that arrived together from the upstream go to the client in one
+// write, not one flush (system call) each.
+func TestStreamCoalescesBufferedEvents(t *testing.T) {
+	var up strings.Builder
+	for i := range 50 {
+		fmt.Fprintf(&up, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"c%d\"}}]}\n\n", i)
+	}
+	up.WriteString("data: [DONE]\n\n")
+	route := newRoute(t, "coalesce", dep(uniq("dep"), "http://upstream.invalid", "m"))
+	_, secret := newKey(t, route)
+	h := proxy.New(proxy.Config{State: testStore(t), Transport: newCannedTransport("text/event-stream", []byte(up.String()))})
+	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(chatBody(route, `"stream":true`)))
+	req.Header.Set("Authorization", "Bearer "+secret)
+	w := &flushCounter{ResponseRecorder: httptest.NewRecorder()}
+	h.ServeHTTP(w, req)
+	if w.Code != 200 || w.Body.String() != up.String() {
+		t.Fatalf("status %d, body differs from the upstream's:\n%s", w.Code, w.Body.String())
+	}
+	// All 51 events were in the 16 KiB read buffer at once.
+	if w.flushes > 3 {
+		t.Errorf("%d flushes for 51 events that arrived together", w.flushes)
+	}
+}
+
+// An event is flushed at once when only part of the next one has arrived:
+// coalescing never makes an event wait for the network.
+func TestStreamFlushesBeforePartialEvent(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		for i := range 3 {
+			// Event i whole, and the data line of event i+1 without its blank line.
+			if i == 0 {
+				fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"c%d\"}}]}\n", i)
+			}
+			fmt.Fprintf(w, "\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"c%d\"}}]}\n", i+1)
+			_ = rc.Flush()
+			select {
+			case <-gate:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		fmt.Fprint(w, "\ndata: [DONE]\n\n")
+	}))
+	t.Cleanup(up.Close)
+	route := newRoute(t, "partial", dep(uniq("dep"), up.URL, "m"))
+	_, secret := newKey(t, route)
+	g := startGateway(t, proxy.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, sse := g.openStream(t, ctx, "/v1/chat/completions", secret, chatBody(route, `"stream":true`))
+	for i := range 3 {
+		ev, err := sse.next()
+		if err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		if want := fmt.Sprintf("{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"c%d\"}}]}", i); ev != want {
+			t.Fatalf("event %d %q, want %q", i, ev, want)
+		}
+		gate <- struct{}{}
+	}
+	rest, err := sse.all()
+	if err != nil || len(rest) != 2 || rest[0] != `{"choices":[{"index":0,"delta":{"content":"c3"}}]}` || rest[1] != "[DONE]" {
+		t.Fatalf("rest %q, %v", rest, err)
+	}
+}

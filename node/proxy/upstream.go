@@ -264,8 +264,12 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, rec *Record, re
 			line = long
 		}
 		if len(line) > 0 {
+			f := fl
+			if f != nil && len(line) <= 2 && eventBuffered(br) {
+				f = nil // the next event is here already: one write for both
+			}
 			var werr error
-			skipBlank, werr = h.relayLine(w, fl, rec, line, hide, skipBlank)
+			skipBlank, werr = h.relayLine(w, f, rec, line, hide, skipBlank)
 			if werr != nil {
 				rec.Status = statusClientClosed
 				return nil
@@ -295,6 +299,24 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, rec *Record, re
 	}
 }
 
+// eventBuffered reports whether br holds a whole event (up to its blank
+// line) beyond what was read: then the event just relayed is not flushed on
+// its own but with that one, in one write. Nothing waits for the network
+// unflushed: a flush is skipped only for an event already in memory.
+func eventBuffered(br *bufio.Reader) bool {
+	n := br.Buffered()
+	if n == 0 {
+		return false
+	}
+	b, _ := br.Peek(n)
+	return bytes.Contains(b, lfLF) || bytes.Contains(b, lfCRLF)
+}
+
+var (
+	lfLF   = []byte("\n\n")
+	lfCRLF = []byte("\n\r\n")
+)
+
 // isKeepAlive reports whether an event-stream line is a comment or blank.
 func isKeepAlive(line []byte) bool {
 	return len(line) > 0 && (line[0] == ':' || line[0] == '\n' || line[0] == '\r')
@@ -307,6 +329,9 @@ func (h *Handler) relayLine(w http.ResponseWriter, fl http.Flusher, rec *Record,
 	content := bytes.TrimRight(line, "\r\n")
 	if len(content) == 0 {
 		if skipBlank {
+			if fl != nil { // what came before the hidden event
+				fl.Flush()
+			}
 			return false, nil
 		}
 		if _, err := w.Write(line); err != nil {
