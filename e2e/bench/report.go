@@ -576,7 +576,11 @@ func (r *Results) mdSoak(b *bytes.Buffer, charts map[string]*Chart) {
 	pf("| gateway CPU | %.2f cores |\n", rr.Usage.GatewayCPU)
 	pf("| RSS first / last / peak | %.1f / %.1f / %.1f MB |\n", sk.FirstMB, sk.LastMB, rr.Usage.GatewayRSS)
 	pf("| warm-up before measuring (unrecorded) | %.0f s |\n", sk.Warmup)
-	pf("| RSS growth (least-squares slope over the measured samples) | %+.2f MB/min |\n\n", sk.SlopeMBPerMin)
+	pf("| RSS growth (least-squares slope over the measured samples) | %+.2f MB/min |\n", sk.SlopeMBPerMin)
+	pf("| RSS growth over the second half only | %+.2f MB/min |\n\n", sk.LateMBPerMin)
+	if sk.Dur < 60 {
+		pf("A soak this short can end inside the node's warm-up (the ledger's first memtables fill for tens of seconds at this rate). The second-half slope and the 2-minute soak of the full run tell a bounded warm-up from a leak.\n\n")
+	}
 	mdErrors(b, []*Point{{Label: "soak", Gateway: rr}})
 	if _, ok := charts["rss-soak.svg"]; ok {
 		pf("![rss-soak](rss-soak.svg)\n\n")

@@ -77,6 +77,10 @@ type Soak struct {
 	FirstMB       float64     `json:"rss_first_mb"`
 	LastMB        float64     `json:"rss_last_mb"`
 	SlopeMBPerMin float64     `json:"rss_growth_mb_per_min"` // least squares over the measured samples
+	// LateMBPerMin is the slope over the second half only: a bounded
+	// warm-up (the ledger's first memtables filling) shows in the whole
+	// window's slope but not here; a leak shows in both.
+	LateMBPerMin float64 `json:"rss_growth_second_half_mb_per_min"`
 }
 
 // bench is the state of one run of the harness.
@@ -464,6 +468,7 @@ func (b *bench) soak() *Soak {
 	if n := len(s.Samples); n > 0 {
 		s.FirstMB, s.LastMB = s.Samples[0].MB, s.Samples[n-1].MB
 		s.SlopeMBPerMin = rssSlope(s.Samples, 0) * 60
+		s.LateMBPerMin = rssSlope(s.Samples, 0.5) * 60
 	}
 	b.logf("  (k) %.0f streams/s for %v after %v warm-up: %d ok, %d errors, RSS %.1f → %.1f MB, growth %+.2f MB/min",
 		float64(rate), b.cfg.SoakDur, warm, r.OK, r.Errors, s.FirstMB, s.LastMB, s.SlopeMBPerMin)
