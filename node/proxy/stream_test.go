@@ -13,6 +13,7 @@ import (
 
 	"github.com/tollgate/tollgate/cmd/mockllm/mock"
 	"github.com/tollgate/tollgate/node/proxy"
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 	"github.com/tollgate/tollgate/routing"
 )
 
@@ -421,5 +422,35 @@ func TestStreamFlushesBeforePartialEvent(t *testing.T) {
 	rest, err := sse.all()
 	if err != nil || len(rest) != 2 || rest[0] != `{"choices":[{"index":0,"delta":{"content":"c3"}}]}` || rest[1] != "[DONE]" {
 		t.Fatalf("rest %q, %v", rest, err)
+	}
+}
+
+// The Anthropic pass-through, too, writes events that arrived together at
+// once.
+func TestAnthropicStreamCoalescesBufferedEvents(t *testing.T) {
+	var up strings.Builder
+	ev := func(name, data string) { fmt.Fprintf(&up, "event: %s\ndata: %s\n\n", name, data) }
+	ev("message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-mock","content":[],"stop_reason":null,"usage":{"input_tokens":5,"output_tokens":1}}}`)
+	ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
+	for i := range 40 {
+		ev("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"w%d "}}`, i))
+	}
+	ev("content_block_stop", `{"type":"content_block_stop","index":0}`)
+	ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":40}}`)
+	ev("message_stop", `{"type":"message_stop"}`)
+	d := &pb.Deployment{Id: uniq("anthropic"), Provider: routing.ProviderAnthropic, BaseUrl: "http://upstream.invalid/v1", UpstreamModel: "claude-mock"}
+	route := newRoute(t, "acoalesce", d)
+	_, secret := newKey(t, route)
+	h := proxy.New(proxy.Config{State: testStore(t), Transport: newCannedTransport("text/event-stream", []byte(up.String()))})
+	req := httptest.NewRequest(http.MethodPost, "/v1/messages",
+		strings.NewReader(`{"model":"`+route+`","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"Hi"}]}`))
+	req.Header.Set("X-Api-Key", secret)
+	w := &flushCounter{ResponseRecorder: httptest.NewRecorder()}
+	h.ServeHTTP(w, req)
+	if w.Code != 200 || w.Body.String() != up.String() {
+		t.Fatalf("status %d, body differs from the upstream's:\n%s", w.Code, w.Body.String())
+	}
+	if w.flushes > 3 {
+		t.Errorf("%d flushes for 46 events that arrived together", w.flushes)
 	}
 }

@@ -449,7 +449,7 @@ func (h *Handler) attemptAnthropic(w http.ResponseWriter, r *http.Request, rec *
 			rec.Status = statusClientClosed
 			return nil
 		}
-		if fl != nil {
+		if fl != nil && !sse.EventBuffered() { // else: one write with the next
 			fl.Flush()
 		}
 	}

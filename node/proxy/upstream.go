@@ -265,8 +265,11 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, rec *Record, re
 		}
 		if len(line) > 0 {
 			f := fl
-			if f != nil && len(line) <= 2 && eventBuffered(br) {
-				f = nil // the next event is here already: one write for both
+			if f != nil && len(line) <= 2 && translate.EventBuffered(br) {
+				// The next event is here already: one write for both. Nothing
+				// waits for the network unflushed, as the flush is skipped
+				// only for an event already in memory.
+				f = nil
 			}
 			var werr error
 			skipBlank, werr = h.relayLine(w, f, rec, line, hide, skipBlank)
@@ -298,24 +301,6 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, rec *Record, re
 		line, err = br.ReadSlice('\n')
 	}
 }
-
-// eventBuffered reports whether br holds a whole event (up to its blank
-// line) beyond what was read: then the event just relayed is not flushed on
-// its own but with that one, in one write. Nothing waits for the network
-// unflushed: a flush is skipped only for an event already in memory.
-func eventBuffered(br *bufio.Reader) bool {
-	n := br.Buffered()
-	if n == 0 {
-		return false
-	}
-	b, _ := br.Peek(n)
-	return bytes.Contains(b, lfLF) || bytes.Contains(b, lfCRLF)
-}
-
-var (
-	lfLF   = []byte("\n\n")
-	lfCRLF = []byte("\n\r\n")
-)
 
 // isKeepAlive reports whether an event-stream line is a comment or blank.
 func isKeepAlive(line []byte) bool {

@@ -372,6 +372,27 @@ func NewSSEReader(r io.Reader) *SSEReader {
 	return &SSEReader{br: bufio.NewReaderSize(r, 16<<10), max: 16 << 20}
 }
 
+// EventBuffered reports whether a whole next event (up to its blank line)
+// has arrived already: a relay may then write the event it holds together
+// with that one, without making either wait for the network.
+func (r *SSEReader) EventBuffered() bool { return EventBuffered(r.br) }
+
+// EventBuffered reports whether br holds a whole server-sent event beyond
+// what was read from it.
+func EventBuffered(br *bufio.Reader) bool {
+	n := br.Buffered()
+	if n == 0 {
+		return false
+	}
+	b, _ := br.Peek(n)
+	return bytes.Contains(b, lfLF) || bytes.Contains(b, lfCRLF)
+}
+
+var (
+	lfLF   = []byte("\n\n")
+	lfCRLF = []byte("\n\r\n")
+)
+
 // ErrEventTooLarge is returned for an event over the reader's limit.
 var ErrEventTooLarge = errors.New("server-sent event too large")
 
