@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -31,8 +32,10 @@ import (
 // a connection is reused it is checked, with one non-blocking peek, for a
 // close by the server, so a server's keep-alive timeout does not fail a
 // request. A request whose write to a reused connection fails is sent once
-// more on a new connection (nothing reached the server); one whose answer
-// fails after the write is not, since the server may have acted on it.
+// more (nothing reached the server), unless the server answered before it
+// closed (an early 413 or 401 is relayed as net/http does); one whose
+// answer fails after the write is not, since the server may have acted on
+// it.
 type Transport struct {
 	fallback *http.Transport
 	dialer   net.Dialer
@@ -94,6 +97,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if p.proxied {
 		return t.fallback.RoundTrip(req)
 	}
+	if !req.Close && connectionClose(req.Header["Connection"]) {
+		r2 := *req // a RoundTripper must not change the caller's request
+		r2.Close = true
+		req = &r2
+	}
 	ctx := req.Context()
 	buf := getBuf()
 	defer putBuf(buf)
@@ -118,13 +126,25 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		if again && reused && !retried && ctx.Err() == nil {
-			continue // the server closed the idle connection: nothing reached it
+			continue // the server had closed the idle connection: nothing reached it; send again
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return nil, err
 	}
+}
+
+// connectionClose reports whether Connection header values ask to close.
+func connectionClose(vs []string) bool {
+	for _, v := range vs {
+		for _, tok := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "close") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // pool returns the pool of req's host, deciding once per host whether a
@@ -402,12 +422,27 @@ func (c *h1Conn) close() { _ = c.nc.Close() }
 // had closed: the request may be sent again.
 func (c *h1Conn) roundTrip(ctx context.Context, req *http.Request, wire []byte) (resp *http.Response, err error, again bool) {
 	stop := context.AfterFunc(ctx, c.interrupt)
+	c.limit = maxResponseHeaderBytes
 	if _, err := c.nc.Write(wire); err != nil {
+		// The server may have answered, and closed, before reading the
+		// whole request: its answer is still in the receive buffer.
+		if closedByPeer(err) {
+			if resp, rerr := http.ReadResponse(c.br, req); rerr == nil && resp.StatusCode >= 200 {
+				c.limit = -1
+				resp.Close = true
+				b := &h1Body{c: c, body: resp.Body, stop: stop}
+				if resp.Body == http.NoBody {
+					b.release(false, io.EOF)
+				} else {
+					resp.Body = b
+				}
+				return resp, nil, false
+			}
+		}
 		stop()
 		c.close()
 		return nil, err, closedByPeer(err)
 	}
-	c.limit = maxResponseHeaderBytes
 	if _, err := c.br.Peek(1); err != nil {
 		// The server may have read the request: never sent again (as
 		// net/http does for a POST).
@@ -436,7 +471,7 @@ func (c *h1Conn) roundTrip(ctx context.Context, req *http.Request, wire []byte) 
 	c.limit = -1
 	b := &h1Body{c: c, body: resp.Body, stop: stop, keep: !resp.Close && !req.Close}
 	if resp.Body == http.NoBody {
-		b.release(true)
+		b.release(true, io.EOF)
 		return resp, nil, false
 	}
 	resp.Body = b
@@ -455,39 +490,47 @@ type h1Body struct {
 	body io.ReadCloser
 	stop func() bool
 	keep bool
-	err  error // after release: what Read returns
+
+	mu       sync.Mutex
+	released bool
+	err      error // after release: what Read returns
 }
 
 var errBodyClosed = errors.New("read on a closed upstream body")
 
 func (b *h1Body) Read(p []byte) (int, error) {
-	if b.c == nil {
-		return 0, b.err
+	b.mu.Lock()
+	if b.released {
+		err := b.err
+		b.mu.Unlock()
+		return 0, err
 	}
+	b.mu.Unlock()
 	n, err := b.body.Read(p)
 	if err == io.EOF {
-		b.release(true)
-		b.err = io.EOF
+		b.release(true, io.EOF)
 	} else if err != nil {
-		b.release(false)
-		b.err = err
+		b.release(false, err)
 	}
 	return n, err
 }
 
 func (b *h1Body) Close() error {
-	if b.c != nil {
-		b.release(false)
-		b.err = errBodyClosed
-	}
+	b.release(false, errBodyClosed)
 	return nil
 }
 
-// release ends the body's use of the connection: back to the pool if reuse
-// and nothing interrupted it, else closed.
-func (b *h1Body) release(reuse bool) {
+// release ends the body's use of the connection (once): back to the pool
+// if reuse and nothing interrupted it, else closed.
+func (b *h1Body) release(reuse bool, err error) {
+	b.mu.Lock()
+	if b.released {
+		b.mu.Unlock()
+		return
+	}
+	b.released, b.err = true, err
+	b.mu.Unlock()
 	c := b.c
-	b.c = nil
 	if !b.stop() { // the context ended: its deadline may be set
 		reuse = false
 	}

@@ -449,3 +449,86 @@ func TestH1Concurrent(t *testing.T) {
 		t.Errorf("%d connections for 8 concurrent clients", n)
 	}
 }
+
+// A server that answers (413) before reading a large body and closes: its
+// answer is relayed, not lost to the write's broken pipe. (From a review.)
+func TestH1EarlyAnswerBeforeBodyRead(t *testing.T) {
+	srv, _ := h1Server(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+	})
+	tr := NewTransport()
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(strings.Repeat("x", 8<<20)))
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("the server's 413 was lost: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "too large") {
+		t.Errorf("%d %q", resp.StatusCode, body)
+	}
+}
+
+// Close while another goroutine reads the body neither panics nor races.
+func TestH1CloseDuringRead(t *testing.T) {
+	srv, _ := h1Server(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(200)
+		_ = http.NewResponseController(w).Flush()
+		<-r.Context().Done()
+	})
+	tr := NewTransport()
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("{}"))
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan any)
+	go func() {
+		defer func() { done <- recover() }()
+		if _, err := resp.Body.Read(make([]byte, 10)); err == nil {
+			t.Error("read of a closed body: no error")
+		}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	resp.Body.Close()
+	if p := <-done; p != nil {
+		t.Fatalf("Read panicked after a concurrent Close: %v", p)
+	}
+}
+
+// A caller's Connection: close header is honoured like req.Close.
+func TestH1ConnectionCloseHeader(t *testing.T) {
+	url, conns := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			req, ok := readRequest(br)
+			if !ok {
+				return
+			}
+			if !req.Close {
+				t.Error("the request did not ask to close the connection")
+			}
+			// Kept open: only the client's own close makes a new connection.
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok") //nolint:errcheck
+		}
+	})
+	tr := NewTransport()
+	defer tr.CloseIdleConnections()
+	for i := range 3 {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader("x"))
+		req.Header.Set("Connection", "keep-alive, Close")
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		io.ReadAll(resp.Body) //nolint:errcheck
+		resp.Body.Close()
+		if req.Close {
+			t.Fatal("the caller's request was changed")
+		}
+	}
+	if n := conns.Load(); n != 3 {
+		t.Errorf("%d connections, want 3 (one per request)", n)
+	}
+}

@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -453,4 +454,44 @@ func TestAnthropicStreamCoalescesBufferedEvents(t *testing.T) {
 	if w.flushes > 3 {
 		t.Errorf("%d flushes for 46 events that arrived together", w.flushes)
 	}
+}
+
+// An Anthropic event followed, in the same read, by a keep-alive comment
+// (no event to relay) reaches the client before the upstream sends more:
+// a comment-only block is not "the next event". (From a review.)
+func TestAnthropicEventNotHeldBehindComment(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n: keep-alive\n\n")
+		_ = http.NewResponseController(w).Flush()
+		select {
+		case <-gate:
+		case <-r.Context().Done():
+			return
+		}
+		fmt.Fprint(w, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+	}))
+	t.Cleanup(up.Close)
+	d := &pb.Deployment{Id: uniq("anthropic"), Provider: routing.ProviderAnthropic, BaseUrl: up.URL + "/v1", UpstreamModel: "claude-mock"}
+	route := newRoute(t, "aheld", d)
+	_, secret := newKey(t, route)
+	g := startGateway(t, proxy.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.URL+"/v1/messages",
+		strings.NewReader(`{"model":"`+route+`","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"Hi"}]}`))
+	req.Header.Set("Authorization", "Bearer "+secret)
+	resp, err := g.client.Do(req)
+	if err != nil {
+		t.Fatal(err) // the headers too would be held back
+	}
+	defer resp.Body.Close()
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || line != "event: message_start\n" {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	close(gate) // only now may the upstream go on
 }

@@ -375,7 +375,31 @@ func NewSSEReader(r io.Reader) *SSEReader {
 // EventBuffered reports whether a whole next event (up to its blank line)
 // has arrived already: a relay may then write the event it holds together
 // with that one, without making either wait for the network.
-func (r *SSEReader) EventBuffered() bool { return EventBuffered(r.br) }
+func (r *SSEReader) EventBuffered() bool {
+	n := r.br.Buffered()
+	if n == 0 {
+		return false
+	}
+	b, _ := r.br.Peek(n)
+	hasAny := false // as Next: only an event or data field makes an event
+	for {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return false
+		}
+		line := bytes.TrimSuffix(b[:i], []byte{'\r'})
+		b = b[i+1:]
+		if len(line) == 0 {
+			if hasAny {
+				return true
+			}
+			continue
+		}
+		if f, _, _ := bytes.Cut(line, []byte{':'}); string(f) == "event" || string(f) == "data" {
+			hasAny = true
+		}
+	}
+}
 
 // EventBuffered reports whether br holds a whole server-sent event beyond
 // what was read from it.
