@@ -355,6 +355,22 @@ type flushCounter struct {
 
 func (f *flushCounter) Flush() { f.flushes++; f.ResponseRecorder.Flush() }
 
+// relayCanned serves one streamed request through a gateway whose
+// upstream answers the event stream upstream in a single read, and checks
+// that the client got exactly that stream.
+func relayCanned(t *testing.T, upstream, path, body, authHeader, authValue string) *flushCounter {
+	t.Helper()
+	h := proxy.New(proxy.Config{State: testStore(t), Transport: newCannedTransport("text/event-stream", []byte(upstream))})
+	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+	req.Header.Set(authHeader, authValue)
+	w := &flushCounter{ResponseRecorder: httptest.NewRecorder()}
+	h.ServeHTTP(w, req)
+	if w.Code != 200 || w.Body.String() != upstream {
+		t.Fatalf("status %d, body differs from the upstream's:\n%s", w.Code, w.Body.String())
+	}
+	return w
+}
+
 // Events that arrived together from the upstream go to the client in one
 // write, not one flush (system call) each.
 func TestStreamCoalescesBufferedEvents(t *testing.T) {
@@ -365,14 +381,7 @@ func TestStreamCoalescesBufferedEvents(t *testing.T) {
 	up.WriteString("data: [DONE]\n\n")
 	route := newRoute(t, "coalesce", dep(uniq("dep"), "http://upstream.invalid", "m"))
 	_, secret := newKey(t, route)
-	h := proxy.New(proxy.Config{State: testStore(t), Transport: newCannedTransport("text/event-stream", []byte(up.String()))})
-	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(chatBody(route, `"stream":true`)))
-	req.Header.Set("Authorization", "Bearer "+secret)
-	w := &flushCounter{ResponseRecorder: httptest.NewRecorder()}
-	h.ServeHTTP(w, req)
-	if w.Code != 200 || w.Body.String() != up.String() {
-		t.Fatalf("status %d, body differs from the upstream's:\n%s", w.Code, w.Body.String())
-	}
+	w := relayCanned(t, up.String(), "/v1/chat/completions", chatBody(route, `"stream":true`), "Authorization", "Bearer "+secret)
 	// All 51 events were in the 16 KiB read buffer at once.
 	if w.flushes > 3 {
 		t.Errorf("%d flushes for 51 events that arrived together", w.flushes)
@@ -442,15 +451,8 @@ func TestAnthropicStreamCoalescesBufferedEvents(t *testing.T) {
 	d := &pb.Deployment{Id: uniq("anthropic"), Provider: routing.ProviderAnthropic, BaseUrl: "http://upstream.invalid/v1", UpstreamModel: "claude-mock"}
 	route := newRoute(t, "acoalesce", d)
 	_, secret := newKey(t, route)
-	h := proxy.New(proxy.Config{State: testStore(t), Transport: newCannedTransport("text/event-stream", []byte(up.String()))})
-	req := httptest.NewRequest(http.MethodPost, "/v1/messages",
-		strings.NewReader(`{"model":"`+route+`","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"Hi"}]}`))
-	req.Header.Set("X-Api-Key", secret)
-	w := &flushCounter{ResponseRecorder: httptest.NewRecorder()}
-	h.ServeHTTP(w, req)
-	if w.Code != 200 || w.Body.String() != up.String() {
-		t.Fatalf("status %d, body differs from the upstream's:\n%s", w.Code, w.Body.String())
-	}
+	w := relayCanned(t, up.String(), "/v1/messages",
+		`{"model":"`+route+`","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"Hi"}]}`, "X-Api-Key", secret)
 	if w.flushes > 3 {
 		t.Errorf("%d flushes for 46 events that arrived together", w.flushes)
 	}
