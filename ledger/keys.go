@@ -36,8 +36,9 @@ const (
 
 // Meta names.
 const (
-	metaLastSeq = "seq"    // last report seq cut (u64)
-	metaSuffix  = "suffix" // last record suffix used (u64)
+	metaLastSeq = "seq"     // last report seq cut (u64)
+	metaSuffix  = "suffix"  // last record suffix used (u64)
+	metaJournal = "journal" // seq of the last journal frame applied (u64)
 )
 
 const (

@@ -6,7 +6,7 @@
 // Durability: Append returns once its record has been written to the
 // operating system (it survives kill -9 of the process, not a machine crash);
 // no caller ever waits on an fsync. A spend report is fsynced before
-// NextReport first returns it. See walfs.go for how.
+// NextReport first returns it. See journal.go for how.
 package ledger
 
 import (
@@ -56,12 +56,14 @@ const (
 	memTableSize = 2 << 20
 )
 
-// baseFS is the file system under walFS (tests count its syncs).
+// baseFS is the file system of Pebble and the journal (tests count its
+// syncs).
 var baseFS = vfs.Default
 
-// writeOpts is how every ledger batch is committed. With the walFS wrapper
-// pebble.Sync means "written to the OS", not "fsynced" (see walfs.go).
-var writeOpts = pebble.Sync
+// writeOpts is how every ledger batch is committed to Pebble, which runs
+// without its WAL: the writer's batches are in the journal first (see
+// journal.go); retention's deletes are redone if a crash loses them.
+var writeOpts = pebble.NoSync
 
 // Config configures a Ledger.
 type Config struct {
@@ -74,7 +76,7 @@ type Config struct {
 // Ledger is one node's spend ledger. Its methods are safe for concurrent use.
 type Ledger struct {
 	db        *pebble.DB
-	fs        *walFS
+	j         *journal // written by the writer goroutine; sync and close from others
 	log       *slog.Logger
 	node      string
 	retention time.Duration
@@ -133,14 +135,21 @@ func Open(cfg Config) (*Ledger, error) {
 	}
 	log = log.With("component", "ledger")
 
-	fs := newWALFS(baseFS)
-	db, err := pebble.Open(cfg.Dir, pebbleOptions(fs, log))
+	db, err := pebble.Open(cfg.Dir, pebbleOptions(baseFS, log))
 	if err != nil {
 		return nil, fmt.Errorf("ledger: open %s: %w", cfg.Dir, err)
 	}
+	applied, err := readMetaU64(db, metaJournal)
+	if err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	j, err := openJournal(baseFS, baseFS.PathJoin(cfg.Dir, journalDirName), db, applied, log)
+	if err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
 	l := &Ledger{
 		db:        db,
-		fs:        fs,
+		j:         j,
 		log:       log,
 		node:      cfg.NodeID,
 		retention: cfg.Retention,
@@ -152,7 +161,7 @@ func Open(cfg Config) (*Ledger, error) {
 	l.w, err = newWriter(l)
 	if err != nil {
 		l.bgCancel()
-		return nil, errors.Join(err, db.Close())
+		return nil, errors.Join(err, j.close(false), db.Close())
 	}
 	go l.w.run()
 	go l.retain()
@@ -161,7 +170,7 @@ func Open(cfg Config) (*Ledger, error) {
 
 // pebbleOptions are sized for a gateway node: a small block cache and
 // memtables, Pebble's own logging at Debug, its warnings through log.
-func pebbleOptions(fs *walFS, log *slog.Logger) *pebble.Options {
+func pebbleOptions(fs vfs.FS, log *slog.Logger) *pebble.Options {
 	pl := pebbleLogger{log: log}
 	opts := &pebble.Options{
 		FS:           fs,
@@ -171,9 +180,11 @@ func pebbleOptions(fs *walFS, log *slog.Logger) *pebble.Options {
 		// One compaction normally, a second one while L0 or the compaction
 		// debt builds up (sustained bursts), rather than stalling writes.
 		CompactionConcurrencyRange: func() (int, int) { return 1, 2 },
-		DisableWAL:                 false,
-		FormatMajorVersion:         pebble.FormatNewest,
-		Logger:                     pl,
+		// The ledger's own journal is its WAL (journal.go). Pebble still
+		// replays WALs that an older Tollgate left behind.
+		DisableWAL:         true,
+		FormatMajorVersion: pebble.FormatNewest,
+		Logger:             pl,
 		EventListener: &pebble.EventListener{
 			BackgroundError: func(err error) { log.Warn("pebble background error", "err", err) },
 			DataCorruption: func(info pebble.DataCorruptionInfo) {
@@ -291,7 +302,7 @@ func (l *Ledger) NextReport() (*Report, error) {
 	}
 	rep := o.report
 	if rep != nil && l.syncedSeq.Load() != rep.Seq {
-		if err := l.fs.syncWAL(); err != nil {
+		if err := l.j.sync(); err != nil {
 			return nil, fmt.Errorf("ledger: sync report %d: %w", rep.Seq, err)
 		}
 		l.syncedSeq.Store(rep.Seq)
@@ -330,8 +341,10 @@ func (l *Ledger) Unreported() []*pb.BudgetUse {
 }
 
 // Close waits for the queued appends to be committed, stops the writer and
-// the retention goroutine and closes Pebble; the WAL is fsynced when it
-// returns. Calls after Close return ErrClosed; a second Close returns nil.
+// the retention goroutine, flushes Pebble's memtables to sstables, removes
+// the journal (nothing is left to replay) and closes Pebble. If the flush
+// fails the journal is fsynced and kept instead. Calls after Close return
+// ErrClosed; a second Close returns nil.
 func (l *Ledger) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -345,7 +358,11 @@ func (l *Ledger) Close() error {
 	<-l.wDone
 	l.bgCancel()
 	<-l.bgDone
-	return errors.Join(l.w.close(), l.db.Close(), l.fs.waitClosed())
+	flushErr := l.db.Flush()
+	if flushErr != nil {
+		flushErr = fmt.Errorf("ledger: flush on close (the journal is kept): %w", flushErr)
+	}
+	return errors.Join(flushErr, l.w.close(), l.j.close(flushErr == nil), l.db.Close())
 }
 
 // unreportedView is the budget spend not yet acknowledged, kept by the

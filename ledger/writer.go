@@ -83,6 +83,7 @@ type writer struct {
 	key       []byte // scratch
 	val       []byte // scratch
 	batchOK   error  // first error while filling the batch
+	failed    error  // a journalled batch Pebble did not take: every op fails
 }
 
 var marshal = proto.MarshalOptions{Deterministic: true}
@@ -102,26 +103,26 @@ func newWriter(l *Ledger) (*writer, error) {
 	return w, nil
 }
 
-func (w *writer) loadMeta() error {
-	for _, m := range []struct {
-		name string
-		dst  *uint64
-	}{{metaSuffix, &w.suffix}, {metaLastSeq, &w.lastSeq}} {
-		k := metaKey(m.name)
-		v, closer, err := w.db.Get(k)
-		if errors.Is(err, pebble.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("ledger: read meta %s: %w", m.name, err)
-		}
-		*m.dst, err = decodeMetaU64(k, v)
-		closer.Close()
-		if err != nil {
-			return err
-		}
+func (w *writer) loadMeta() (err error) {
+	if w.suffix, err = readMetaU64(w.db, metaSuffix); err != nil {
+		return err
 	}
-	return nil
+	w.lastSeq, err = readMetaU64(w.db, metaLastSeq)
+	return err
+}
+
+// readMetaU64 reads a meta value; a missing one is 0.
+func readMetaU64(db *pebble.DB, name string) (uint64, error) {
+	k := metaKey(name)
+	v, closer, err := db.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("ledger: read meta %s: %w", name, err)
+	}
+	defer closer.Close()
+	return decodeMetaU64(k, v)
 }
 
 // loadPending (re)reads the pending rows from Pebble into memory.
@@ -355,7 +356,55 @@ func (w *writer) setU64(k []byte, v uint64) {
 var (
 	metaSuffixKey  = metaKey(metaSuffix)
 	metaLastSeqKey = metaKey(metaLastSeq)
+	metaJournalKey = metaKey(metaJournal)
 )
+
+// apply writes b to the journal as the next frame (b also records that
+// frame's seq), then commits it to Pebble's memtable. Every batch of the
+// writer goes through here.
+func (w *writer) apply(b *pebble.Batch) error {
+	if w.failed != nil {
+		return w.failed
+	}
+	j := w.l.j
+	var v [8]byte
+	binary.BigEndian.PutUint64(v[:], j.next)
+	if err := b.Set(metaJournalKey, v[:], nil); err != nil {
+		return err
+	}
+	if err := j.write(b.Repr()); err != nil {
+		return err
+	}
+	if err := b.Commit(writeOpts); err != nil {
+		// The frame is in the journal but not in Pebble: later batches
+		// would be computed without it. Stop; a restart replays it.
+		w.failed = fmt.Errorf("ledger: stopped: journal frame %d not applied (a restart replays it): %w", j.next-1, err)
+		w.l.log.Error("ledger failed", "err", w.failed)
+		return w.failed
+	}
+	if j.full() {
+		w.rotate()
+	}
+	return nil
+}
+
+// rotate starts a new journal segment and, once Pebble has flushed what the
+// old ones hold, removes them.
+func (w *writer) rotate() {
+	if err := w.l.j.rotate(); err != nil {
+		w.l.log.Warn("ledger journal: cannot start a new segment; writing on", "err", err)
+		return
+	}
+	if !flushOnRotate {
+		return
+	}
+	flushed, err := w.db.AsyncFlush()
+	if err != nil {
+		w.l.log.Warn("ledger: flush after journal rotation", "err", err)
+		return
+	}
+	w.l.j.removeWhenFlushed(flushed)
+}
 
 // commit writes the changed pending rows and the suffix counter next to the
 // waiting appends' records, commits the batch and wakes the waiters.
@@ -372,7 +421,7 @@ func (w *writer) commit() {
 	w.setU64(metaSuffixKey, w.suffix)
 	err := w.batchOK
 	if err == nil {
-		err = w.batch.Commit(writeOpts)
+		err = w.apply(w.batch)
 	}
 	if err != nil {
 		err = fmt.Errorf("ledger: commit %d records: %w", len(w.waiting), err)
@@ -486,7 +535,7 @@ func (w *writer) cutPending() error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("ledger: cut report %d: %w", seq, err)
 	}
-	if err := b.Commit(writeOpts); err != nil {
+	if err := w.apply(b); err != nil {
 		return fmt.Errorf("ledger: cut report %d: %w", seq, err)
 	}
 
@@ -520,7 +569,7 @@ func (w *writer) ack(seq uint64) error {
 			return fmt.Errorf("ledger: ack report %d: %w", seq, err)
 		}
 	}
-	if err := b.Commit(writeOpts); err != nil {
+	if err := w.apply(b); err != nil {
 		return fmt.Errorf("ledger: ack report %d: %w", seq, err)
 	}
 	w.outbox = append(w.outbox[:0], w.outbox[n:]...)
