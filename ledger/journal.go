@@ -94,19 +94,22 @@ type journal struct {
 	log *slog.Logger
 
 	// Owned by the writer goroutine (and Open/Close).
-	next    uint64 // seq of the next frame
-	size    int64  // bytes in the current segment
-	broken  error  // the last write failed and no new segment could be made
-	buf     []byte
-	dirSync bool // a segment was created since the directory was last fsynced
+	next   uint64 // seq of the next frame
+	size   int64  // bytes in the current segment
+	broken error  // the last write failed and no new segment could be made
+	buf    []byte
 
-	mu     sync.Mutex
-	cur    *segment
-	old    []*segment // rotated and not yet removed, oldest first
-	closed bool
-	stop   chan struct{}  // closed by close: removal goroutines give up
-	bg     sync.WaitGroup // closer and removal goroutines
-	dirMu  sync.Mutex     // serialises directory fsyncs
+	mu      sync.Mutex
+	cur     *segment
+	old     []*segment // rotated and not yet removed, oldest first
+	closed  bool
+	syncErr error          // a failed fsync of a current segment: sticky
+	dirGen  uint64         // bumped by every segment created (a directory change)
+	stop    chan struct{}  // closed by close: removal goroutines give up
+	bg      sync.WaitGroup // closer and removal goroutines
+
+	dirMu     sync.Mutex // serialises directory fsyncs
+	dirSynced uint64     // dirGen covered by the last directory fsync
 }
 
 func segmentName(first uint64) string { return fmt.Sprintf("%020d%s", first, segmentExt) }
@@ -127,9 +130,25 @@ func openJournal(fs vfs.FS, dir string, db *pebble.DB, applied uint64, log *slog
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("ledger: journal dir: %w", err)
 	}
+	// The journal directory's own entry, for a fresh or upgraded data dir.
+	if err := syncDir(fs, fs.PathDir(dir)); err != nil {
+		return nil, fmt.Errorf("ledger: sync data dir: %w", err)
+	}
 	next, err := j.replay(db, applied)
 	if err != nil {
 		return nil, err
+	}
+	// What replay kept may be only in the page cache of a killed process:
+	// make it durable before frames that follow it are written, or a later
+	// power loss could keep those and lose these. Likewise the renames of
+	// discarded segments.
+	for _, s := range j.old {
+		if err := j.fsyncFile(s.name); err != nil {
+			return nil, err
+		}
+	}
+	if err := syncDir(fs, dir); err != nil {
+		return nil, fmt.Errorf("ledger: sync journal dir: %w", err)
 	}
 	j.next = next
 	s, err := j.create()
@@ -204,6 +223,17 @@ func (j *journal) replay(db *pebble.DB, applied uint64) (uint64, error) {
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
+func (j *journal) fsyncFile(name string) error {
+	f, err := j.fs.Open(j.fs.PathJoin(j.dir, name))
+	if err != nil {
+		return fmt.Errorf("ledger: open journal segment: %w", err)
+	}
+	if err := errors.Join(f.Sync(), f.Close()); err != nil {
+		return fmt.Errorf("ledger: fsync journal segment %s: %w", name, err)
+	}
+	return nil
+}
+
 func (j *journal) readAll(name string) ([]byte, error) {
 	f, err := j.fs.Open(j.fs.PathJoin(j.dir, name))
 	if err != nil {
@@ -273,10 +303,16 @@ func readFrame(b []byte) (seq uint64, payload []byte, size int, bad string) {
 func (j *journal) create() (*segment, error) {
 	name := segmentName(j.next)
 	path := j.fs.PathJoin(j.dir, name)
-	if _, err := j.fs.Stat(path); err == nil {
+	if fi, err := j.fs.Stat(path); err == nil {
 		// A segment whose first frame was never written whole (a failed
-		// write, or a crash mid-write): nothing in it is in order.
-		if err := j.fs.Rename(path, path+discardedExt); err != nil {
+		// write, a crash mid-write, or none at all): nothing in it is in
+		// order. An empty one goes; anything else is set aside.
+		if fi.Size() == 0 {
+			err = j.fs.Remove(path)
+		} else {
+			err = j.fs.Rename(path, path+discardedExt)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("ledger: discard journal segment: %w", err)
 		}
 		j.mu.Lock()
@@ -288,15 +324,17 @@ func (j *journal) create() (*segment, error) {
 		return nil, fmt.Errorf("ledger: create journal segment: %w", err)
 	}
 	j.mu.Lock()
-	j.dirSync = true
+	j.dirGen++
 	j.mu.Unlock()
 	j.size = 0
 	return &segment{name: name, first: j.next, f: f, synced: make(chan struct{})}, nil
 }
 
 // write appends b's frame (b's Repr, numbered j.next) in one write and
-// advances j.next. After a failed write the segment is abandoned: the next
-// frame, with the same seq, goes to a new one.
+// advances j.next. After a failed write the segment is abandoned at once: a
+// new one, named by the same seq, supersedes whatever of the frame reached
+// the file (replay reads a segment only up to the next one's first seq),
+// and the next frame goes there.
 func (j *journal) write(repr []byte) error {
 	if j.broken != nil || j.cur == nil {
 		if err := j.rotate(); err != nil {
@@ -318,6 +356,9 @@ func (j *journal) write(repr []byte) error {
 	binary.BigEndian.PutUint32(buf[0:4], crc32.Checksum(buf[4:], castagnoli))
 	if _, err := j.cur.f.Write(buf); err != nil {
 		j.broken = err
+		if rerr := j.rotate(); rerr == nil {
+			j.broken = nil
+		}
 		return fmt.Errorf("ledger: write journal: %w", err)
 	}
 	j.next++
@@ -342,7 +383,8 @@ func (j *journal) rotate() error {
 		j.mu.Lock()
 		j.cur = nil
 		j.mu.Unlock()
-		j.closeSegment(prev)
+		j.bg.Add(1)
+		go func() { defer j.bg.Done(); j.closeSegment(prev) }()
 		prev = nil
 	}
 	s, err := j.create()
@@ -417,46 +459,58 @@ func (j *journal) remove(segs []*segment) {
 
 // sync makes every frame written before the call durable: it fsyncs the
 // current segment (and the directory, if a segment was created since) and
-// waits for the rotated ones to be fsynced. Any goroutine may call it.
+// waits for the rotated ones to be fsynced. Any goroutine may call it. A
+// failed fsync of the current segment fails every later sync too: after
+// one, Linux may report the next as fine with the pages gone.
 func (j *journal) sync() error {
 	j.mu.Lock()
 	if j.closed {
 		j.mu.Unlock()
 		return ErrClosed
 	}
+	if j.syncErr != nil {
+		err := j.syncErr
+		j.mu.Unlock()
+		return err
+	}
 	cur := j.cur
 	if cur != nil {
 		cur.users.Add(1)
 	}
 	old := slices.Clone(j.old)
-	dirSync := j.dirSync
-	j.dirSync = false
+	gen := j.dirGen
 	j.mu.Unlock()
 
 	var errs []error
 	if cur != nil {
-		errs = append(errs, cur.f.SyncData())
+		if err := cur.f.SyncData(); err != nil {
+			err = fmt.Errorf("ledger: fsync journal segment %s: %w", cur.name, err)
+			j.log.Error("ledger journal: fsync failed; spend reports stop until a restart", "err", err)
+			j.mu.Lock()
+			j.syncErr = err
+			j.mu.Unlock()
+			errs = append(errs, err)
+		}
 		cur.users.Done()
 	}
 	for _, s := range old {
 		<-s.synced
 		errs = append(errs, s.err)
 	}
-	if dirSync {
-		if err := j.syncDir(); err != nil {
-			j.mu.Lock()
-			j.dirSync = true
-			j.mu.Unlock()
+	j.dirMu.Lock()
+	if j.dirSynced < gen {
+		if err := syncDir(j.fs, j.dir); err != nil {
 			errs = append(errs, err)
+		} else {
+			j.dirSynced = gen
 		}
 	}
+	j.dirMu.Unlock()
 	return errors.Join(errs...)
 }
 
-func (j *journal) syncDir() error {
-	j.dirMu.Lock()
-	defer j.dirMu.Unlock()
-	d, err := j.fs.OpenDir(j.dir)
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
 	if err != nil {
 		return err
 	}
@@ -485,7 +539,7 @@ func (j *journal) close(flushed bool) error {
 			}
 		}
 	} else {
-		errs = append(errs, j.syncDir())
+		errs = append(errs, syncDir(j.fs, j.dir))
 	}
 	return errors.Join(errs...)
 }
@@ -499,6 +553,7 @@ func (j *journal) closeFiles() error {
 	j.mu.Unlock()
 	var err error
 	if cur != nil && cur.f != nil {
+		cur.users.Wait() // a sync in progress (none can start: closed is set)
 		err = errors.Join(cur.f.SyncData(), cur.f.Close())
 		cur.f = nil
 	}

@@ -284,6 +284,15 @@ func testJournalWriteFailure(t *testing.T, whole bool) {
 		t.Fatal("append with a failing journal write returned nil")
 	}
 	// Record 1000 is not stored, now nor after the crash.
+	if whole {
+		// Killed right after the failed write, before any other frame:
+		// the new segment made at the failure supersedes it all the same.
+		crash(t, l)
+		l = openTest(t, dir, 0)
+		if n := len(queryAll(t, l, Query{})); n != 10 {
+			t.Fatalf("after a crash right after the failed write: %d records, want 10", n)
+		}
+	}
 	appendRange(t, l, base, 10, 30, 1)
 	checkPrefix(t, l, base, 30)
 	crash(t, l)
@@ -402,4 +411,194 @@ func TestAppendNeverWaitsOnFsync(t *testing.T) {
 	if syncs.Load() == afterCut {
 		t.Error("Close did not fsync the journal")
 	}
+}
+
+// powerLoss returns what survives a machine crash of fs now: only what was
+// fsynced (files and directory entries).
+func powerLoss(fs *vfs.MemFS) *vfs.MemFS {
+	return fs.CrashClone(vfs.CrashCloneCfg{})
+}
+
+// TestJournalReportSurvivesPowerLoss: a report NextReport returned is on
+// disk: on a fresh data dir (the journal directory's own entry included),
+// and after a kill -9 and a restart that replayed frames only the killed
+// process's page cache held: those are fsynced before frames that follow
+// them, so a power loss cannot keep the later ones and lose them.
+func TestJournalReportSurvivesPowerLoss(t *testing.T) {
+	for _, killFirst := range []bool{false, true} {
+		name := map[bool]string{false: "fresh", true: "after kill -9 and replay"}[killFirst]
+		t.Run(name, func(t *testing.T) {
+			fs := vfs.NewCrashableMem()
+			baseFS = fs
+			t.Cleanup(func() { baseFS = vfs.Default })
+			base := testBase()
+			l := openTest(t, "/d", 0)
+			appendRange(t, l, base, 0, 50, 1)
+			if killFirst {
+				crash(t, l)             // the page cache (the MemFS) keeps it all
+				l = openTest(t, "/d", 0) // replays 50 frames
+			}
+			appendRange(t, l, base, 50, 60, 1)
+			rep, err := l.NextReport()
+			if err != nil || rep == nil || rep.Seq != 1 {
+				t.Fatalf("cut: %v %v", rep, err)
+			}
+			roll, bud := expected(base, 0, 60)
+			equalReports(t, rep, &Report{Seq: 1, Rollups: roll, Budgets: bud})
+
+			after := powerLoss(fs)
+			crash(t, l)
+			baseFS = after
+			l = openTest(t, "/d", 0)
+			got, err := l.NextReport()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got == nil {
+				t.Fatalf("report 1, returned after an fsync, is gone after a power loss (%d records left)",
+					len(queryAll(t, l, Query{})))
+			}
+			equalReports(t, got, &Report{Seq: 1, Rollups: roll, Budgets: bud})
+		})
+	}
+}
+
+// sstFailFS fails the creation of sstables while armed: a full disk, on
+// which Pebble retries a flush without end.
+type sstFailFS struct {
+	vfs.FS
+	arm *atomic.Bool
+}
+
+func (fs sstFailFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	if fs.arm.Load() && strings.HasSuffix(name, ".sst") {
+		time.Sleep(time.Millisecond) // keep Pebble's retries from spinning a core
+		return nil, errors.New("injected: no space left on device")
+	}
+	return fs.FS.Create(name, c)
+}
+
+// TestCloseWhenFlushCannotFinish: Close does not hang on a flush that
+// cannot finish; it keeps the journal, and once the disk is back nothing
+// is lost.
+func TestCloseWhenFlushCannotFinish(t *testing.T) {
+	timeout := closeFlushTimeout
+	closeFlushTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { closeFlushTimeout = timeout })
+	var arm atomic.Bool
+	mem := vfs.NewMem()
+	baseFS = sstFailFS{mem, &arm}
+	t.Cleanup(func() { baseFS = vfs.Default })
+	base := testBase()
+	l, err := Open(Config{Dir: "/d", NodeID: "node-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRange(t, l, base, 0, 20, 1)
+	arm.Store(true)
+	done := make(chan error, 1)
+	go func() { done <- l.Close() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Close returned nil, though its flush could not finish")
+		}
+		t.Logf("Close: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hung on a flush that cannot finish")
+	}
+	segs, err := mem.List("/d/journal")
+	if err != nil || !slices.ContainsFunc(segs, func(n string) bool { return strings.HasSuffix(n, segmentExt) }) {
+		t.Fatalf("journal after a failed Close: %v %v", segs, err)
+	}
+	arm.Store(false) // the disk is back; Pebble's own Close can finish
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l, err = Open(Config{Dir: "/d", NodeID: "node-1"})
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	checkPrefix(t, l, base, 20)
+}
+
+// holdSyncFS holds the first journal fsync after arm until release.
+type holdSyncFS struct {
+	vfs.FS
+	arm     *atomic.Bool
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (fs holdSyncFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, c)
+	if err != nil || !strings.HasSuffix(name, segmentExt) {
+		return f, err
+	}
+	return holdFile{f, fs}, nil
+}
+
+type holdFile struct {
+	vfs.File
+	fs holdSyncFS
+}
+
+func (f holdFile) SyncData() error {
+	if f.fs.arm.CompareAndSwap(true, false) {
+		close(f.fs.held)
+		<-f.fs.release
+	}
+	return f.File.SyncData()
+}
+
+// TestNextReportSyncDuringClose: Close waits for a NextReport whose fsync
+// of the journal is in progress, rather than close the file under it.
+func TestNextReportSyncDuringClose(t *testing.T) {
+	var arm atomic.Bool
+	fs := holdSyncFS{vfs.Default, &arm, make(chan struct{}), make(chan struct{})}
+	baseFS = fs
+	t.Cleanup(func() { baseFS = vfs.Default })
+	l, err := Open(Config{Dir: t.TempDir(), NodeID: "node-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRange(t, l, testBase(), 0, 5, 1)
+	arm.Store(true)
+	errc := make(chan error, 1)
+	go func() { _, err := l.NextReport(); errc <- err }()
+	<-fs.held // NextReport is inside the segment's fsync
+	cerr := make(chan error, 1)
+	go func() { cerr <- l.Close() }()
+	select {
+	case err := <-cerr:
+		t.Fatalf("Close returned (%v) while NextReport's fsync of the same file was in progress", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(fs.release)
+	if err := <-errc; err != nil {
+		t.Errorf("NextReport: %v", err)
+	}
+	if err := <-cerr; err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
+
+// TestJournalIdleKill: a node killed before its first append leaves an
+// empty segment; the restart removes it rather than keep a *.discarded
+// file per restart.
+func TestJournalIdleKill(t *testing.T) {
+	dir := t.TempDir()
+	for range 3 {
+		crash(t, openTest(t, dir, 0))
+	}
+	l := openTest(t, dir, 0)
+	if d := segments(t, dir, discardedExt); len(d) != 0 {
+		t.Fatalf("discarded after idle restarts: %v", d)
+	}
+	checkPrefix(t, l, testBase(), 0)
 }

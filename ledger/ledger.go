@@ -60,6 +60,10 @@ const (
 // syncs).
 var baseFS = vfs.Default
 
+// closeFlushTimeout bounds Close's wait for Pebble's flush, and then for
+// Pebble's Close (tests lower it).
+var closeFlushTimeout = 10 * time.Second
+
 // writeOpts is how every ledger batch is committed to Pebble, which runs
 // without its WAL: the writer's batches are in the journal first (see
 // journal.go); retention's deletes are redone if a crash loses them.
@@ -343,8 +347,9 @@ func (l *Ledger) Unreported() []*pb.BudgetUse {
 // Close waits for the queued appends to be committed, stops the writer and
 // the retention goroutine, flushes Pebble's memtables to sstables, removes
 // the journal (nothing is left to replay) and closes Pebble. If the flush
-// fails the journal is fsynced and kept instead. Calls after Close return
-// ErrClosed; a second Close returns nil.
+// fails or does not finish within closeFlushTimeout, the journal is
+// fsynced and kept instead, for the next Open to replay. Calls after Close
+// return ErrClosed; a second Close returns nil.
 func (l *Ledger) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -358,11 +363,33 @@ func (l *Ledger) Close() error {
 	<-l.wDone
 	l.bgCancel()
 	<-l.bgDone
-	flushErr := l.db.Flush()
-	if flushErr != nil {
-		flushErr = fmt.Errorf("ledger: flush on close (the journal is kept): %w", flushErr)
+	// Flush the memtables so that the journal can go. A flush Pebble
+	// cannot finish (a full disk: it retries without end) must not hang
+	// the node's shutdown: the journal is then kept, and so is everything.
+	flushed := false
+	var errs []error
+	if l.w.failed != nil {
+		errs = append(errs, l.w.failed) // the journal holds what Pebble refused: keep it
+	} else if ch, err := l.db.AsyncFlush(); err != nil {
+		errs = append(errs, fmt.Errorf("ledger: flush on close (the journal is kept): %w", err))
+	} else {
+		select {
+		case <-ch:
+			flushed = true
+		case <-time.After(closeFlushTimeout):
+			errs = append(errs, fmt.Errorf("ledger: flush on close did not finish within %v (the journal is kept)", closeFlushTimeout))
+		}
 	}
-	return errors.Join(flushErr, l.w.close(), l.j.close(flushErr == nil), l.db.Close())
+	errs = append(errs, l.w.close(), l.j.close(flushed))
+	done := make(chan error, 1)
+	go func() { done <- l.db.Close() }()
+	select {
+	case err := <-done:
+		errs = append(errs, err)
+	case <-time.After(closeFlushTimeout):
+		errs = append(errs, fmt.Errorf("ledger: Pebble did not close within %v", closeFlushTimeout))
+	}
+	return errors.Join(errs...)
 }
 
 // unreportedView is the budget spend not yet acknowledged, kept by the
