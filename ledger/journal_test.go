@@ -228,30 +228,31 @@ func TestJournalCorruptMiddle(t *testing.T) {
 	checkPrefix(t, l, base, n+20)
 }
 
-// failFS makes the next write to a journal segment fail once armed: after
-// writing half of it, or (whole) all of it.
-type failFS struct {
+// segmentFS hands every journal segment it creates to wrap.
+type segmentFS struct {
 	vfs.FS
-	arm   *atomic.Bool
-	whole bool
+	wrap func(vfs.File) vfs.File
 }
 
-func (fs failFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+func (fs segmentFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := fs.FS.Create(name, c)
 	if err != nil || !strings.HasSuffix(name, segmentExt) {
 		return f, err
 	}
-	return failFile{f, fs}, nil
+	return fs.wrap(f), nil
 }
 
+// failFile makes the next write fail once armed: after writing half of it,
+// or (whole) all of it.
 type failFile struct {
 	vfs.File
-	fs failFS
+	arm   *atomic.Bool
+	whole bool
 }
 
 func (f failFile) Write(p []byte) (int, error) {
-	if f.fs.arm.CompareAndSwap(true, false) {
-		if !f.fs.whole {
+	if f.arm.CompareAndSwap(true, false) {
+		if !f.whole {
 			p = p[:len(p)/2]
 		}
 		n, _ := f.File.Write(p)
@@ -272,7 +273,7 @@ func TestJournalWriteFailure(t *testing.T) {
 
 func testJournalWriteFailure(t *testing.T, whole bool) {
 	var arm atomic.Bool
-	baseFS = failFS{vfs.Default, &arm, whole}
+	baseFS = segmentFS{vfs.Default, func(f vfs.File) vfs.File { return failFile{f, &arm, whole} }}
 	t.Cleanup(func() { baseFS = vfs.Default })
 	dir := t.TempDir()
 	base := testBase()
@@ -332,32 +333,19 @@ func TestJournalSegmentsRemoved(t *testing.T) {
 	checkPrefix(t, l, base, 2000)
 }
 
-// stuckSyncFS counts the fsyncs that reach journal segments, and holds each
-// one until release is closed.
-type stuckSyncFS struct {
-	vfs.FS
-	syncs   *atomic.Int64
-	release chan struct{}
-}
-
-func (fs stuckSyncFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	f, err := fs.FS.Create(name, c)
-	if err != nil || !strings.HasSuffix(name, segmentExt) {
-		return f, err
-	}
-	return stuckSyncFile{f, fs}, nil
-}
-
+// stuckSyncFile counts its fsyncs, and holds each one until release is
+// closed.
 type stuckSyncFile struct {
 	vfs.File
-	fs stuckSyncFS
+	syncs   *atomic.Int64
+	release chan struct{}
 }
 
 func (f stuckSyncFile) Sync() error { return f.SyncData() }
 
 func (f stuckSyncFile) SyncData() error {
-	f.fs.syncs.Add(1)
-	<-f.fs.release
+	f.syncs.Add(1)
+	<-f.release
 	return f.File.SyncData()
 }
 
@@ -369,7 +357,7 @@ func TestAppendNeverWaitsOnFsync(t *testing.T) {
 	setSegmentSize(t, 64<<10, true)
 	var syncs atomic.Int64
 	release := make(chan struct{})
-	baseFS = stuckSyncFS{vfs.Default, &syncs, release}
+	baseFS = segmentFS{vfs.Default, func(f vfs.File) vfs.File { return stuckSyncFile{f, &syncs, release} }}
 	t.Cleanup(func() { baseFS = vfs.Default })
 	l := openTest(t, t.TempDir(), 0)
 	base := testBase()
@@ -435,7 +423,7 @@ func TestJournalReportSurvivesPowerLoss(t *testing.T) {
 			l := openTest(t, "/d", 0)
 			appendRange(t, l, base, 0, 50, 1)
 			if killFirst {
-				crash(t, l)             // the page cache (the MemFS) keeps it all
+				crash(t, l)              // the page cache (the MemFS) keeps it all
 				l = openTest(t, "/d", 0) // replays 50 frames
 			}
 			appendRange(t, l, base, 50, 60, 1)
@@ -527,31 +515,17 @@ func TestCloseWhenFlushCannotFinish(t *testing.T) {
 	checkPrefix(t, l, base, 20)
 }
 
-// holdSyncFS holds the first journal fsync after arm until release.
-type holdSyncFS struct {
-	vfs.FS
-	arm     *atomic.Bool
-	held    chan struct{}
-	release chan struct{}
-}
-
-func (fs holdSyncFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	f, err := fs.FS.Create(name, c)
-	if err != nil || !strings.HasSuffix(name, segmentExt) {
-		return f, err
-	}
-	return holdFile{f, fs}, nil
-}
-
+// holdFile holds the first fsync after arm until release.
 type holdFile struct {
 	vfs.File
-	fs holdSyncFS
+	arm           *atomic.Bool
+	held, release chan struct{}
 }
 
 func (f holdFile) SyncData() error {
-	if f.fs.arm.CompareAndSwap(true, false) {
-		close(f.fs.held)
-		<-f.fs.release
+	if f.arm.CompareAndSwap(true, false) {
+		close(f.held)
+		<-f.release
 	}
 	return f.File.SyncData()
 }
@@ -560,8 +534,8 @@ func (f holdFile) SyncData() error {
 // of the journal is in progress, rather than close the file under it.
 func TestNextReportSyncDuringClose(t *testing.T) {
 	var arm atomic.Bool
-	fs := holdSyncFS{vfs.Default, &arm, make(chan struct{}), make(chan struct{})}
-	baseFS = fs
+	held, release := make(chan struct{}), make(chan struct{})
+	baseFS = segmentFS{vfs.Default, func(f vfs.File) vfs.File { return holdFile{f, &arm, held, release} }}
 	t.Cleanup(func() { baseFS = vfs.Default })
 	l, err := Open(Config{Dir: t.TempDir(), NodeID: "node-1"})
 	if err != nil {
@@ -571,7 +545,7 @@ func TestNextReportSyncDuringClose(t *testing.T) {
 	arm.Store(true)
 	errc := make(chan error, 1)
 	go func() { _, err := l.NextReport(); errc <- err }()
-	<-fs.held // NextReport is inside the segment's fsync
+	<-held // NextReport is inside the segment's fsync
 	cerr := make(chan error, 1)
 	go func() { cerr <- l.Close() }()
 	select {
@@ -579,7 +553,7 @@ func TestNextReportSyncDuringClose(t *testing.T) {
 		t.Fatalf("Close returned (%v) while NextReport's fsync of the same file was in progress", err)
 	case <-time.After(200 * time.Millisecond):
 	}
-	close(fs.release)
+	close(release)
 	if err := <-errc; err != nil {
 		t.Errorf("NextReport: %v", err)
 	}
