@@ -360,13 +360,24 @@ func (f *flushCounter) Flush() { f.flushes++; f.ResponseRecorder.Flush() }
 // that the client got exactly that stream.
 func relayCanned(t *testing.T, upstream, path, body, authHeader, authValue string) *flushCounter {
 	t.Helper()
+	w := serveCanned(t, upstream, path, body, authHeader, authValue)
+	if w.Body.String() != upstream {
+		t.Fatalf("body differs from the upstream's:\n%s", w.Body.String())
+	}
+	return w
+}
+
+// serveCanned serves one streamed request through a gateway whose upstream
+// answers the event stream upstream in a single read.
+func serveCanned(t *testing.T, upstream, path, body, authHeader, authValue string) *flushCounter {
+	t.Helper()
 	h := proxy.New(proxy.Config{State: testStore(t), Transport: newCannedTransport("text/event-stream", []byte(upstream))})
 	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
 	req.Header.Set(authHeader, authValue)
 	w := &flushCounter{ResponseRecorder: httptest.NewRecorder()}
 	h.ServeHTTP(w, req)
-	if w.Code != 200 || w.Body.String() != upstream {
-		t.Fatalf("status %d, body differs from the upstream's:\n%s", w.Code, w.Body.String())
+	if w.Code != 200 {
+		t.Fatalf("status %d: %s", w.Code, w.Body.String())
 	}
 	return w
 }
@@ -455,6 +466,86 @@ func TestAnthropicStreamCoalescesBufferedEvents(t *testing.T) {
 		`{"model":"`+route+`","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"Hi"}]}`, "X-Api-Key", secret)
 	if w.flushes > 3 {
 		t.Errorf("%d flushes for 46 events that arrived together", w.flushes)
+	}
+}
+
+// anthropicEvents is an Anthropic stream of n text deltas ("w0 " ...).
+func anthropicEvents(n int) string {
+	var up strings.Builder
+	ev := func(name, data string) { fmt.Fprintf(&up, "event: %s\ndata: %s\n\n", name, data) }
+	ev("message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-mock","content":[],"stop_reason":null,"usage":{"input_tokens":5,"output_tokens":1}}}`)
+	ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
+	for i := range n {
+		ev("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"w%d "}}`, i))
+	}
+	ev("content_block_stop", `{"type":"content_block_stop","index":0}`)
+	ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":40}}`)
+	ev("message_stop", `{"type":"message_stop"}`)
+	return up.String()
+}
+
+// A translated stream (Anthropic upstream, OpenAI client) also writes the
+// chunks of events that arrived together at once, and every one of them.
+func TestTranslatedStreamCoalescesBufferedEvents(t *testing.T) {
+	d := &pb.Deployment{Id: uniq("anthropic"), Provider: routing.ProviderAnthropic, BaseUrl: "http://upstream.invalid/v1", UpstreamModel: "claude-mock"}
+	route := newRoute(t, "tcoalesce", d)
+	_, secret := newKey(t, route)
+	w := serveCanned(t, anthropicEvents(40), "/v1/chat/completions", chatBody(route, `"stream":true`), "Authorization", "Bearer "+secret)
+	out := w.Body.String()
+	for i := range 40 {
+		if !strings.Contains(out, fmt.Sprintf(`"content":"w%d "`, i)) {
+			t.Fatalf("chunk w%d missing from:\n%s", i, out)
+		}
+	}
+	if !strings.HasSuffix(out, "data: [DONE]\n\n") {
+		t.Fatalf("stream does not end with [DONE]:\n%s", out)
+	}
+	if w.flushes > 3 {
+		t.Errorf("%d flushes for 46 events that arrived together", w.flushes)
+	}
+}
+
+// A translated chunk reaches the client before the gateway waits on the
+// upstream, also when what follows it in the same read is an event that
+// yields no chunk (a ping).
+func TestTranslatedChunkNotHeldBehindPing(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	all := anthropicEvents(1)
+	cut := strings.Index(all, "event: content_block_stop")
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, all[:cut]+"event: ping\ndata: {\"type\":\"ping\"}\n\n")
+		_ = http.NewResponseController(w).Flush()
+		select {
+		case <-gate:
+		case <-r.Context().Done():
+			return
+		}
+		fmt.Fprint(w, all[cut:])
+	}))
+	t.Cleanup(up.Close)
+	d := &pb.Deployment{Id: uniq("anthropic"), Provider: routing.ProviderAnthropic, BaseUrl: up.URL + "/v1", UpstreamModel: "claude-mock"}
+	route := newRoute(t, "theld", d)
+	_, secret := newKey(t, route)
+	g := startGateway(t, proxy.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, sse := g.openStream(t, ctx, "/v1/chat/completions", secret, chatBody(route, `"stream":true`))
+	for {
+		data, err := sse.next()
+		if err != nil {
+			t.Fatalf("before the upstream went on: %v", err)
+		}
+		if strings.Contains(data, `"content":"w0 "`) {
+			break
+		}
+	}
+	close(gate) // only now may the upstream go on
+	rest, err := sse.all()
+	if err != nil || len(rest) == 0 || rest[len(rest)-1] != "[DONE]" {
+		t.Fatalf("rest %q, %v", rest, err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -177,7 +178,12 @@ func (h *Handler) streamTranslated(w http.ResponseWriter, r *http.Request, rec *
 	if d.FirstTokenTimeoutMillis > 0 {
 		timer.Reset(time.Duration(d.FirstTokenTimeoutMillis) * time.Millisecond)
 	}
-	dec := prov.NewStreamDecoder(resp.Body, rec.Model)
+	// The decoder reads the upstream through a buffer, and the buffer reads
+	// through fr: what the client was written is flushed right before the
+	// gateway waits on the upstream, not after every chunk. Chunks that
+	// arrived together leave in one write, and none waits unflushed.
+	fr := &flushReader{r: resp.Body}
+	dec := prov.NewStreamDecoder(bufio.NewReaderSize(fr, streamReadBuffer), rec.Model)
 	first, err := dec.Next()
 	if err != nil && !errors.Is(err, io.EOF) {
 		if r.Context().Err() != nil {
@@ -200,13 +206,9 @@ func (h *Handler) streamTranslated(w http.ResponseWriter, r *http.Request, rec *
 		return errNoFirstToken(d)
 	}
 	startStream(w, rec, d, contentTypeEventStream, http.StatusOK)
-	fl, _ := w.(http.Flusher)
-	flush := func() {
-		if fl != nil {
-			fl.Flush()
-		}
-	}
-	cw := &clientWriter{w: w}
+	fr.fl, _ = w.(http.Flusher)
+	flush := fr.flush
+	cw := &clientWriter{w: w, fr: fr}
 	enc := in.NewStreamEncoder(cw, rec.Model)
 	translate.SetIncludeUsage(enc, wantsUsage(creq))
 	var usage *translate.Usage
@@ -230,7 +232,6 @@ func (h *Handler) streamTranslated(w http.ResponseWriter, r *http.Request, rec *
 				rec.Status = statusClientClosed
 				return nil
 			}
-			flush()
 		}
 		if err != nil {
 			break
@@ -273,6 +274,7 @@ func wantsUsage(creq *translate.ChatRequest) bool {
 // clientWriter remembers the first error writing to the client.
 type clientWriter struct {
 	w   io.Writer
+	fr  *flushReader // told that there is something to flush
 	err error
 }
 
@@ -282,7 +284,36 @@ func (c *clientWriter) Write(p []byte) (int, error) {
 	}
 	n, err := c.w.Write(p)
 	c.err = err
+	if n > 0 && c.fr != nil {
+		c.fr.dirty = true
+	}
 	return n, err
+}
+
+// streamReadBuffer is the buffer a translated stream's decoder reads the
+// upstream through.
+const streamReadBuffer = 16 << 10
+
+// flushReader reads the upstream body of a translated stream. Its Read is
+// called only when the buffer above it is empty, that is when the gateway
+// is about to wait on the upstream: it flushes the client first if
+// anything was written since the last flush.
+type flushReader struct {
+	r     io.Reader
+	fl    http.Flusher // nil until the stream has started
+	dirty bool
+}
+
+func (f *flushReader) Read(p []byte) (int, error) {
+	f.flush()
+	return f.r.Read(p)
+}
+
+func (f *flushReader) flush() {
+	if f.dirty && f.fl != nil {
+		f.fl.Flush()
+		f.dirty = false
+	}
 }
 
 func usageOf(u *translate.Usage) routing.Usage {
