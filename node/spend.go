@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/tollgate/tollgate/ledger"
@@ -55,7 +56,8 @@ func (lr ledgerRecorder) Record(rec *proxy.Record) {
 	if rec.KeyID == "" {
 		return // unauthenticated: nothing to account for
 	}
-	r := &pb.SpendRecord{
+	r := spendRecords.Get().(*pb.SpendRecord)
+	*r = pb.SpendRecord{
 		UnixNanos: rec.Start.UnixNano(), RequestId: rec.RequestID, Node: lr.node, KeyId: rec.KeyID,
 		TeamId: rec.TeamID, Model: rec.Model, Deployment: rec.Deployment, Provider: rec.Provider,
 		Endpoint: rec.Endpoint.Name(), Stream: rec.Stream, PromptTokens: rec.Usage.PromptTokens,
@@ -66,7 +68,12 @@ func (lr ledgerRecorder) Record(rec *proxy.Record) {
 	if err := lr.l.Append(r, rec.Reservation.Uses(rec.CostNanos)); err != nil {
 		lr.log.Error("ledger append failed", "request", rec.RequestID, "err", err)
 	}
+	spendRecords.Put(r) // Append keeps no reference to it
 }
+
+// spendRecords recycles the records handed to the ledger: one fewer
+// allocation of about 380 bytes per request.
+var spendRecords = sync.Pool{New: func() any { return new(pb.SpendRecord) }}
 
 // spendReportInterval is how often a node reports its spend into Raft.
 const spendReportInterval = 2 * time.Second
