@@ -153,15 +153,7 @@ type completionsEncoder struct {
 	buf          []byte
 }
 
-func (e *completionsEncoder) write(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	e.buf = append(append(append(e.buf[:0], "data: "...), b...), "\n\n"...)
-	_, err = e.w.Write(e.buf)
-	return err
-}
+func (e *completionsEncoder) write(v any) error { return writeDataEvent(e.w, &e.buf, v) }
 
 func (e *completionsEncoder) WriteChunk(c *Chunk) error {
 	out := completionBody{ID: completionID(c.ID), Object: "text_completion", Created: c.Created, Model: e.model}

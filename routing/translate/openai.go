@@ -315,13 +315,17 @@ func SetIncludeUsage(enc StreamEncoder, on bool) {
 	}
 }
 
-func (e *openAIEncoder) write(v any) error {
+func (e *openAIEncoder) write(v any) error { return writeDataEvent(e.w, &e.buf, v) }
+
+// writeDataEvent writes v as one server-sent "data:" event, marshalled
+// into *buf (reused across events), in one Write.
+func writeDataEvent(w io.Writer, buf *[]byte, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	e.buf = append(append(append(e.buf[:0], "data: "...), b...), "\n\n"...)
-	_, err = e.w.Write(e.buf)
+	*buf = append(append(append((*buf)[:0], "data: "...), b...), "\n\n"...)
+	_, err = w.Write(*buf)
 	return err
 }
 
