@@ -576,3 +576,40 @@ func TestJournalIdleKill(t *testing.T) {
 	}
 	checkPrefix(t, l, testBase(), 0)
 }
+
+// syncFailFile fails its first fsync after arm.
+type syncFailFile struct {
+	vfs.File
+	arm *atomic.Bool
+}
+
+func (f syncFailFile) SyncData() error {
+	if f.arm.CompareAndSwap(true, false) {
+		return errors.New("injected: input/output error")
+	}
+	return f.File.SyncData()
+}
+
+// TestJournalFsyncFailureSticks: once an fsync of the journal failed, no
+// later NextReport calls the report durable (Linux may let a retried fsync
+// pass with the pages gone); appends go on.
+func TestJournalFsyncFailureSticks(t *testing.T) {
+	var arm atomic.Bool
+	baseFS = segmentFS{vfs.Default, func(f vfs.File) vfs.File { return syncFailFile{f, &arm} }}
+	t.Cleanup(func() { baseFS = vfs.Default })
+	l, err := Open(Config{Dir: t.TempDir(), NodeID: "node-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := testBase()
+	appendRange(t, l, base, 0, 5, 1)
+	arm.Store(true)
+	if _, err := l.NextReport(); err == nil {
+		t.Fatal("NextReport returned a report whose fsync failed")
+	}
+	if _, err := l.NextReport(); err == nil {
+		t.Fatal("the retried NextReport passed after a failed fsync")
+	}
+	appendRange(t, l, base, 5, 10, 1)
+	_ = l.Close()
+}
