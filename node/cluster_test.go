@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -877,15 +879,22 @@ func TestGracefulLeaderShutdown(t *testing.T) {
 
 // With BootstrapExpect and no configured admin token, every node generates
 // and prints a token of its own. Each printed token should work for writes
-// through its node.
-//
-// BUG: only the leader registers its token in the replicated state
-// (registerAdminToken runs on the leader, with the leader's own token). A
-// follower's generated token passes that follower's own check (bootstrap
-// token), but the write is forwarded to the leader, which rejects it as
-// Unauthenticated.
+// through its node as soon as the node is ready: a follower registers its
+// token in the replicated state before it turns ready, since the leader it
+// forwards writes to knows only the replicated tokens.
 func TestBootstrapExpectGeneratedTokens(t *testing.T) {
 	t.Parallel()
+	testGeneratedTokens(t, false)
+}
+
+// A follower whose token has not reached the replicated state yet
+// registers it before forwarding a write that carries it.
+func TestGeneratedTokenRegisteredOnForward(t *testing.T) {
+	t.Parallel()
+	testGeneratedTokens(t, true)
+}
+
+func testGeneratedTokens(t *testing.T, lazy bool) {
 	banners := make([]*syncBuffer, 3)
 	var mu sync.Mutex
 	i := 0
@@ -893,6 +902,7 @@ func TestBootstrapExpectGeneratedTokens(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		c.AdminToken = ""
+		c.lazyTokenRegistration = lazy
 		banners[i] = &syncBuffer{}
 		c.TokenOut = banners[i]
 		i++
@@ -901,6 +911,13 @@ func TestBootstrapExpectGeneratedTokens(t *testing.T) {
 		tok := tn.n.adminToken
 		if tok == "" {
 			t.Fatalf("%s has no generated token", tn.id)
+		}
+		if !strings.Contains(banners[slices.Index(nodes, tn)].String(), tok) {
+			t.Errorf("%s did not print its token", tn.id)
+		}
+		h := raftstore.HashSecret(tok)
+		if registered := tn.n.Store().State().HasAdminToken(h); registered == (lazy && !tn.n.Store().IsLeader()) {
+			t.Errorf("%s (leader %v, lazy %v): token registered = %v before its first write", tn.id, tn.n.Store().IsLeader(), lazy, registered)
 		}
 		_, err := tn.keys().CreateKey(tokenCtx(t, tok, 10*time.Second), &pb.CreateKeyRequest{Name: "own-token-" + tn.id})
 		if err != nil {

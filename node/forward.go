@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/subtle"
 	"strconv"
 	"strings"
 	"sync"
@@ -121,6 +122,14 @@ func (n *Node) forwardInterceptor(ctx context.Context, req any, info *grpc.Unary
 	out := metadata.Pairs(mdForwarded, n.cfg.NodeID)
 	if a := in.Get("authorization"); len(a) > 0 {
 		out.Set("authorization", a...)
+		if n.isOwnToken(a[0]) {
+			// The token this node printed is accepted here before its
+			// hash has reached the replicated state; the leader only
+			// knows the replicated tokens.
+			if err := n.registerAdminToken(ctx); err != nil {
+				return nil, status.Errorf(codes.Unavailable, "register this node's admin token with the leader: %v; retry", err)
+			}
+		}
 	}
 	var hdr metadata.MD
 	if err := conn.Invoke(metadata.NewOutgoingContext(ctx, out), info.FullMethod, req, resp, grpc.Header(&hdr)); err != nil {
@@ -135,6 +144,19 @@ func (n *Node) forwardInterceptor(ctx context.Context, req any, info *grpc.Unary
 	}
 	_ = grpc.SetHeader(ctx, hdr)
 	return resp, nil
+}
+
+// isOwnToken reports whether an authorization value carries the admin
+// token this node generated or was configured with.
+func (n *Node) isOwnToken(auth string) bool {
+	if n.adminToken == "" {
+		return false
+	}
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(auth), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(n.adminToken)) == 1
 }
 
 // newResponse returns an empty response message of an admin RPC, found

@@ -36,7 +36,7 @@ func (n *Node) runMembership(ctx context.Context) {
 		if n.bootstrapPending.Load() {
 			n.tryBootstrap()
 		}
-		if n.ready.Load() {
+		if n.ready.Load() && (!n.cfg.lazyTokenRegistration || n.store.IsLeader()) {
 			if err := n.registerAdminToken(ctx); err != nil {
 				n.log.Debug("register admin token", "err", err)
 			}

@@ -105,6 +105,10 @@ type Config struct {
 	TokenOut io.Writer
 	// Raft tuning, for tests; zero takes the defaults.
 	Raft RaftTuning
+
+	// lazyTokenRegistration, for tests: a follower registers its admin
+	// token only when a write carrying it is forwarded.
+	lazyTokenRegistration bool
 }
 
 // RaftTuning holds Raft timings; tests shorten them.
@@ -455,6 +459,13 @@ func (n *Node) becomeReady(ctx context.Context) {
 	if n.store.IsLeader() {
 		if err := n.firstStartSetup(ctx); err != nil {
 			n.log.Error("first-start setup failed", "err", err)
+		}
+	} else if !n.cfg.lazyTokenRegistration {
+		// The token this node printed must work once it is ready. On a
+		// failure the membership loop retries, and a write carrying the
+		// token registers it first (forwardInterceptor).
+		if err := n.registerAdminToken(ctx); err != nil {
+			n.log.Warn("register admin token", "err", err)
 		}
 	}
 	n.ready.Store(true)
