@@ -919,7 +919,12 @@ func testGeneratedTokens(t *testing.T, lazy bool) {
 		if registered := tn.n.Store().State().HasAdminToken(h); registered == (lazy && !tn.n.Store().IsLeader()) {
 			t.Errorf("%s (leader %v, lazy %v): token registered = %v before its first write", tn.id, tn.n.Store().IsLeader(), lazy, registered)
 		}
-		_, err := tn.keys().CreateKey(tokenCtx(t, tok, 10*time.Second), &pb.CreateKeyRequest{Name: "own-token-" + tn.id})
+		// Unavailable (a leadership change under load) is retried, as
+		// tollctl does; Unauthenticated is the failure looked for.
+		err := retryUnavailable(10*time.Second, func() error {
+			_, err := tn.keys().CreateKey(tokenCtx(t, tok, 10*time.Second), &pb.CreateKeyRequest{Name: "own-token-" + tn.id})
+			return err
+		})
 		if err != nil {
 			role := "follower"
 			if tn.n.Store().IsLeader() {

@@ -62,6 +62,9 @@ type gossip struct {
 	selfAddr string // set once after memberlist starts
 	log      *slog.Logger
 	meta     atomic.Pointer[[]byte]
+	// updateMu serializes UpdateNode calls: memberlist's UpdateNode reads
+	// the local node's state unlocked while another call rewrites it.
+	updateMu sync.Mutex
 	events   chan struct{} // a membership change happened (non-blocking send)
 
 	mu      sync.Mutex
@@ -163,6 +166,8 @@ func (g *gossip) setMeta(m memberMeta) error {
 
 // updateMeta changes this node's metadata and tells the cluster.
 func (g *gossip) updateMeta(m memberMeta) {
+	g.updateMu.Lock()
+	defer g.updateMu.Unlock()
 	if err := g.setMeta(m); err != nil {
 		g.log.Error("gossip metadata", "err", err)
 		return

@@ -51,13 +51,11 @@ func TestGossipStates(t *testing.T) {
 	_ = crashing
 }
 
-// Status reads this node's gossip address while memberlist may update the
-// local node (metadata change, refuting a suspicion).
-//
-// BUG (shows under -race): gossip.addr reads the *memberlist.Node returned
-// by ml.LocalNode(), which points into memberlist's own state; memberlist
-// writes those fields in aliveNode under its lock (UpdateNode, refute), so
-// the unlocked read is a data race.
+// Status reads this node's gossip address while memberlist updates the
+// local node (metadata change, refuting a suspicion): under -race, a read
+// of memberlist's own node state would show. The test's updates take
+// updateMu like the node's own, since memberlist's UpdateNode is not safe
+// against a concurrent UpdateNode.
 func TestStatusWhileGossipMetaUpdates(t *testing.T) {
 	tn := startNode(t, baseConfig(t, "solo", testLogger(t)))
 	tn.waitReady(15 * time.Second)
@@ -72,7 +70,9 @@ func TestStatusWhileGossipMetaUpdates(t *testing.T) {
 				return
 			default:
 			}
+			tn.n.gossip.updateMu.Lock()
 			_ = tn.n.gossip.ml.UpdateNode(time.Second)
+			tn.n.gossip.updateMu.Unlock()
 		}
 	}()
 	for range 50 {
