@@ -115,6 +115,7 @@ type gateway struct {
 	*proc
 	id, dir, http, admin, raft, gossip, token string
 	args                                      []string // extra flags of every start
+	ctlEnv                                    []string // extra environment of tollctl
 }
 
 func newGateway(t testing.TB, id, dir, token string, extra ...string) *gateway {
@@ -185,7 +186,7 @@ func (g *gateway) ctl(t testing.TB, args ...string) string {
 
 func (g *gateway) ctlCode(args ...string) (string, string, int) {
 	cmd := exec.Command(bin.tollctl, args...)
-	cmd.Env = append(os.Environ(), "TOLLGATE_ADDR="+g.admin, "TOLLGATE_TOKEN="+g.token)
+	cmd.Env = append(append(os.Environ(), "TOLLGATE_ADDR="+g.admin, "TOLLGATE_TOKEN="+g.token), g.ctlEnv...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()

@@ -80,6 +80,9 @@ type gossipConfig struct {
 	// Fast uses memberlist's local-network timings (tests).
 	Fast   bool
 	Logger *slog.Logger
+	// Key, when set, encrypts and authenticates every gossip message and
+	// push/pull exchange (AES-GCM); messages without it are refused.
+	Key []byte
 }
 
 func newGossip(cfg gossipConfig) (*gossip, error) {
@@ -116,6 +119,10 @@ func newGossip(cfg gossipConfig) (*gossip, error) {
 	// A node that crashed and comes back under its name with a new address
 	// (usual for containers) may reclaim its name after this long.
 	mc.DeadNodeReclaimTime = 10 * time.Second
+	if len(cfg.Key) > 0 {
+		mc.SecretKey = cfg.Key
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	}
 	mc.Delegate = g
 	mc.Events = g
 	mc.Logger = log.New(levelWriter{cfg.Logger, "gossip"}, "", 0)

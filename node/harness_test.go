@@ -7,10 +7,13 @@ package node
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +22,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -305,7 +309,11 @@ func (tn *tnode) grpcConn() *grpc.ClientConn {
 	tn.mu.Lock()
 	defer tn.mu.Unlock()
 	if tn.conn == nil {
-		c, err := grpc.NewClient(tn.n.AdminAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		creds := insecure.NewCredentials()
+		if tn.cfg.TLSCA != "" {
+			creds = credentials.NewTLS(tn.clientTLS())
+		}
+		c, err := grpc.NewClient(tn.n.AdminAddr(), grpc.WithTransportCredentials(creds))
 		if err != nil {
 			tn.t.Fatalf("dial %s: %v", tn.id, err)
 		}
@@ -325,10 +333,34 @@ func (tn *tnode) cluster() pb.ClusterServiceClient {
 	return pb.NewClusterServiceClient(tn.grpcConn())
 }
 
+// clientTLS is what tollctl with --tls-ca uses: the cluster CA as the
+// only root, the host name checked.
+func (tn *tnode) clientTLS() *tls.Config {
+	pem, err := os.ReadFile(tn.cfg.TLSCA)
+	if err != nil {
+		tn.t.Fatalf("read CA: %v", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	return &tls.Config{RootCAs: pool}
+}
+
+// httpURL is the data plane's base URL.
+func (tn *tnode) httpURL() string {
+	if tn.cfg.HTTPTLS {
+		return "https://" + tn.n.HTTPAddr()
+	}
+	return "http://" + tn.n.HTTPAddr()
+}
+
 // readyz returns the status code of GET /readyz.
 func (tn *tnode) readyz() (int, error) {
 	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get("http://" + tn.n.HTTPAddr() + "/readyz")
+	if tn.cfg.HTTPTLS {
+		c.Transport = &http.Transport{TLSClientConfig: tn.clientTLS()}
+		defer c.CloseIdleConnections()
+	}
+	resp, err := c.Get(tn.httpURL() + "/readyz")
 	if err != nil {
 		return 0, err
 	}

@@ -5,6 +5,7 @@ package node
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/tollgate/tollgate/ledger"
 	"github.com/tollgate/tollgate/node/admin"
@@ -103,6 +105,17 @@ type Config struct {
 	// TokenOut receives the one-time admin token banner on first start.
 	// Default os.Stderr.
 	TokenOut io.Writer
+	// TLSCert, TLSKey and TLSCA (PEM files; all three or none) turn on TLS
+	// between nodes and on the admin API: Raft runs over mutual TLS with
+	// certificates the cluster CA signed, nodes call each other's admin API
+	// over TLS, and the admin API serves TLS to tollctl.
+	TLSCert, TLSKey, TLSCA string
+	// HTTPTLS serves the data plane over TLS too, with the same
+	// certificate (needs TLSCert).
+	HTTPTLS bool
+	// GossipKey (16, 24 or 32 bytes) encrypts and authenticates gossip;
+	// every node needs the same key. Empty: gossip in the clear.
+	GossipKey []byte
 	// Raft tuning, for tests; zero takes the defaults.
 	Raft RaftTuning
 
@@ -127,6 +140,7 @@ type Node struct {
 	httpSrv    *http.Server
 	grpcSrv    *grpc.Server
 	adminToken string
+	tls        *clusterTLS // nil: no TLS
 	ready      atomic.Bool
 	draining   atomic.Bool
 	closeOnce  sync.Once
@@ -168,8 +182,21 @@ func New(cfg Config) (*Node, error) {
 			}
 		}
 	}()
+	if n.tls, err = loadClusterTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA); err != nil {
+		return nil, err
+	}
+	if cfg.HTTPTLS && n.tls == nil {
+		return nil, errors.New("--http-tls needs --tls-cert, --tls-key and --tls-ca")
+	}
+	n.peers.creds = n.tls.peerCredentials()
 	if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("data plane listen: %w", err)
+	}
+	if cfg.HTTPTLS {
+		dc := n.tls.admin.Clone()
+		dc.ClientAuth, dc.ClientCAs = tls.NoClientCert, nil
+		dc.NextProtos = []string{"http/1.1"}
+		n.httpLn = tls.NewListener(n.httpLn, dc)
 	}
 	if n.adminLn, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
 		return nil, fmt.Errorf("admin listen: %w", err)
@@ -179,13 +206,17 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	single := len(cfg.Join) == 0 && cfg.BootstrapExpect <= 1
-	n.store, err = raftstore.Open(raftstore.Config{
+	rcfg := raftstore.Config{
 		Dir: filepath.Join(cfg.DataDir, "raft"), NodeID: n.cfg.NodeID,
 		BindAddr: cfg.RaftAddr, AdvertiseAddr: adv, Bootstrap: single,
 		Logger: cfg.Logger, LogLevel: cfg.Raft.LogLevel,
 		HeartbeatTimeout: cfg.Raft.HeartbeatTimeout, ElectionTimeout: cfg.Raft.ElectionTimeout,
 		LeaderLeaseTimeout: cfg.Raft.LeaderLeaseTimeout, CommitTimeout: cfg.Raft.CommitTimeout,
-	})
+	}
+	if n.tls != nil {
+		rcfg.TLSServer, rcfg.TLSClient = n.tls.peerServer, n.tls.peerClient
+	}
+	n.store, err = raftstore.Open(rcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +230,8 @@ func New(cfg Config) (*Node, error) {
 	n.bootstrapPending.Store(n.store.Fresh() && cfg.BootstrapExpect > 1)
 	n.limiter = ratelimit.New(ratelimit.Config{NodeID: n.cfg.NodeID})
 	if n.gossip, err = newGossip(gossipConfig{NodeID: n.cfg.NodeID, BindAddr: cfg.GossipAddr,
-		AdvertiseAddr: cfg.GossipAdvertise, Meta: n.meta, Limiter: n.limiter, Fast: cfg.FastGossip, Logger: cfg.Logger}); err != nil {
+		AdvertiseAddr: cfg.GossipAdvertise, Meta: n.meta, Limiter: n.limiter, Fast: cfg.FastGossip, Logger: cfg.Logger,
+		Key: cfg.GossipKey}); err != nil {
 		return nil, err
 	}
 
@@ -234,11 +266,15 @@ func New(cfg Config) (*Node, error) {
 
 	adm := admin.New(admin.Config{Store: n.store, BootstrapToken: n.adminToken, Logger: cfg.Logger,
 		Prices: n.pricing.apiPrice, TestModel: dataPlane.TestModel})
-	n.grpcSrv = grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(adm.UnaryInterceptor(), n.forwardInterceptor),
 		grpc.ChainStreamInterceptor(adm.StreamInterceptor()),
-		grpc.MaxRecvMsgSize(256<<20), grpc.MaxSendMsgSize(256<<20),
-	)
+		grpc.MaxRecvMsgSize(256 << 20), grpc.MaxSendMsgSize(256 << 20),
+	}
+	if n.tls != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(n.tls.admin)))
+	}
+	n.grpcSrv = grpc.NewServer(opts...)
 	adm.Register(n.grpcSrv)
 	pb.RegisterClusterServiceServer(n.grpcSrv, &clusterAPI{n: n})
 	pb.RegisterSpendServiceServer(n.grpcSrv, &spendAPI{n: n})

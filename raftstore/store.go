@@ -6,6 +6,7 @@ package raftstore
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -56,6 +57,10 @@ type Config struct {
 	// SnapshotThreshold is how many log entries trigger a snapshot; zero
 	// takes Raft's default.
 	SnapshotThreshold uint64
+	// TLSServer and TLSClient, when both set, carry Raft over mutual TLS:
+	// TLSServer should demand and verify client certificates, TLSClient
+	// present this node's certificate and verify the peer's.
+	TLSServer, TLSClient *tls.Config
 }
 
 // Store is one Raft member with Tollgate's state machine.
@@ -137,9 +142,17 @@ func Open(cfg Config) (*Store, error) {
 	if adv.Port == 0 {
 		advertise = nil
 	}
-	s.transport, err = raft.NewTCPTransportWithLogger(cfg.BindAddr, advertise, 3, 10*time.Second, logger)
-	if err != nil {
-		return nil, fmt.Errorf("raftstore: listen on %s: %w", cfg.BindAddr, err)
+	if cfg.TLSServer != nil || cfg.TLSClient != nil {
+		layer, err := newTLSStreamLayer(cfg.BindAddr, advertise, cfg.TLSServer, cfg.TLSClient)
+		if err != nil {
+			return nil, fmt.Errorf("raftstore: listen on %s: %w", cfg.BindAddr, err)
+		}
+		s.transport = raft.NewNetworkTransportWithLogger(layer, 3, 10*time.Second, logger)
+	} else {
+		s.transport, err = raft.NewTCPTransportWithLogger(cfg.BindAddr, advertise, 3, 10*time.Second, logger)
+		if err != nil {
+			return nil, fmt.Errorf("raftstore: listen on %s: %w", cfg.BindAddr, err)
+		}
 	}
 
 	existing, err := raft.HasExistingState(bolt, bolt, snaps)

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -39,8 +43,12 @@ const (
 // dialed until the first call, so connection failures surface as call errors.
 func (a *app) api() (*clients, error) {
 	if a.conn == nil {
+		creds, err := a.transportCredentials()
+		if err != nil {
+			return nil, err
+		}
 		conn, err := grpc.NewClient(a.addr,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithTransportCredentials(creds),
 			grpc.WithPerRPCCredentials(bearerToken(a.token)),
 			grpc.WithUserAgent("tollctl/"+buildVersion()),
 			// Reconnect to a restarting node as often as calls are retried,
@@ -52,7 +60,7 @@ func (a *app) api() (*clients, error) {
 				MinConnectTimeout: 20 * time.Second, // gRPC's default
 			}),
 			// Retries run outermost, so the lagging check sees each attempt.
-			grpc.WithChainUnaryInterceptor(retryUnavailable, a.warnLagging),
+			grpc.WithChainUnaryInterceptor(a.retryUnavailable, a.warnLagging),
 		)
 		if err != nil {
 			return nil, fmt.Errorf("invalid --addr %q: %v", a.addr, err)
@@ -69,18 +77,38 @@ func (a *app) api() (*clients, error) {
 	}, nil
 }
 
+// transportCredentials is plain TCP, or TLS with --tls or --tls-ca.
+func (a *app) transportCredentials() (credentials.TransportCredentials, error) {
+	if a.tlsCA == "" && !a.useTLS {
+		return insecure.NewCredentials(), nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: a.tlsServerName}
+	if a.tlsCA != "" {
+		pem, err := os.ReadFile(a.tlsCA)
+		if err != nil {
+			return nil, fmt.Errorf("read --tls-ca: %v", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca %s holds no PEM certificate", a.tlsCA)
+		}
+	}
+	return credentials.NewTLS(cfg), nil
+}
+
 // retryUnavailable retries a call that fails with codes.Unavailable, with
 // jittered exponential backoff, until the context's deadline (--timeout).
 // Unavailable is what a node that is restarting gives (connection refused),
 // and what a write gets while the cluster elects a leader. Other codes are
 // returned at once. When no further attempt fits before the deadline, the
 // last error is returned, so the user sees why the calls failed rather than
-// a bare deadline.
-func retryUnavailable(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+// a bare deadline. A TLS mismatch, which no retry mends, is returned at
+// once.
+func (a *app) retryUnavailable(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	delay := retryBaseDelay
 	for {
 		err := invoker(ctx, method, req, reply, cc, opts...)
-		if status.Code(err) != codes.Unavailable {
+		if status.Code(err) != codes.Unavailable || a.tlsMismatch(ctx, err) != "" {
 			return err
 		}
 		// Sleep between half and all of delay.
@@ -97,6 +125,39 @@ func retryUnavailable(ctx context.Context, method string, req, reply any, cc *gr
 		}
 		delay = min(2*delay, retryMaxDelay)
 	}
+}
+
+// tlsMismatch tells, for a connection failure, whether TLS is the cause,
+// as a hint for the user; "" when it is not.
+func (a *app) tlsMismatch(ctx context.Context, err error) string {
+	msg := status.Convert(err).Message()
+	switch {
+	case strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return "the node does not serve TLS on its admin API: drop --tls/--tls-ca (and TOLLGATE_TLS_CA)"
+	case strings.Contains(msg, "x509: certificate is valid for"):
+		return "the node's certificate does not name the host of --addr: use --tls-server-name with a name it holds"
+	case strings.Contains(msg, "x509:") || strings.Contains(msg, "tls:"):
+		return "the node's certificate was not accepted: pass the cluster CA with --tls-ca or TOLLGATE_TLS_CA"
+	case a.tlsCA == "" && !a.useTLS && strings.Contains(msg, "server preface") && a.speaksTLS(ctx):
+		return "the node serves TLS on its admin API: pass the cluster CA with --tls-ca or set TOLLGATE_TLS_CA"
+	}
+	return ""
+}
+
+// speaksTLS reports whether --addr completes a TLS handshake. Only the
+// protocol is probed; nothing is sent over it.
+func (a *app) speaksTLS(ctx context.Context) bool {
+	if a.tlsProbed == 0 {
+		a.tlsProbed = 2
+		d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}}
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if c, err := d.DialContext(pctx, "tcp", a.addr); err == nil {
+			_ = c.Close()
+			a.tlsProbed = 1
+		}
+	}
+	return a.tlsProbed == 1
 }
 
 // mdLagging is the response header in which a write names the nodes that
@@ -131,8 +192,8 @@ func (a *app) callContext(cmd *cobra.Command) (context.Context, context.CancelFu
 }
 
 // bearerToken sends "authorization: Bearer <token>" on every call. It is
-// allowed over plaintext connections because the admin API is meant for
-// loopback and private networks until TLS support lands.
+// allowed over plaintext connections too: a node without --tls-cert serves
+// its admin API in the clear, for loopback and private networks.
 type bearerToken string
 
 func (t bearerToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
@@ -161,6 +222,9 @@ func (a *app) describe(err error) string {
 	case codes.PermissionDenied:
 		return msg + "\nhint: the admin token is not allowed to do this"
 	case codes.Unavailable:
+		if hint := a.tlsMismatch(context.Background(), err); hint != "" {
+			return fmt.Sprintf("cannot connect to tollgate at %s: %s\nhint: %s", a.addr, msg, hint)
+		}
 		return fmt.Sprintf("cannot reach tollgate at %s: %s\nhint: is tollgate running? check --addr or TOLLGATE_ADDR", a.addr, msg)
 	case codes.DeadlineExceeded:
 		return fmt.Sprintf("no answer from tollgate at %s within %s: %s\nhint: is tollgate running and is --addr right? raise --timeout for slow links", a.addr, a.timeout, msg)

@@ -19,6 +19,7 @@ const (
 	defaultAddr = "127.0.0.1:4100"
 	envAddr     = "TOLLGATE_ADDR"
 	envToken    = "TOLLGATE_TOKEN"
+	envTLSCA    = "TOLLGATE_TLS_CA"
 )
 
 func main() {
@@ -51,6 +52,11 @@ type app struct {
 	token   string
 	timeout time.Duration
 	output  string
+	// TLS to the admin API: tlsCA verifies the node's certificate;
+	// useTLS alone verifies it against the system's roots.
+	tlsCA, tlsServerName string
+	useTLS               bool
+	tlsProbed            int // speaksTLS: 0 not yet, 1 yes, 2 no
 
 	// started is set once a command's own code runs; errors before that
 	// come from cobra's flag and argument checks and are usage errors.
@@ -139,6 +145,9 @@ Output is a human table by default; use -o json for scripts.`,
 	f.StringVar(&a.token, "token", "", "admin bearer token (env "+envToken+")")
 	f.DurationVar(&a.timeout, "timeout", 10*time.Second, "deadline for the whole command, e.g. 5s or 1m")
 	f.StringVarP(&a.output, "output", "o", "table", "output format: table or json")
+	f.StringVar(&a.tlsCA, "tls-ca", "", "PEM certificate of the cluster CA: connect over TLS and verify the node's certificate with it (env "+envTLSCA+")")
+	f.BoolVar(&a.useTLS, "tls", false, "connect over TLS, verifying the node's certificate against the system's roots (implied by --tls-ca)")
+	f.StringVar(&a.tlsServerName, "tls-server-name", "", "name to verify in the node's certificate (default: the host of --addr)")
 
 	root.AddGroup(
 		&cobra.Group{ID: "resources", Title: "Resource Commands:"},
@@ -179,6 +188,14 @@ func (a *app) setup(cmd *cobra.Command, _ []string) error {
 		if v, ok := a.lookupEnv(envToken); ok {
 			a.token = v
 		}
+	}
+	if !flags.Changed("tls-ca") {
+		if v, ok := a.lookupEnv(envTLSCA); ok {
+			a.tlsCA = v
+		}
+	}
+	if a.tlsServerName != "" && a.tlsCA == "" && !a.useTLS {
+		return usageErrorf("--tls-server-name needs --tls-ca or --tls")
 	}
 	switch a.output {
 	case "table", "json":

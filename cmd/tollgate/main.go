@@ -28,6 +28,9 @@ func main() {
 }
 
 func run(args []string, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "tls" {
+		return runTLS(args[1:], os.Stdout, stderr)
+	}
 	fs := flag.NewFlagSet("tollgate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -42,6 +45,11 @@ running cluster with --join ANY-MEMBER:4300.
 
 On first start the admin token comes from TOLLGATE_ADMIN_TOKEN, or is
 generated, printed once and saved to DATA-DIR/admin-token (mode 0600).
+
+Encryption between nodes: --tls-cert, --tls-key and --tls-ca put Raft on
+mutual TLS and the admin API on TLS (make the files with "tollgate tls ca"
+and "tollgate tls cert"); TOLLGATE_GOSSIP_KEY encrypts gossip. Every node
+needs the same CA and gossip key.
 
 Every flag can also be set by the environment variable named in brackets.
 
@@ -87,6 +95,12 @@ Flags:
 	fs.DurationVar(&cfg.UpstreamTimeout, "upstream-timeout", envDuration("TOLLGATE_UPSTREAM_TIMEOUT", 10*time.Minute), "default timeout of an upstream call (a stream: until its first byte); a deployment may set its own [TOLLGATE_UPSTREAM_TIMEOUT]")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", envDuration("TOLLGATE_DRAIN_TIMEOUT", 30*time.Second), "how long in-flight requests may finish on SIGTERM [TOLLGATE_DRAIN_TIMEOUT]")
 	fs.BoolVar(&noSeed, "no-seed", os.Getenv("TOLLGATE_NO_SEED") != "", "on first start, do not create the starter routes (demo, and OpenAI's when OPENAI_API_KEY is set) [TOLLGATE_NO_SEED]")
+	str(&cfg.TLSCert, "tls-cert", "TOLLGATE_TLS_CERT", "", "PEM certificate of this node, signed by the cluster CA; with --tls-key and --tls-ca: Raft over mutual TLS, admin API over TLS")
+	str(&cfg.TLSKey, "tls-key", "TOLLGATE_TLS_KEY", "", "PEM private key of --tls-cert")
+	str(&cfg.TLSCA, "tls-ca", "TOLLGATE_TLS_CA", "", "PEM certificate of the cluster CA: other nodes must present a certificate it signed")
+	fs.BoolVar(&cfg.HTTPTLS, "http-tls", envBool("TOLLGATE_HTTP_TLS"), "serve the OpenAI-compatible API over TLS too, with --tls-cert [TOLLGATE_HTTP_TLS]")
+	var gossipKey string
+	str(&gossipKey, "gossip-key", "TOLLGATE_GOSSIP_KEY", "", "base64 key of 16, 24 or 32 bytes that encrypts gossip, the same on every node (openssl rand -base64 32); prefer the environment variable, flags show in ps")
 	fs.BoolVar(&showVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -140,6 +154,11 @@ Flags:
 		fmt.Fprintln(stderr, "tollgate: --bootstrap-expect must not be negative")
 		return 2
 	}
+	var err error
+	if cfg.GossipKey, err = node.ParseGossipKey(gossipKey); err != nil {
+		fmt.Fprintf(stderr, "tollgate: --gossip-key: %v\n", err)
+		return 2
+	}
 	cfg.AdminToken = os.Getenv("TOLLGATE_ADMIN_TOKEN")
 	cfg.OpenAIKey = os.Getenv("OPENAI_API_KEY")
 	cfg.Seed = !noSeed
@@ -173,6 +192,20 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// envBool reads a boolean variable: empty is false, and a value that is
+// not a boolean is reported.
+func envBool(name string) bool {
+	s := strings.TrimSpace(os.Getenv(name))
+	if s == "" {
+		return false
+	}
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		envErrs = append(envErrs, fmt.Sprintf("%s=%q is not true or false", name, s))
+	}
+	return v
 }
 
 // envErrs collects environment variables whose values do not parse, so that
