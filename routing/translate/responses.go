@@ -1179,12 +1179,13 @@ func respMarshal(v any) ([]byte, error) {
 
 // NewStreamEncoder writes a canonical stream as Responses streaming events.
 func (in responsesInbound) NewStreamEncoder(w io.Writer, model string) StreamEncoder {
-	return &responsesStream{w: w, model: model, echo: in.echo, current: -1, toolItems: map[int]int{}}
+	return &responsesStream{w: w, model: model, echo: in.echo, toolItems: map[int]*respStreamItem{}}
 }
 
 // respStreamItem is an output item being streamed.
 type respStreamItem struct {
 	isCall bool
+	index  int // output_index
 	id     string
 	status string // in_progress, completed, incomplete
 	// Message items: the content parts so far; the last is open while
@@ -1193,8 +1194,11 @@ type respStreamItem struct {
 	partOpen bool
 	// Function call items.
 	callID, name string
-	args         strings.Builder
-	toolKey      int // the canonical tool-call index
+	args         strings.Builder // the arguments written as deltas so far
+	held         []string        // pieces received while not shown, in order
+	shown        bool            // output_item.added written
+	sealed       bool            // can get no more pieces: finish it when it comes first
+	closed       bool            // finished (or failed): later pieces are dropped
 }
 
 type respStreamPart struct {
@@ -1224,8 +1228,39 @@ func (p *respStreamPart) wire() any {
 
 // responsesStream turns canonical chunks into Responses events: the
 // response is created on the first chunk; text opens a message item,
-// each tool call a function_call item; an item is finished when the next
-// one starts or the choice finishes; Close reports the whole response.
+// each tool call a function_call item; Close reports the whole response.
+//
+// Items are streamed one after the other, in output order, as the
+// Responses API streams them: the events of one item (output_item.added,
+// its deltas, its .done events, output_item.done) are never interleaved
+// with another item's. A message item is finished when a tool call starts
+// or the choice finishes.
+//
+// Function_call items stay open until the choice finishes, because an
+// upstream may interleave the pieces of parallel tool calls (a piece for
+// call 0 after call 1 started). Of the open calls, the first in output
+// order is shown: its output_item.added and then a delta for each piece
+// are written as the pieces arrive. The pieces of the later open calls
+// are held; a call is shown (output_item.added, then one delta for each
+// held piece, in the order received) when the calls before it are
+// finished, and streams live from then on. So every piece becomes a
+// delta of its own item, and each call's function_call_arguments.done and
+// output_item.done carry all its arguments, which the final Response
+// repeats. When calls arrive one after the other (the usual case) the
+// events are exactly those of finishing each call when the next starts;
+// only the later calls' events come later, when the choice finishes. (A
+// stream that fails is the exception: its earlier calls were still open,
+// so they are not done but incomplete, like the last.)
+//
+// Open calls are finished, in output order, when the choice finishes
+// (finish_reason), at Close, and when text or a refusal arrives: a
+// message item does not start while calls are open, and the calls before
+// it are taken as complete (an upstream rarely sends text after tool
+// calls). A call whose tool-call index is taken by a new call (an upstream
+// that numbers every call 0 and tells them apart by id) can get no more
+// pieces, so it is finished as soon as it is the first open call. Fail
+// shows the held calls and marks every open item incomplete, finishing
+// none.
 type responsesStream struct {
 	w     io.Writer
 	model string
@@ -1238,10 +1273,12 @@ type responsesStream struct {
 	createdAt int64
 
 	items     []*respStreamItem
-	current   int         // index in items of the open item, -1 if none
-	toolItems map[int]int // canonical tool-call index -> index in items
-	messages  int         // message items so far
-	calls     int         // function_call items so far
+	msg       *respStreamItem         // the open message item, nil if none
+	open      []*respStreamItem       // the open function_call items, in output order
+	last      *respStreamItem         // the item that got the latest content
+	toolItems map[int]*respStreamItem // canonical tool-call index -> its (latest) call
+	messages  int                     // message items so far
+	calls     int                     // function_call items so far
 	finish    string
 	usage     *Usage
 }
@@ -1407,7 +1444,7 @@ func (s *responsesStream) WriteChunk(c *Chunk) error {
 		}
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
 			s.finish = *ch.FinishReason
-			if err := s.closeCurrent(); err != nil {
+			if err := s.closeOpen(); err != nil {
 				return err
 			}
 		}
@@ -1437,21 +1474,22 @@ func (s *responsesStream) writeDelta(d *Delta) error {
 // writeMessageDelta adds text (or refusal text) to the open message item,
 // opening the item and the content part as needed.
 func (s *responsesStream) writeMessageDelta(refusal bool, delta string) error {
-	if s.current >= 0 && s.items[s.current].isCall {
-		if err := s.closeCurrent(); err != nil {
-			return err
-		}
+	// A message does not start while calls are open: they are finished
+	// first (see responsesStream).
+	if err := s.closeCalls(); err != nil {
+		return err
 	}
-	if s.current < 0 {
-		it := &respStreamItem{id: respMessageID(s.base, s.messages), status: "in_progress"}
+	if s.msg == nil {
+		it := &respStreamItem{index: len(s.items), id: respMessageID(s.base, s.messages), status: "in_progress"}
 		s.messages++
 		s.items = append(s.items, it)
-		s.current = len(s.items) - 1
-		if err := s.emit("response.output_item.added", &respEvItem{OutputIndex: s.current, Item: it.wire()}); err != nil {
+		s.msg = it
+		if err := s.emit("response.output_item.added", &respEvItem{OutputIndex: it.index, Item: it.wire()}); err != nil {
 			return err
 		}
 	}
-	it := s.items[s.current]
+	it := s.msg
+	s.last = it
 	if it.partOpen && it.parts[len(it.parts)-1].refusal != refusal {
 		if err := s.closePart(it); err != nil {
 			return err
@@ -1461,7 +1499,7 @@ func (s *responsesStream) writeMessageDelta(refusal bool, delta string) error {
 		it.parts = append(it.parts, respStreamPart{refusal: refusal})
 		it.partOpen = true
 		p := &it.parts[len(it.parts)-1]
-		if err := s.emit("response.content_part.added", &respEvPart{ItemID: it.id, OutputIndex: s.current,
+		if err := s.emit("response.content_part.added", &respEvPart{ItemID: it.id, OutputIndex: it.index,
 			ContentIndex: len(it.parts) - 1, Part: p.wire()}); err != nil {
 			return err
 		}
@@ -1469,58 +1507,153 @@ func (s *responsesStream) writeMessageDelta(refusal bool, delta string) error {
 	ci := len(it.parts) - 1
 	it.parts[ci].text.WriteString(delta)
 	if refusal {
-		return s.emit("response.refusal.delta", &respEvRefusalDelta{ItemID: it.id, OutputIndex: s.current, ContentIndex: ci, Delta: delta})
+		return s.emit("response.refusal.delta", &respEvRefusalDelta{ItemID: it.id, OutputIndex: it.index, ContentIndex: ci, Delta: delta})
 	}
-	return s.emit("response.output_text.delta", &respEvTextDelta{ItemID: it.id, OutputIndex: s.current, ContentIndex: ci, Delta: delta, Logprobs: []any{}})
+	return s.emit("response.output_text.delta", &respEvTextDelta{ItemID: it.id, OutputIndex: it.index, ContentIndex: ci, Delta: delta, Logprobs: []any{}})
 }
 
 // writeToolCallDelta adds a piece of a tool call. pos is its place in the
-// chunk's tool_calls, the key when the upstream sent no index.
+// chunk's tool_calls, the key when the upstream sent no index. The piece
+// is written as a delta at once if its call is shown, or held until it is
+// (see responsesStream).
 func (s *responsesStream) writeToolCallDelta(tc *ToolCall, pos int) error {
 	key := pos
 	if tc.Index != nil {
 		key = *tc.Index
 	}
-	idx, known := s.toolItems[key]
+	it := s.toolItems[key]
 	// An upstream that numbers every call 0 still names each new one.
-	if known && tc.ID != "" && s.items[idx].callID != "" && tc.ID != s.items[idx].callID {
-		known = false
-	}
-	if !known {
-		if s.current >= 0 {
-			if err := s.closeCurrent(); err != nil {
-				return err
-			}
-		}
-		it := &respStreamItem{isCall: true, id: respCallID(s.base, s.calls), status: "in_progress",
-			callID: tc.ID, name: tc.Function.Name, toolKey: key}
-		s.calls++
-		s.items = append(s.items, it)
-		idx = len(s.items) - 1
-		s.toolItems[key] = idx
-		s.current = idx
-		if err := s.emit("response.output_item.added", &respEvItem{OutputIndex: idx, Item: it.wire()}); err != nil {
+	if it == nil || tc.ID != "" && it.callID != "" && tc.ID != it.callID {
+		if err := s.closeMessage(); err != nil {
 			return err
 		}
+		if it != nil {
+			it.sealed = true // its key now names the new call
+		}
+		it = &respStreamItem{isCall: true, index: len(s.items), id: respCallID(s.base, s.calls), status: "in_progress",
+			callID: tc.ID, name: tc.Function.Name}
+		s.calls++
+		s.items = append(s.items, it)
+		s.toolItems[key] = it
+		s.open = append(s.open, it)
+	} else if it.closed {
+		// A piece for a call already finished: text came between its
+		// pieces, or it came after the choice finished. Its
+		// output_item.done is written and cannot be taken back, so the
+		// piece is dropped, from the final Response too, which stays
+		// what the events said.
+		return nil
 	}
-	it := s.items[idx]
+	s.last = it
 	if it.callID == "" {
 		it.callID = tc.ID
 	}
 	if it.name == "" {
 		it.name = tc.Function.Name
 	}
-	if tc.Function.Arguments == "" {
+	if a := tc.Function.Arguments; a != "" {
+		if !it.shown {
+			it.held = append(it.held, a)
+		} else {
+			it.args.WriteString(a)
+			if err := s.emit("response.function_call_arguments.delta", &respEvArgsDelta{ItemID: it.id, OutputIndex: it.index, Delta: a}); err != nil {
+				return err
+			}
+		}
+	}
+	return s.settle()
+}
+
+// settle shows the first open call and, while it is sealed, finishes it
+// and goes on with the next.
+func (s *responsesStream) settle() error {
+	for len(s.open) > 0 {
+		it := s.open[0]
+		if err := s.showCall(it); err != nil {
+			return err
+		}
+		if !it.sealed {
+			return nil
+		}
+		s.open = s.open[1:]
+		if err := s.closeCall(it); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// showCall writes a call's output_item.added, if not yet written, and a
+// delta for each piece held.
+func (s *responsesStream) showCall(it *respStreamItem) error {
+	if !it.shown {
+		it.shown = true
+		if err := s.emit("response.output_item.added", &respEvItem{OutputIndex: it.index, Item: it.wire()}); err != nil {
+			return err
+		}
+	}
+	held := it.held
+	it.held = nil
+	for _, a := range held {
+		it.args.WriteString(a)
+		if err := s.emit("response.function_call_arguments.delta", &respEvArgsDelta{ItemID: it.id, OutputIndex: it.index, Delta: a}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// closeCall finishes a shown call.
+func (s *responsesStream) closeCall(it *respStreamItem) error {
+	it.closed = true
+	if err := s.emit("response.function_call_arguments.done", &respEvArgsDone{ItemID: it.id, OutputIndex: it.index,
+		Name: it.name, Arguments: it.args.String()}); err != nil {
+		return err
+	}
+	it.status = s.doneStatus(it)
+	return s.emit("response.output_item.done", &respEvItem{OutputIndex: it.index, Item: it.wire()})
+}
+
+// closeCalls finishes the open calls, in output order.
+func (s *responsesStream) closeCalls() error {
+	for _, it := range s.open {
+		it.sealed = true
+	}
+	return s.settle()
+}
+
+// closeMessage finishes the open message item.
+func (s *responsesStream) closeMessage() error {
+	it := s.msg
+	if it == nil {
 		return nil
 	}
-	it.args.WriteString(tc.Function.Arguments)
-	if idx != s.current {
-		// A piece of a call already finished (an upstream interleaving
-		// its calls): the final Response carries it, but its events were
-		// already written.
-		return nil
+	if err := s.closePart(it); err != nil {
+		return err
 	}
-	return s.emit("response.function_call_arguments.delta", &respEvArgsDelta{ItemID: it.id, OutputIndex: idx, Delta: tc.Function.Arguments})
+	s.msg = nil
+	it.closed = true
+	it.status = s.doneStatus(it)
+	return s.emit("response.output_item.done", &respEvItem{OutputIndex: it.index, Item: it.wire()})
+}
+
+// closeOpen finishes the open items (a message, or calls).
+func (s *responsesStream) closeOpen() error {
+	if err := s.closeMessage(); err != nil {
+		return err
+	}
+	return s.closeCalls()
+}
+
+// doneStatus is the status of an item being finished: when the choice
+// stopped short (length, content filter), the item the model was writing
+// (the one that got the latest content) is incomplete, as the last item
+// of a Response that is not streamed is; the others are completed.
+func (s *responsesStream) doneStatus(it *respStreamItem) string {
+	if it == s.last && respIncompleteReason(s.finish) != "" {
+		return "incomplete"
+	}
+	return "completed"
 }
 
 // closePart finishes the open content part of a message item.
@@ -1533,41 +1666,17 @@ func (s *responsesStream) closePart(it *respStreamItem) error {
 	p := &it.parts[ci]
 	var err error
 	if p.refusal {
-		err = s.emit("response.refusal.done", &respEvRefusalDone{ItemID: it.id, OutputIndex: s.current, ContentIndex: ci, Refusal: p.text.String()})
+		err = s.emit("response.refusal.done", &respEvRefusalDone{ItemID: it.id, OutputIndex: it.index, ContentIndex: ci, Refusal: p.text.String()})
 	} else {
-		err = s.emit("response.output_text.done", &respEvTextDone{ItemID: it.id, OutputIndex: s.current, ContentIndex: ci, Text: p.text.String(), Logprobs: []any{}})
+		err = s.emit("response.output_text.done", &respEvTextDone{ItemID: it.id, OutputIndex: it.index, ContentIndex: ci, Text: p.text.String(), Logprobs: []any{}})
 	}
 	if err != nil {
 		return err
 	}
-	return s.emit("response.content_part.done", &respEvPart{ItemID: it.id, OutputIndex: s.current, ContentIndex: ci, Part: p.wire()})
+	return s.emit("response.content_part.done", &respEvPart{ItemID: it.id, OutputIndex: it.index, ContentIndex: ci, Part: p.wire()})
 }
 
-// closeCurrent finishes the open item. When the choice stopped short
-// (length, content filter), the item is marked incomplete.
-func (s *responsesStream) closeCurrent() error {
-	if s.current < 0 {
-		return nil
-	}
-	it := s.items[s.current]
-	if it.isCall {
-		if err := s.emit("response.function_call_arguments.done", &respEvArgsDone{ItemID: it.id, OutputIndex: s.current,
-			Name: it.name, Arguments: it.args.String()}); err != nil {
-			return err
-		}
-	} else if err := s.closePart(it); err != nil {
-		return err
-	}
-	it.status = "completed"
-	if respIncompleteReason(s.finish) != "" {
-		it.status = "incomplete"
-	}
-	idx := s.current
-	s.current = -1
-	return s.emit("response.output_item.done", &respEvItem{OutputIndex: idx, Item: it.wire()})
-}
-
-// Close finishes the open item and writes response.completed, or
+// Close finishes the open items and writes response.completed, or
 // response.incomplete when the answer stopped short, with the whole
 // Response and its usage.
 func (s *responsesStream) Close(usage *Usage) error {
@@ -1577,7 +1686,7 @@ func (s *responsesStream) Close(usage *Usage) error {
 	if err := s.start(nil); err != nil {
 		return err
 	}
-	if err := s.closeCurrent(); err != nil {
+	if err := s.closeOpen(); err != nil {
 		return err
 	}
 	if len(s.items) == 0 {
@@ -1605,23 +1714,25 @@ func (s *responsesStream) Close(usage *Usage) error {
 
 // writeEmptyMessage writes the events of a message item with empty text.
 func (s *responsesStream) writeEmptyMessage() error {
-	it := &respStreamItem{id: respMessageID(s.base, s.messages), status: "in_progress"}
+	it := &respStreamItem{index: len(s.items), id: respMessageID(s.base, s.messages), status: "in_progress"}
 	s.messages++
 	s.items = append(s.items, it)
-	s.current = len(s.items) - 1
-	if err := s.emit("response.output_item.added", &respEvItem{OutputIndex: s.current, Item: it.wire()}); err != nil {
+	s.msg, s.last = it, it
+	if err := s.emit("response.output_item.added", &respEvItem{OutputIndex: it.index, Item: it.wire()}); err != nil {
 		return err
 	}
 	it.parts = append(it.parts, respStreamPart{})
 	it.partOpen = true
-	if err := s.emit("response.content_part.added", &respEvPart{ItemID: it.id, OutputIndex: s.current, ContentIndex: 0, Part: it.parts[0].wire()}); err != nil {
+	if err := s.emit("response.content_part.added", &respEvPart{ItemID: it.id, OutputIndex: it.index, ContentIndex: 0, Part: it.parts[0].wire()}); err != nil {
 		return err
 	}
-	return s.closeCurrent()
+	return s.closeMessage()
 }
 
 // Fail writes an "error" event and then response.failed with the
-// Response as it stood (its open item marked incomplete).
+// Response as it stood: the calls held are shown first (so that the
+// events add every item the Response holds), and the open items are
+// marked incomplete, none finished.
 func (s *responsesStream) Fail(e *Error) error {
 	if s.done {
 		return nil
@@ -1633,11 +1744,21 @@ func (s *responsesStream) Fail(e *Error) error {
 		return err
 	}
 	s.done = true
-	if s.current >= 0 {
-		s.items[s.current].status = "incomplete"
-		s.items[s.current].partOpen = false
-		s.current = -1
+	for _, it := range s.open {
+		if err := s.showCall(it); err != nil {
+			return err
+		}
 	}
+	open := s.open
+	if s.msg != nil {
+		open = []*respStreamItem{s.msg} // a message and calls are never open together
+	}
+	for _, it := range open {
+		it.status = "incomplete"
+		it.partOpen = false
+		it.closed = true
+	}
+	s.msg, s.open = nil, nil
 	code := e.Code
 	if code == "" {
 		code = e.Type
