@@ -45,6 +45,9 @@ func (n *Node) runMembership(ctx context.Context) {
 			if err := n.ensureClusterSecret(ctx); err != nil {
 				n.log.Warn("set cluster secret", "err", err)
 			}
+			if err := n.sealCredentials(ctx); err != nil {
+				n.log.Warn("seal credentials", "err", err)
+			}
 			n.reconcile(missing)
 		} else {
 			clear(missing)

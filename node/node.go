@@ -113,6 +113,10 @@ type Config struct {
 	// HTTPTLS serves the data plane over TLS too, with the same
 	// certificate (needs TLSCert).
 	HTTPTLS bool
+	// SecretsKey (32 bytes) seals credential values before they enter the
+	// Raft log, so the log, snapshots and backups hold them encrypted;
+	// every node needs the same key. Empty: stored in the clear.
+	SecretsKey []byte
 	// GossipKey (16, 24 or 32 bytes) encrypts and authenticates gossip;
 	// every node needs the same key. Empty: gossip in the clear.
 	GossipKey []byte
@@ -215,6 +219,11 @@ func New(cfg Config) (*Node, error) {
 	}
 	if n.tls != nil {
 		rcfg.TLSServer, rcfg.TLSClient = n.tls.peerServer, n.tls.peerClient
+	}
+	if len(cfg.SecretsKey) > 0 {
+		if rcfg.Secrets, err = raftstore.NewSealer(cfg.SecretsKey); err != nil {
+			return nil, err
+		}
 	}
 	n.store, err = raftstore.Open(rcfg)
 	if err != nil {

@@ -28,8 +28,12 @@ func (n *Node) firstStartSetup(ctx context.Context) error {
 	}
 	var cmds []*pb.Command
 	if n.cfg.OpenAIKey != "" {
+		v, err := st.SealCredential("openai", n.cfg.OpenAIKey)
+		if err != nil {
+			return fmt.Errorf("seal the OpenAI credential: %w", err)
+		}
 		cmds = append(cmds, &pb.Command{Op: &pb.Command_SetCredential{
-			SetCredential: &pb.SetCredentialCommand{Name: "openai", Value: n.cfg.OpenAIKey}}})
+			SetCredential: &pb.SetCredentialCommand{Name: "openai", Value: v}}})
 		for _, m := range openAISeedModels {
 			cmds = append(cmds, addDeploymentCmd(m, &pb.Deployment{Id: "openai", Provider: routing.ProviderOpenAI,
 				BaseUrl: routing.OpenAIBaseURL, UpstreamModel: m, Credential: "openai"}))
@@ -62,6 +66,31 @@ func (n *Node) ensureClusterSecret(ctx context.Context) error {
 	}
 	return n.apply(ctx, &pb.Command{Op: &pb.Command_SetClusterSecret{
 		SetClusterSecret: &pb.SetClusterSecretCommand{Secret: randomToken(32)}}})
+}
+
+// sealCredentials, on the leader of a node with a secrets key, seals the
+// credentials stored before the key was set, one command each. Their
+// clear values leave the disk as Raft compacts its log.
+func (n *Node) sealCredentials(ctx context.Context) error {
+	st := n.store.State()
+	if _, ok := st.Sealing(); !ok {
+		return nil
+	}
+	for _, c := range st.Credentials() {
+		if raftstore.IsSealed(c.GetValue()) {
+			continue
+		}
+		v, err := st.SealCredential(c.GetName(), c.GetValue())
+		if err != nil {
+			return err
+		}
+		if err := n.apply(ctx, &pb.Command{Op: &pb.Command_SetCredential{
+			SetCredential: &pb.SetCredentialCommand{Name: c.GetName(), Value: v}}}); err != nil {
+			return fmt.Errorf("seal credential %q: %w", c.GetName(), err)
+		}
+		n.log.Info("sealed a credential stored in the clear", "credential", c.GetName())
+	}
+	return nil
 }
 
 // registerAdminToken adds this node's admin token to the replicated state

@@ -104,6 +104,23 @@ func (c *clusterTLS) peerCredentials() credentials.TransportCredentials {
 	return credentials.NewTLS(c.peerClient)
 }
 
+// ParseSecretsKey decodes the key that seals credentials: base64 of 32
+// bytes (AES-256).
+func ParseSecretsKey(s string) ([]byte, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	k, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("secrets key: not base64: %w", err)
+	}
+	if len(k) != 32 {
+		return nil, fmt.Errorf("secrets key: %d bytes; want 32 (generate one with: openssl rand -base64 32)", len(k))
+	}
+	return k, nil
+}
+
 // ParseGossipKey decodes a gossip encryption key: base64 of 16, 24 or 32
 // bytes (AES-128, -192 or -256).
 func ParseGossipKey(s string) ([]byte, error) {

@@ -46,7 +46,7 @@ func (s *State) rebuildRoutes() {
 	s.aliases = map[string]*Route{}
 	s.wildcards = nil
 	for name, r := range s.routeSrc {
-		v := newRouteView(r, s.creds)
+		v := newRouteView(r, s.creds, s.sealer)
 		s.routes[name] = v
 		s.routeNames = append(s.routeNames, name)
 		for _, a := range r.GetOptions().GetAliases() {
@@ -440,7 +440,7 @@ func restoreState(cur *State, snap *pb.Snapshot) (*State, error) {
 	if snap == nil {
 		return nil, fmt.Errorf("restore: no snapshot: %w", ErrInvalid)
 	}
-	next, err := stateFromSnapshot(snap)
+	next, err := stateFromSnapshot(snap, cur.sealer)
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}

@@ -32,15 +32,22 @@ type applyResult struct {
 // fsm is the Raft state machine. Apply runs on Raft's single apply
 // goroutine; every apply publishes a new immutable State.
 type fsm struct {
-	state atomic.Pointer[State]
+	state  atomic.Pointer[State]
+	sealer *Sealer
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every publish
 }
 
-func newFSM() *fsm {
-	f := &fsm{changed: make(chan struct{})}
-	f.state.Store(emptyState())
+func newFSM() *fsm { return newSealedFSM(nil) }
+
+// newSealedFSM is an FSM whose states open sealed credentials with
+// sealer (nil: none are sealed).
+func newSealedFSM(sealer *Sealer) *fsm {
+	f := &fsm{changed: make(chan struct{}), sealer: sealer}
+	st := emptyState()
+	st.sealer = sealer
+	f.state.Store(st)
 	return f
 }
 
@@ -99,7 +106,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err := proto.Unmarshal(data, &snap); err != nil {
 		return fmt.Errorf("decode snapshot: %w", err)
 	}
-	st, err := stateFromSnapshot(&snap)
+	st, err := stateFromSnapshot(&snap, f.sealer)
 	if err != nil {
 		return err
 	}
@@ -157,8 +164,9 @@ func snapshotOf(st *State) *pb.Snapshot {
 	return snap
 }
 
-func stateFromSnapshot(snap *pb.Snapshot) (*State, error) {
+func stateFromSnapshot(snap *pb.Snapshot, sealer *Sealer) (*State, error) {
 	st := emptyState()
+	st.sealer = sealer
 	st.Index = snap.GetIndex()
 	for _, k := range snap.GetKeys() {
 		h, err := hash32(k.GetSecretHash())

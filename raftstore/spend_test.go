@@ -117,7 +117,7 @@ func TestSpendReportIsIdempotent(t *testing.T) {
 		t.Fatal("node seqs not kept")
 	}
 	// The rollups are in the snapshot and come back on restore.
-	st, err := stateFromSnapshot(snapshotOf(h.state()))
+	st, err := stateFromSnapshot(snapshotOf(h.state()), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package raftstore
 import (
 	"crypto/sha256"
 	"sort"
+	"strconv"
 	"strings"
 
 	iradix "github.com/hashicorp/go-immutable-radix"
@@ -34,6 +35,7 @@ type State struct {
 	periods       map[string]*pb.BudgetPeriod // periodKey → accounting
 	nodeSeqs      map[string]uint64           // last spend report per node
 	clusterSecret string
+	sealer        *Sealer // opens sealed credentials; nil when none are
 }
 
 // Key is the data plane's view of a virtual key, with what an auth check
@@ -106,10 +108,12 @@ type Deployment struct {
 	Priority      uint32
 	TimeoutMillis uint32
 	// Credential is the resolved secret; empty when the deployment has none
-	// or names a credential that does not exist (CredentialMissing is set).
+	// or names a credential that does not exist (CredentialMissing is set)
+	// or does not open on this node (CredentialError says why).
 	Credential        string
 	CredentialName    string
 	CredentialMissing bool
+	CredentialError   string
 	// Price overrides the built-in price; nil for none.
 	Price *pb.Price
 	// Limits protect the upstream; nil for none.
@@ -283,7 +287,7 @@ func newKeyView(sk *pb.StoredKey) *Key {
 	return v
 }
 
-func newRouteView(r *pb.ModelRoute, creds map[string]*pb.StoredCredential) *Route {
+func newRouteView(r *pb.ModelRoute, creds map[string]*pb.StoredCredential, sealer *Sealer) *Route {
 	o := r.GetOptions()
 	v := &Route{Name: r.GetName(), Created: r.GetCreatedAt().GetSeconds(),
 		Wildcard: strings.IndexByte(r.GetName(), '*') >= 0, Strategy: o.GetStrategy(),
@@ -305,10 +309,12 @@ func newRouteView(r *pb.ModelRoute, creds map[string]*pb.StoredCredential) *Rout
 			Limits:                  rateLimitsOf("dep:"+r.GetName()+"/"+d.GetId(), d.GetLimits()),
 		}
 		if n := d.GetCredential(); n != "" {
-			if c, ok := creds[n]; ok {
-				dv.Credential = c.GetValue()
-			} else {
+			if c, ok := creds[n]; !ok {
 				dv.CredentialMissing = true
+			} else if v, err := sealer.Open(n, c.GetValue()); err != nil {
+				dv.CredentialError = "credential " + strconv.Quote(n) + ": " + err.Error()
+			} else {
+				dv.Credential = v
 			}
 		}
 		v.Deployments = append(v.Deployments, dv)

@@ -57,6 +57,9 @@ type Config struct {
 	// SnapshotThreshold is how many log entries trigger a snapshot; zero
 	// takes Raft's default.
 	SnapshotThreshold uint64
+	// Secrets, when set, opens sealed credential values for the data
+	// plane (see Sealer); SealCredential seals new ones with it.
+	Secrets *Sealer
 	// TLSServer and TLSClient, when both set, carry Raft over mutual TLS:
 	// TLSServer should demand and verify client certificates, TLSClient
 	// present this node's certificate and verify the peer's.
@@ -118,7 +121,7 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: open raft.db: %w", err)
 	}
-	s := &Store{cfg: cfg, fsm: newFSM(), boltStore: bolt}
+	s := &Store{cfg: cfg, fsm: newSealedFSM(cfg.Secrets), boltStore: bolt}
 	ok := false
 	defer func() {
 		if !ok {

@@ -388,7 +388,7 @@ func fromBytes(t *testing.T, b []byte) *State {
 	if err := proto.Unmarshal(b, &snap); err != nil {
 		t.Fatal(err)
 	}
-	st, err := stateFromSnapshot(&snap)
+	st, err := stateFromSnapshot(&snap, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

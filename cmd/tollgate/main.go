@@ -99,7 +99,8 @@ Flags:
 	str(&cfg.TLSKey, "tls-key", "TOLLGATE_TLS_KEY", "", "PEM private key of --tls-cert")
 	str(&cfg.TLSCA, "tls-ca", "TOLLGATE_TLS_CA", "", "PEM certificate of the cluster CA: other nodes must present a certificate it signed")
 	fs.BoolVar(&cfg.HTTPTLS, "http-tls", envBool("TOLLGATE_HTTP_TLS"), "serve the OpenAI-compatible API over TLS too, with --tls-cert [TOLLGATE_HTTP_TLS]")
-	var gossipKey string
+	var gossipKey, secretsKey string
+	str(&secretsKey, "secrets-key", "TOLLGATE_SECRETS_KEY", "", "base64 key of 32 bytes that seals provider credentials in the Raft log and snapshots, the same on every node (openssl rand -base64 32); prefer the environment variable")
 	str(&gossipKey, "gossip-key", "TOLLGATE_GOSSIP_KEY", "", "base64 key of 16, 24 or 32 bytes that encrypts gossip, the same on every node (openssl rand -base64 32); prefer the environment variable, flags show in ps")
 	fs.BoolVar(&showVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -157,6 +158,10 @@ Flags:
 	var err error
 	if cfg.GossipKey, err = node.ParseGossipKey(gossipKey); err != nil {
 		fmt.Fprintf(stderr, "tollgate: --gossip-key: %v\n", err)
+		return 2
+	}
+	if cfg.SecretsKey, err = node.ParseSecretsKey(secretsKey); err != nil {
+		fmt.Fprintf(stderr, "tollgate: --secrets-key: %v\n", err)
 		return 2
 	}
 	cfg.AdminToken = os.Getenv("TOLLGATE_ADMIN_TOKEN")

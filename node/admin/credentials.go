@@ -4,7 +4,11 @@ import (
 	"context"
 	"strings"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+	"github.com/tollgate/tollgate/raftstore"
 )
 
 // hintMinLen is the shortest value whose last characters are shown as a
@@ -13,11 +17,15 @@ const hintMinLen = 12
 
 // publicCredential returns what the API shows of a credential: never the
 // value, only a hint of its last four characters.
-func publicCredential(c *pb.StoredCredential) *pb.Credential {
+func publicCredential(st *raftstore.State, c *pb.StoredCredential) *pb.Credential {
 	if c == nil {
 		return nil
 	}
-	return &pb.Credential{Name: c.GetName(), Hint: credentialHint(c.GetValue()), UpdatedAt: c.GetUpdatedAt()}
+	hint := "(sealed with another secrets key)"
+	if v, err := st.OpenCredential(c); err == nil {
+		hint = credentialHint(v)
+	}
+	return &pb.Credential{Name: c.GetName(), Hint: hint, UpdatedAt: c.GetUpdatedAt()}
 }
 
 func credentialHint(v string) string {
@@ -38,20 +46,27 @@ func (c credentialService) SetCredential(ctx context.Context, req *pb.SetCredent
 	if strings.TrimSpace(req.GetValue()) != req.GetValue() {
 		return nil, invalid("credential %q: value starts or ends with whitespace (a trailing newline?); strip it", req.GetName())
 	}
+	// Sealed here, before the command enters the Raft log.
+	st := c.s.store.State()
+	value, err := st.SealCredential(req.GetName(), req.GetValue())
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "seal credential %q: %v", req.GetName(), err)
+	}
 	cmd := &pb.Command{Op: &pb.Command_SetCredential{SetCredential: &pb.SetCredentialCommand{
-		Name: req.GetName(), Value: req.GetValue(),
+		Name: req.GetName(), Value: value,
 	}}}
 	sc, err := applyAs[*pb.StoredCredential](ctx, c.s, cmd, false)
 	if err != nil {
 		return nil, err
 	}
-	return &pb.SetCredentialResponse{Credential: publicCredential(sc)}, nil
+	return &pb.SetCredentialResponse{Credential: publicCredential(c.s.store.State(), sc)}, nil
 }
 
 func (c credentialService) ListCredentials(context.Context, *pb.ListCredentialsRequest) (*pb.ListCredentialsResponse, error) {
 	var out []*pb.Credential
-	for _, sc := range c.s.store.State().Credentials() {
-		out = append(out, publicCredential(sc))
+	st := c.s.store.State()
+	for _, sc := range st.Credentials() {
+		out = append(out, publicCredential(st, sc))
 	}
 	return &pb.ListCredentialsResponse{Credentials: out}, nil
 }

@@ -730,6 +730,11 @@ func (h *Handler) try(w http.ResponseWriter, r *http.Request, rec *Record, rt *r
 		}
 		rec.tickets[1] = t
 	}
+	if d.CredentialError != "" {
+		return failureOf(apiError{http.StatusBadGateway, typeUpstream, "credential_unreadable", "",
+			"The deployment '" + d.ID + "' cannot use its " + d.CredentialError + "; an operator must give every node the same TOLLGATE_SECRETS_KEY, or set the credential again."},
+			translate.KindAuth)
+	}
 	if d.CredentialMissing {
 		return failureOf(apiError{http.StatusBadGateway, typeUpstream, "credential_missing", "",
 			"The deployment '" + d.ID + "' names a credential that is not set; an operator must run 'tollctl credential set " + d.CredentialName + "'."},

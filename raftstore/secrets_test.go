@@ -1,0 +1,110 @@
+package raftstore
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"testing"
+
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+)
+
+func testSealer(t *testing.T, fill byte) *Sealer {
+	t.Helper()
+	s, err := NewSealer(bytes.Repeat([]byte{fill}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestSealerRoundTripAndRefusals(t *testing.T) {
+	s, other := testSealer(t, 1), testSealer(t, 2)
+	const v = "sk-the-secret-value"
+	a, err := s.Seal("openai", v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := s.Seal("openai", v)
+	if !IsSealed(a) || strings.Contains(a, v) || a == b {
+		t.Fatalf("sealed %q / %q: want sealed, without the value, with a fresh nonce each", a, b)
+	}
+	if got, err := s.Open("openai", a); err != nil || got != v {
+		t.Fatalf("Open = %q, %v", got, err)
+	}
+	if got, err := s.Open("openai", v); err != nil || got != v {
+		t.Errorf("a value stored in the clear opens as itself: %q, %v", got, err)
+	}
+	var none *Sealer
+	if got, err := none.Open("openai", v); err != nil || got != v {
+		t.Errorf("nil sealer, clear value: %q, %v", got, err)
+	}
+	flipped := []byte(a)
+	flipped[len(flipped)-3] ^= 1
+	if flipped[len(flipped)-3] == a[len(a)-3] {
+		t.Fatal("no flip")
+	}
+	for _, c := range []struct {
+		name   string
+		sealer *Sealer
+		cred   string
+		stored string
+		want   string
+	}{
+		{"another credential's name", s, "anthropic", a, "does not open"},
+		{"tampered", s, "openai", string(flipped), ""},
+		{"another key", other, "openai", a, "this node's key is " + other.KeyID()},
+		{"no key", nil, "openai", a, "no secrets key"},
+		{"malformed", s, "openai", sealedPrefix + "abc", "malformed"},
+	} {
+		if _, err := c.sealer.Open(c.cred, c.stored); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want an error containing %q", c.name, err, c.want)
+		}
+	}
+	if _, err := NewSealer(make([]byte, 16)); err == nil {
+		t.Error("NewSealer took a 16-byte key")
+	}
+}
+
+// The data plane's route views carry the opened value; snapshots keep the
+// sealed one; a state restored without the key marks the deployment
+// instead of handing out the sealed text.
+func TestSealedCredentialInState(t *testing.T) {
+	s := testSealer(t, 7)
+	h := &harness{t: t, f: newSealedFSM(s), now: baseNanos - 1e9}
+	const v = "sk-route-secret"
+	sealed, err := h.state().SealCredential("up", v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.must(&pb.Command{Op: &pb.Command_SetCredential{SetCredential: &pb.SetCredentialCommand{Name: "up", Value: sealed}}},
+		&pb.Command{Op: &pb.Command_AddDeployment{AddDeployment: &pb.AddDeploymentCommand{Route: "m",
+			Deployment: &pb.Deployment{Id: "d", Provider: "openai", UpstreamModel: "x", Credential: "up"}}}})
+	if d := h.state().Route("m").Deployments[0]; d.Credential != v || d.CredentialError != "" {
+		t.Fatalf("deployment credential %q, error %q", d.Credential, d.CredentialError)
+	}
+	data := persist(t, h.f)
+	if bytes.Contains(data, []byte(v)) {
+		t.Error("the snapshot holds the clear value")
+	}
+	for _, c := range []struct {
+		name   string
+		sealer *Sealer
+		ok     bool
+	}{{"same key", s, true}, {"no key", nil, false}, {"another key", testSealer(t, 8), false}} {
+		f := newSealedFSM(c.sealer)
+		if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+			t.Fatalf("%s: Restore: %v", c.name, err)
+		}
+		d := f.state.Load().Route("m").Deployments[0]
+		if c.ok != (d.Credential == v && d.CredentialError == "") || (!c.ok && (d.Credential != "" || !strings.Contains(d.CredentialError, `credential "up"`))) {
+			t.Errorf("%s: credential %q, error %q", c.name, d.Credential, d.CredentialError)
+		}
+		// Restoring a snapshot through the log keeps the node's sealer.
+		h2 := &harness{t: t, f: newSealedFSM(c.sealer), now: baseNanos}
+		h2.must(&pb.Command{Op: &pb.Command_Restore{Restore: &pb.RestoreCommand{Snapshot: f.state.Load().Snapshot()}}})
+		if d := h2.state().Route("m").Deployments[0]; c.ok != (d.Credential == v) {
+			t.Errorf("%s: after a restore command: credential %q, error %q", c.name, d.Credential, d.CredentialError)
+		}
+	}
+}
