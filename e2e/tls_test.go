@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -12,10 +14,11 @@ import (
 )
 
 // TestClusterTLS runs three real nodes with the certificates `tollgate tls`
-// makes and an encrypted gossip key: the cluster forms over mutual-TLS
-// Raft, tollctl reaches it only with the cluster CA, a write through a
-// follower is forwarded over TLS, and after the leader is killed (-9) the
-// other two elect a new one and take writes.
+// makes, an encrypted gossip key and a secrets key: the cluster forms over
+// mutual-TLS Raft, tollctl reaches it only with the cluster CA, a write
+// through a follower is forwarded over TLS, a credential reaches no node's
+// raft.db in the clear, and after the leader is killed (-9) the other two
+// elect a new one and take writes.
 func TestClusterTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three nodes")
@@ -32,6 +35,8 @@ func TestClusterTLS(t *testing.T) {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	gossipKey := base64.StdEncoding.EncodeToString(key)
+	_, _ = rand.Read(key)
+	secretsKey := base64.StdEncoding.EncodeToString(key)
 
 	const token = "tls-token"
 	nodes := make([]*gateway, 3)
@@ -45,7 +50,7 @@ func TestClusterTLS(t *testing.T) {
 	for _, g := range nodes {
 		g.args = []string{"--bootstrap-expect", "3", "--join", join, "--drain-delay", "0s",
 			"--tls-cert", filepath.Join(dir, g.id+".pem"), "--tls-key", filepath.Join(dir, g.id+"-key.pem"),
-			"--tls-ca", filepath.Join(dir, "ca.pem"), "--gossip-key", gossipKey}
+			"--tls-ca", filepath.Join(dir, "ca.pem"), "--gossip-key", gossipKey, "--secrets-key", secretsKey}
 		g.launch(t)
 	}
 	for _, g := range nodes {
@@ -78,6 +83,21 @@ func TestClusterTLS(t *testing.T) {
 	for _, g := range nodes {
 		if code, b := post(t, "http://"+g.http+"/v1/chat/completions", secret, body); code != 200 {
 			t.Fatalf("key created through %s, used on %s: %d %s", followers[0].id, g.id, code, b)
+		}
+	}
+
+	const credValue = "sk-e2e-sealed-credential-value"
+	followers[1].ctl(t, "credential", "set", "up", "--value", credValue)
+	for _, g := range nodes {
+		db, err := os.ReadFile(filepath.Join(g.dir, "raft", "raft.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(db, []byte(credValue)) {
+			t.Errorf("%s: raft.db holds the credential in the clear", g.id)
+		}
+		if !bytes.Contains(db, []byte("tgsealed:v1:")) {
+			t.Errorf("%s: raft.db holds no sealed credential: was the write applied?", g.id)
 		}
 	}
 
