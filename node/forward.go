@@ -134,6 +134,12 @@ func (n *Node) forwardInterceptor(ctx context.Context, req any, info *grpc.Unary
 	}
 	var hdr metadata.MD
 	if err := conn.Invoke(metadata.NewOutgoingContext(ctx, out), info.FullMethod, req, resp, grpc.Header(&hdr)); err != nil {
+		if st := status.Convert(err); st.Code() == codes.Unavailable {
+			// This node's own connection to the leader failed (or the
+			// leader said to retry): say so, so that the caller does not
+			// take it for a problem of its connection to this node.
+			return nil, status.Errorf(codes.Unavailable, "forwarding to the leader at %s: %s", addr, st.Message())
+		}
 		return nil, err
 	}
 	if v := hdr.Get(mdIndex); len(v) > 0 {

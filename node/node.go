@@ -192,6 +192,12 @@ func New(cfg Config) (*Node, error) {
 	if cfg.HTTPTLS && n.tls == nil {
 		return nil, errors.New("--http-tls needs --tls-cert, --tls-key and --tls-ca")
 	}
+	if n.tls != nil && len(cfg.GossipKey) == 0 {
+		// Membership comes from gossip: without the key, anyone who
+		// reaches the gossip port could be added as a Raft voter, and TLS
+		// would protect nothing.
+		return nil, errors.New("TLS needs a gossip key too (TOLLGATE_GOSSIP_KEY, the same on every node; openssl rand -base64 32): without it anyone who reaches the gossip port can join the cluster")
+	}
 	n.peers.creds = n.tls.peerCredentials()
 	if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("data plane listen: %w", err)

@@ -54,9 +54,18 @@ func loadClusterTLS(certFile, keyFile, caFile string) (*clusterTLS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse --tls-cert: %w", err)
 	}
-	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool,
-		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}); err != nil {
-		return nil, fmt.Errorf("--tls-cert %s is not a server and client certificate of the cluster CA %s: %w", certFile, caFile, err)
+	inter := x509.NewCertPool()
+	for _, der := range cert.Certificate[1:] {
+		if c, err := x509.ParseCertificate(der); err == nil {
+			inter.AddCert(c)
+		}
+	}
+	// A node presents its certificate as a server and as a client; Verify
+	// accepts either usage of a list, so each is checked on its own.
+	for _, u := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{u}}); err != nil {
+			return nil, fmt.Errorf("--tls-cert %s is not a server and client certificate of the cluster CA %s: %w", certFile, caFile, err)
+		}
 	}
 	cert.Leaf = leaf
 	certs := []tls.Certificate{cert}

@@ -2,10 +2,17 @@ package node
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/base64"
+	"encoding/pem"
 	"errors"
+	"fmt"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -246,12 +253,69 @@ func TestLoadClusterTLSErrors(t *testing.T) {
 	if tc, err := loadClusterTLS("", "", ""); err != nil || tc != nil {
 		t.Fatalf("no TLS: %v, %v", tc, err)
 	}
-	// A node refuses to start with --http-tls but no certificate.
+	// A certificate good for one usage only is refused at start, not at
+	// the first connection that needs the other.
+	for _, u := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+		c, k := issueWithUsage(t, ca, dir, u)
+		if _, err := loadClusterTLS(c, k, caFile); err == nil || !strings.Contains(err.Error(), "not a server and client certificate") {
+			t.Errorf("certificate with usage %v only: %v", u, err)
+		}
+	}
+	// A node refuses to start with --http-tls but no certificate, and
+	// with TLS but no gossip key (membership comes from gossip).
 	cfg := baseConfig(t, "n1", testLogger(t))
 	cfg.HTTPTLS = true
 	if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "--http-tls needs") {
 		t.Errorf("New with --http-tls alone: %v", err)
 	}
+	cfg = baseConfig(t, "n1", testLogger(t))
+	cfg.TLSCert, cfg.TLSKey, cfg.TLSCA = cert, key, caFile
+	if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "gossip key") {
+		t.Errorf("New with TLS but no gossip key: %v", err)
+	}
+}
+
+// issueWithUsage writes a certificate of ca with the one extended key
+// usage u.
+func issueWithUsage(t *testing.T, ca *certs.CA, dir string, u x509.ExtKeyUsage) (certFile, keyFile string) {
+	t.Helper()
+	caKey, err := x509.ParsePKCS8PrivateKey(pemBlock(t, ca.KeyPEM()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(int64(u) + 100), Subject: pkix.Name{CommonName: "one-usage"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{u}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Certificate(), &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("usage-%d", u)
+	certFile, keyFile = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
+}
+
+func pemBlock(t *testing.T, b []byte) []byte {
+	t.Helper()
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		t.Fatal("no PEM block")
+	}
+	return blk.Bytes
 }
 
 func TestParseGossipKey(t *testing.T) {

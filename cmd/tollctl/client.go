@@ -131,6 +131,11 @@ func (a *app) retryUnavailable(ctx context.Context, method string, req, reply an
 // as a hint for the user; "" when it is not.
 func (a *app) tlsMismatch(ctx context.Context, err error) string {
 	msg := status.Convert(err).Message()
+	if !strings.HasPrefix(msg, "connection error:") {
+		// Not this client's connection: a node passing on its own
+		// failure to reach another (see the node's forwardInterceptor).
+		return ""
+	}
 	switch {
 	case strings.Contains(msg, "first record does not look like a TLS handshake"):
 		return "the node does not serve TLS on its admin API: drop --tls/--tls-ca (and TOLLGATE_TLS_CA)"

@@ -9,7 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/tollgate/tollgate/node/certs"
+	tollgatev1 "github.com/tollgate/tollgate/proto/tollgate/v1"
 )
 
 // startTLSFake serves the fake admin API over TLS with a certificate of a
@@ -91,5 +95,20 @@ func TestTLS(t *testing.T) {
 	}
 	if r := f.run(t, "--tls-server-name", "x", "key", "list"); r.code != 2 {
 		t.Errorf("--tls-server-name alone: exit %d stderr %q", r.code, r.stderr)
+	}
+}
+
+// A node that fails to reach the leader passes the error on, with TLS
+// words in it; that is not this client's TLS mismatch, and is retried.
+func TestForwardedTLSErrorIsRetried(t *testing.T) {
+	f, caFile := startTLSFake(t)
+	f.inject.failNext(tollgatev1.KeyService_ListKeys_FullMethodName, status.Error(codes.Unavailable,
+		`forwarding to the leader at 10.0.0.2:4100: connection error: desc = "transport: authentication handshake failed: x509: certificate signed by unknown authority"`))
+	r := f.run(t, "--tls-ca", caFile, "key", "list")
+	if r.code != 0 {
+		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
+	}
+	if n := f.inject.count(tollgatev1.KeyService_ListKeys_FullMethodName); n != 2 {
+		t.Errorf("%d calls, want 2 (one retry)", n)
 	}
 }

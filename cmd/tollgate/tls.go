@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -227,9 +228,17 @@ func (h *hostList) String() string { return strings.Join(*h, ",") }
 
 func (h *hostList) Set(v string) error {
 	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			*h = append(*h, s)
+		if s = strings.TrimSpace(s); s == "" {
+			continue
 		}
+		// "[::1]" is an IPv6 address in URL form.
+		if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
+			s = s[1 : len(s)-1]
+		}
+		if net.ParseIP(s) == nil && strings.ContainsAny(s, ":/[] ") {
+			return fmt.Errorf("%q is not a host name or IP address (leave out ports and schemes)", s)
+		}
+		*h = append(*h, s)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -231,5 +232,29 @@ func TestTLSCertWrongKey(t *testing.T) {
 	code, _, errOut := tlsCmd(t, "cert", "--dir", a, "--name", "n", "--ca-key", filepath.Join(b, "ca-key.pem"))
 	if code != 1 || !strings.Contains(errOut, "does not match") {
 		t.Errorf("exit %d, stderr %q; want 1 and a key mismatch", code, errOut)
+	}
+}
+
+// --host takes host names and IP addresses (IPv6 also in brackets), not
+// addresses with ports or URLs.
+func TestTLSCertHosts(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, errOut := tlsCmd(t, "ca", "--dir", dir); code != 0 {
+		t.Fatalf("ca: %d %s", code, errOut)
+	}
+	for _, bad := range []string{"10.0.0.1:4100", "https://n1.internal", "n1.internal:443"} {
+		if code, _, errOut := tlsCmd(t, "cert", "--dir", dir, "--name", "bad", "--host", bad); code != 2 || !strings.Contains(errOut, "not a host name or IP address") {
+			t.Errorf("--host %s: exit %d, %s", bad, code, errOut)
+		}
+	}
+	if code, _, errOut := tlsCmd(t, "cert", "--dir", dir, "--name", "n1", "--host", "[::1],n1.internal"); code != 0 {
+		t.Fatalf("cert: %d %s", code, errOut)
+	}
+	c := readCert(t, filepath.Join(dir, "n1.pem"))
+	if err := c.VerifyHostname("::1"); err != nil {
+		t.Errorf("[::1] is not in the certificate as an IP address: %v (DNS names %v)", err, c.DNSNames)
+	}
+	if slices.Contains(c.DNSNames, "[::1]") {
+		t.Errorf("DNS names %v hold the bracketed form", c.DNSNames)
 	}
 }
