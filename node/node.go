@@ -78,8 +78,9 @@ type Config struct {
 	// PricesFile, when set, replaces the built-in price table (same JSON
 	// format as the embedded genai-prices data).
 	PricesFile string
-	// BudgetOutputCap is the completion tokens a budget reservation assumes
-	// when a request sets no max_tokens. Default 4096.
+	// BudgetOutputCap is the output token limit a request under a budget
+	// that sets none is sent with, and what its reservation assumes.
+	// Default 4096.
 	BudgetOutputCap int64
 	// AdminToken is used on first start (from TOLLGATE_ADMIN_TOKEN); when
 	// empty a token is generated and printed once (not on a node that joins

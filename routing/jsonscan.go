@@ -31,6 +31,12 @@ type Request struct {
 	IncludeUsage bool // stream_options.include_usage
 	StreamOpts   Span // the stream_options value
 	MaxTokens    int64
+	// LimitSet: max_tokens, max_completion_tokens or max_output_tokens
+	// is there (not null), whatever its value.
+	LimitSet bool
+	// Choices is the most answers the request asks for ("n", or
+	// "best_of" of legacy completions); 0 when it does not say.
+	Choices int64
 }
 
 // ScanRequest validates body as JSON and reads the top-level members the
@@ -79,8 +85,13 @@ func ScanRequest(body []byte) (Request, error) {
 				})
 			}
 		case "max_tokens", "max_completion_tokens", "max_output_tokens":
+			req.LimitSet = req.LimitSet || string(val) != "null"
 			if n, err := strconv.ParseInt(string(val), 10, 64); err == nil && n > req.MaxTokens {
 				req.MaxTokens = n
+			}
+		case "n", "best_of":
+			if n, err := strconv.ParseInt(string(val), 10, 64); err == nil && n > req.Choices {
+				req.Choices = n
 			}
 		}
 		return nil
@@ -223,6 +234,13 @@ func skipValue(b []byte, i int) int {
 // stream_options.include_usage turned on, so that the gateway sees the
 // stream's token usage.
 func RewriteRequest(dst, body []byte, req *Request, upstreamModel string, forceUsage bool) []byte {
+	return RewriteRequestCapped(dst, body, req, upstreamModel, forceUsage, "", 0)
+}
+
+// RewriteRequestCapped is RewriteRequest that also adds the member
+// capField with the value limit (an output token limit the request did
+// not set) when capField is not empty.
+func RewriteRequestCapped(dst, body []byte, req *Request, upstreamModel string, forceUsage bool, capField string, limit int64) []byte {
 	type edit struct {
 		span Span
 		with []byte
@@ -246,10 +264,19 @@ func RewriteRequest(dst, body []byte, req *Request, upstreamModel string, forceU
 		edits[0], edits[1] = edits[1], edits[0]
 	}
 	pos := 0
-	if insertUsage && !req.StreamOpts.Present() {
+	if (insertUsage && !req.StreamOpts.Present()) || capField != "" {
 		open := skipWS(body, 0) + 1
 		dst = append(dst, body[:open]...)
-		dst = append(dst, `"stream_options":{"include_usage":true},`...)
+		if insertUsage && !req.StreamOpts.Present() {
+			dst = append(dst, `"stream_options":{"include_usage":true},`...)
+		}
+		if capField != "" {
+			dst = append(dst, '"')
+			dst = append(dst, capField...)
+			dst = append(dst, `":`...)
+			dst = strconv.AppendInt(dst, limit, 10)
+			dst = append(dst, ',')
+		}
 		pos = open
 	}
 	for _, e := range edits[:n] {

@@ -432,3 +432,52 @@ func TestEndpointPathAndName(t *testing.T) {
 		}
 	}
 }
+
+func TestScanRequestChoicesAndLimit(t *testing.T) {
+	for _, c := range []struct {
+		body     string
+		choices  int64
+		limitSet bool
+		max      int64
+	}{
+		{`{"model":"m"}`, 0, false, 0},
+		{`{"model":"m","n":4}`, 4, false, 0},
+		{`{"model":"m","best_of":5,"n":2}`, 5, false, 0},
+		{`{"model":"m","max_tokens":null}`, 0, false, 0},
+		{`{"model":"m","max_tokens":0}`, 0, true, 0},
+		{`{"model":"m","max_output_tokens":64}`, 0, true, 64},
+		{`{"model":"m","max_completion_tokens":"x"}`, 0, true, 0},
+	} {
+		req, err := routing.ScanRequest([]byte(c.body))
+		if err != nil {
+			t.Fatalf("%s: %v", c.body, err)
+		}
+		if req.Choices != c.choices || req.LimitSet != c.limitSet || req.MaxTokens != c.max {
+			t.Errorf("%s: choices %d, limit set %v, max %d; want %d, %v, %d", c.body, req.Choices, req.LimitSet, req.MaxTokens, c.choices, c.limitSet, c.max)
+		}
+	}
+}
+
+func TestRewriteRequestCapped(t *testing.T) {
+	for _, c := range []struct {
+		body, want string
+		force      bool
+	}{
+		{`{"model":"a","messages":[]}`, `{"max_tokens":99,"model":"b","messages":[]}`, false},
+		{` { "model":"a","stream":true}`, ` {"stream_options":{"include_usage":true},"max_tokens":99, "model":"b","stream":true}`, true},
+		{`{"stream":true,"stream_options":{},"model":"a"}`, `{"max_tokens":99,"stream":true,"stream_options":{"include_usage":true},"model":"b"}`, true},
+	} {
+		req, err := routing.ScanRequest([]byte(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := routing.RewriteRequestCapped(nil, []byte(c.body), &req, "b", c.force, "max_tokens", 99)
+		if string(out) != c.want {
+			t.Errorf("got  %s\nwant %s", out, c.want)
+		}
+		got, err := routing.ScanRequest(out)
+		if err != nil || !json.Valid(out) || got.MaxTokens != 99 || got.Model != "b" || got.Stream != req.Stream || (c.force && !got.IncludeUsage) {
+			t.Errorf("%s: rescanned %+v, %v", out, got, err)
+		}
+	}
+}

@@ -6,6 +6,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -113,7 +114,9 @@ type Config struct {
 	Budgets Budgets
 	// Limiter enforces rate limits; nil: none.
 	Limiter RateLimiter
-	// OutputCap is the completion tokens a budget reservation assumes for
+	// OutputCap is the output limit a request under a budget that sets
+	// none is sent upstream with; its budget reservation assumes it. It is
+	// also the completion tokens a budget reservation assumes for
 	// a request without max_tokens; default 4096.
 	OutputCap int64
 	// MaxAttempts bounds the attempts of one request on one route (every
@@ -288,7 +291,7 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 	// labels cannot be blown up by made-up model names.
 	rec.Model = route.Name
 	if limits := budgetsOf(st, key); len(limits) > 0 && h.cfg.Budgets != nil {
-		estimate, priced := h.estimate(route, len(body), &req, rec.Endpoint)
+		estimate, priced := h.estimate(route, body, &req, rec.Endpoint)
 		if !priced && !allowUnpriced(limits) {
 			fail(errUnpriced(req.Model))
 			return
@@ -358,7 +361,7 @@ func estimateTokens(bodyLen int, req *routing.Request, outputCap int64) int64 {
 	if out <= 0 {
 		out = min(outputCap, 1024)
 	}
-	return int64(bodyLen/4) + out
+	return int64(bodyLen/4) + out*max(req.Choices, 1)
 }
 
 // setRateHeaders sets OpenAI's x-ratelimit-* headers. The values share one
@@ -453,11 +456,20 @@ func allowUnpriced(limits []*raftstore.Limit) bool {
 	return true
 }
 
+// remoteMediaTokens is what a budget reservation assumes for each string
+// in the request that starts with "http" (an image, or other media, the
+// upstream fetches by URL), whose tokens its bytes in the body do not
+// bound: a 2048-pixel image on the model dearest per image (gpt-4o-mini:
+// 2,833 + 8 × 5,667 tokens), rounded up.
+const remoteMediaTokens = 50_000
+
 // estimate bounds a request's cost from above: every body byte counted as
-// an input token, and max_tokens (or OutputCap) output tokens, at the
-// dearest deployment of the route. It reports false when a deployment's
-// price is unknown.
-func (h *Handler) estimate(route *raftstore.Route, bodyLen int, req *routing.Request, ep routing.Endpoint) (int64, bool) {
+// an input token, remoteMediaTokens for each media URL, and max_tokens (or
+// OutputCap, which the gateway then sends as the request's limit; see
+// outputCapField) output tokens for each answer asked for, at the dearest
+// deployment of the route. It reports false when a deployment's price is
+// unknown.
+func (h *Handler) estimate(route *raftstore.Route, body []byte, req *routing.Request, ep routing.Endpoint) (int64, bool) {
 	if h.cfg.Pricing == nil {
 		return 0, false
 	}
@@ -465,12 +477,14 @@ func (h *Handler) estimate(route *raftstore.Route, bodyLen int, req *routing.Req
 	if out <= 0 {
 		out = h.cfg.OutputCap
 	}
+	out *= max(req.Choices, 1)
 	if ep == routing.EndpointEmbeddings {
 		out = 0
 	}
+	in := int64(len(body)) + remoteMediaTokens*int64(bytes.Count(body, []byte(`"http`)))
 	var most int64
 	for _, d := range route.Deployments {
-		c, ok := h.cfg.Pricing.Cost(d, int64(bodyLen), out, 0)
+		c, ok := h.cfg.Pricing.Cost(d, in, out, 0)
 		if !ok {
 			return 0, false
 		}
@@ -775,6 +789,20 @@ func openAIFormat(ep routing.Endpoint) bool {
 	return ep == routing.EndpointChat || ep == routing.EndpointCompletions || ep == routing.EndpointEmbeddings
 }
 
+// outputCapField names the member that limits an OpenAI-format request's
+// output tokens, for a request under a budget that set none: the
+// reservation assumed OutputCap, so the upstream must not write more.
+// Embeddings have no output.
+func outputCapField(ep routing.Endpoint, provider string) string {
+	switch {
+	case ep == routing.EndpointEmbeddings:
+		return ""
+	case ep == routing.EndpointChat && (provider == routing.ProviderOpenAI || provider == routing.ProviderAzureOpenAI):
+		return "max_completion_tokens" // reasoning models refuse max_tokens
+	}
+	return "max_tokens"
+}
+
 // upstreamModel is the model name sent to d: its upstream model, or for
 // "*" the name the client asked for.
 func upstreamModel(d *raftstore.Deployment, requested string) string {
@@ -803,7 +831,11 @@ func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, rec *Record, d
 	if p, ok := routing.PresetOf(d.Options); ok && p.NoStreamOptions {
 		includeUsage = false
 	}
-	out.b = routing.RewriteRequest(out.b[:0], x.body, req, upstreamModel(d, req.Model), includeUsage)
+	capField := ""
+	if rec.Reservation != nil && !req.LimitSet {
+		capField = outputCapField(rec.Endpoint, d.Provider)
+	}
+	out.b = routing.RewriteRequestCapped(out.b[:0], x.body, req, upstreamModel(d, req.Model), includeUsage, capField, h.cfg.OutputCap)
 	ureq, err := newUpstreamRequest(ctx, d, rec.Endpoint, out)
 	if err != nil { // newUpstreamRequest returned out to the pool
 		return failureOf(apiError{http.StatusBadGateway, typeUpstream, "bad_upstream_url", "", err.Error()}, translate.KindAuth)

@@ -98,6 +98,11 @@ func (h *Handler) tryTranslated(w http.ResponseWriter, r *http.Request, rec *Rec
 	if rec.Endpoint == routing.EndpointResponses {
 		in = translate.ResponsesInboundFor(creq) // echoes the request's settings
 	}
+	if rec.Reservation != nil && creq.OutputLimit() <= 0 {
+		// The budget reservation assumed OutputCap (see estimate).
+		limit := h.cfg.OutputCap
+		creq.MaxTokens = &limit
+	}
 	prov := providerOf(d.Provider)
 	t := targetOf(d, x.req.Model)
 	if d.Provider == routing.ProviderDemo {
