@@ -129,11 +129,40 @@ func (c *clusterAPI) RestoreSnapshot(ctx context.Context, req *pb.RestoreSnapsho
 	if len(req.GetData()) == 0 || snap.GetIndex() == 0 {
 		return nil, status.Error(codes.InvalidArgument, "not a Tollgate snapshot: it is empty or has no index (tollctl cluster snapshot save writes one); nothing was changed")
 	}
+	if err := sealSnapshot(c.n.store.State(), &snap); err != nil {
+		return nil, err
+	}
 	if _, err := c.n.store.Apply(ctx, &pb.Command{Op: &pb.Command_Restore{Restore: &pb.RestoreCommand{Snapshot: &snap}}}); err != nil {
 		return nil, storeStatus(err)
 	}
 	return &pb.RestoreSnapshotResponse{Keys: uint64(len(snap.GetKeys())), Routes: uint64(len(snap.GetRoutes())),
 		Credentials: uint64(len(snap.GetCredentials()))}, nil
+}
+
+// sealSnapshot seals, with this node's secrets key, the credentials a
+// backup holds in the clear, so that a restore does not put them into the
+// log so; and refuses a backup whose sealed credentials do not open here
+// (sealed with another key, or this node has none), which would leave
+// every deployment that uses them failing.
+func sealSnapshot(st *raftstore.State, snap *pb.Snapshot) error {
+	for i, c := range snap.GetCredentials() {
+		if raftstore.IsSealed(c.GetValue()) {
+			if _, err := st.OpenCredential(c); err != nil {
+				return status.Errorf(codes.FailedPrecondition, "the snapshot's credential %q cannot be used here: %v; restore it on a cluster with the secrets key it was sealed with; nothing was changed", c.GetName(), err)
+			}
+			continue
+		}
+		v, err := st.SealCredential(c.GetName(), c.GetValue())
+		if err != nil {
+			return status.Errorf(codes.Internal, "seal the snapshot's credential %q: %v", c.GetName(), err)
+		}
+		if v != c.GetValue() {
+			sc := proto.Clone(c).(*pb.StoredCredential)
+			sc.Value = v
+			snap.Credentials[i] = sc
+		}
+	}
+	return nil
 }
 
 func (c *clusterAPI) WaitApplied(ctx context.Context, req *pb.WaitAppliedRequest) (*pb.WaitAppliedResponse, error) {

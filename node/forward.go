@@ -17,14 +17,16 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"github.com/tollgate/tollgate/node/admin"
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+	"github.com/tollgate/tollgate/raftstore"
 )
 
 // Metadata keys of the admin API's cluster plumbing.
 const (
-	mdForwarded = "x-tollgate-forwarded" // set on a write forwarded to the leader
-	mdIndex     = "x-tollgate-index"     // the Raft index a write was applied at
-	mdLagging   = "x-tollgate-lagging"   // nodes that had not applied it in time
+	mdForwarded = admin.MetadataForwarded // set on a write forwarded to the leader
+	mdIndex     = "x-tollgate-index"      // the Raft index a write was applied at
+	mdLagging   = "x-tollgate-lagging"    // nodes that had not applied it in time
 )
 
 // appliedWait bounds how long a write waits for every live node to apply
@@ -116,6 +118,10 @@ func (n *Node) forwardInterceptor(ctx context.Context, req any, info *grpc.Unary
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "connect to the leader at %s: %v", addr, err)
 	}
+	req, err = n.sealForwarded(req)
+	if err != nil {
+		return nil, err
+	}
 	resp, err := newResponse(info.FullMethod)
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
@@ -151,6 +157,36 @@ func (n *Node) forwardInterceptor(ctx context.Context, req any, info *grpc.Unary
 	}
 	_ = grpc.SetHeader(ctx, hdr)
 	return resp, nil
+}
+
+// sealForwarded seals a credential's value with this node's secrets key
+// before the write goes to the leader, so that a leader without the key
+// (a rollout, a misconfigured node) does not put it into the log in the
+// clear. A value the leader would refuse anyway is left for it to refuse.
+func (n *Node) sealForwarded(req any) (any, error) {
+	sc, ok := req.(*pb.SetCredentialRequest)
+	if !ok {
+		return req, nil
+	}
+	if raftstore.IsSealed(sc.GetValue()) {
+		// Only nodes pass sealed values on (the leader accepts them from
+		// a node): a client's is refused here.
+		return nil, admin.ErrSealedValue(sc.GetName())
+	}
+	if sc.GetValue() == "" || strings.TrimSpace(sc.GetValue()) != sc.GetValue() {
+		return req, nil
+	}
+	st := n.store.State()
+	if _, sealing := st.Sealing(); !sealing {
+		return req, nil
+	}
+	v, err := st.SealCredential(sc.GetName(), sc.GetValue())
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "seal credential %q: %v", sc.GetName(), err)
+	}
+	out := proto.Clone(sc).(*pb.SetCredentialRequest)
+	out.Value = v
+	return out, nil
 }
 
 // isOwnToken reports whether an authorization value carries the admin

@@ -16,6 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 	"github.com/tollgate/tollgate/raftstore"
 )
@@ -128,7 +132,7 @@ func TestSealedCredentials(t *testing.T) {
 		Error struct{ Code, Message string }
 	}
 	_ = json.Unmarshal([]byte(body), &e)
-	if code != http.StatusBadGateway || e.Error.Code != "credential_unreadable" || !strings.Contains(e.Error.Message, "TOLLGATE_SECRETS_KEY") {
+	if code != http.StatusBadGateway || e.Error.Code != "credential_unreadable" || !strings.Contains(e.Error.Message, "secrets key") {
 		t.Errorf("without the key: %d %s", code, body)
 	}
 	tn.stop(15 * time.Second)
@@ -177,5 +181,103 @@ func TestCredentialsSealedWhenKeyIsAdded(t *testing.T) {
 	})
 	if code, body := chatThrough(t, tn, k.GetSecret(), "m1"); code != 200 || lastAuth() != "Bearer "+sealedTestSecret {
 		t.Fatalf("after sealing: %d %s; upstream saw %q", code, body, lastAuth())
+	}
+}
+
+// A follower with the key seals a credential before it forwards the write,
+// so a leader without the key (a rollout, a misconfigured node) does not
+// put it into the log in the clear; clients cannot pass sealed-looking
+// values themselves.
+func TestKeyedFollowerSealsForKeylessLeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-node")
+	}
+	t.Parallel()
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	nodes := startCluster(t, 3, func(c *Config) {
+		if c.NodeID != "n1" {
+			c.SecretsKey = key
+		}
+	})
+	n1 := nodes[0]
+	for i := 0; i < 10 && !n1.n.Store().IsLeader(); i++ {
+		for _, tn := range nodes {
+			if tn.n.Store().IsLeader() {
+				_ = tn.n.Store().TransferLeadership()
+			}
+		}
+		eventually(t, 10*time.Second, "a leader after the transfer", func() error {
+			if _, err := agreedLeader(nodes); err != nil {
+				return err
+			}
+			return nil
+		})
+	}
+	if !n1.n.Store().IsLeader() {
+		t.Skip("n1 did not become the leader in 10 transfers")
+	}
+	err := retryUnavailable(10*time.Second, func() error {
+		_, err := nodes[1].creds().SetCredential(adminCtx(t), &pb.SetCredentialRequest{Name: "up", Value: sealedTestSecret})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("SetCredential through keyed n2: %v", err)
+	}
+	for _, tn := range nodes {
+		if v := tn.n.Store().State().Credential("up").GetValue(); !raftstore.IsSealed(v) {
+			t.Errorf("%s stores %q", tn.id, v)
+		}
+	}
+	_, err = nodes[1].creds().SetCredential(adminCtx(t), &pb.SetCredentialRequest{Name: "x", Value: "tgsealed:v1:00000000:AAAA"})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Errorf("a sealed-looking value from a client: %v, want InvalidArgument", err)
+	}
+}
+
+// A restore seals the backup's clear credentials with the node's key, and
+// refuses a backup sealed with another key.
+func TestRestoreSealsCredentials(t *testing.T) {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	cfg := baseConfig(t, "solo", testLogger(t))
+	cfg.SecretsKey = key
+	tn := startNode(t, cfg)
+	tn.waitReady(15 * time.Second)
+	base, err := tn.cluster().SaveSnapshot(adminCtx(t), &pb.SaveSnapshotRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapWith := func(value string) []byte {
+		var s pb.Snapshot
+		if err := proto.Unmarshal(base.GetData(), &s); err != nil {
+			t.Fatal(err)
+		}
+		s.Credentials = append(s.Credentials, &pb.StoredCredential{Name: "up", Value: value})
+		b, err := proto.Marshal(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if _, err := tn.cluster().RestoreSnapshot(adminCtx(t), &pb.RestoreSnapshotRequest{Data: snapWith(sealedTestSecret)}); err != nil {
+		t.Fatalf("restore a clear backup: %v", err)
+	}
+	st := tn.n.Store().State()
+	if v, err := st.OpenCredential(st.Credential("up")); !raftstore.IsSealed(st.Credential("up").GetValue()) || err != nil || v != sealedTestSecret {
+		t.Errorf("restored credential %q opens to %q, %v", st.Credential("up").GetValue(), v, err)
+	}
+	other, err := raftstore.NewSealer(bytes.Repeat([]byte{9}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, _ := other.Seal("up", "sk-other")
+	before := tn.n.Store().State().Index
+	_, err = tn.cluster().RestoreSnapshot(adminCtx(t), &pb.RestoreSnapshotRequest{Data: snapWith(foreign)})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "secrets key") {
+		t.Errorf("restore a backup sealed with another key: %v", err)
+	}
+	if tn.n.Store().State().Index != before {
+		t.Error("the refused restore changed the state")
 	}
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
@@ -69,9 +70,14 @@ func (n *Node) ensureClusterSecret(ctx context.Context) error {
 }
 
 // sealCredentials, on the leader of a node with a secrets key, seals the
-// credentials stored before the key was set, one command each. Their
-// clear values leave the disk as Raft compacts its log.
+// credentials stored before the key was set, one command each. A reseal
+// applies only if the credential did not change since it was read (see
+// SetCredentialCommand.reseal_of). Older Raft log entries and snapshots
+// keep the clear values until Raft compacts them.
 func (n *Node) sealCredentials(ctx context.Context) error {
+	if !n.ready.Load() {
+		return nil
+	}
 	st := n.store.State()
 	if _, ok := st.Sealing(); !ok {
 		return nil
@@ -84,8 +90,12 @@ func (n *Node) sealCredentials(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := n.apply(ctx, &pb.Command{Op: &pb.Command_SetCredential{
-			SetCredential: &pb.SetCredentialCommand{Name: c.GetName(), Value: v}}}); err != nil {
+		err = n.apply(ctx, &pb.Command{Op: &pb.Command_SetCredential{
+			SetCredential: &pb.SetCredentialCommand{Name: c.GetName(), Value: v, ResealOf: c.GetValue()}}})
+		if errors.Is(err, raftstore.ErrFailedPrecondition) {
+			continue // changed meanwhile; the next round looks again
+		}
+		if err != nil {
 			return fmt.Errorf("seal credential %q: %w", c.GetName(), err)
 		}
 		n.log.Info("sealed a credential stored in the clear", "credential", c.GetName())

@@ -396,6 +396,15 @@ func setCredential(cur *State, c *pb.SetCredentialCommand, ts *timestamppb.Times
 		return nil, nil, fmt.Errorf("credential %q: value is empty: %w", c.GetName(), ErrInvalid)
 	}
 	sc := &pb.StoredCredential{Name: c.GetName(), Value: c.GetValue(), UpdatedAt: ts}
+	if of := c.GetResealOf(); of != "" {
+		old, ok := cur.creds[c.GetName()]
+		if !ok || old.GetValue() != of {
+			// Set again or deleted since the reseal was proposed: the
+			// newer change stands.
+			return nil, nil, fmt.Errorf("credential %q changed before it was resealed: %w", c.GetName(), ErrFailedPrecondition)
+		}
+		sc.UpdatedAt = old.GetUpdatedAt()
+	}
 	next := cur.copyCreds()
 	next.creds[sc.Name] = sc
 	next.rebuildRoutes()

@@ -45,11 +45,20 @@ func NewSealer(key []byte) (*Sealer, error) {
 	return &Sealer{aead: aead, keyID: hex.EncodeToString(sum[:4])}, nil
 }
 
-// KeyID names the key without giving it away, for messages and logs.
-func (s *Sealer) KeyID() string { return s.keyID }
+// KeyID names the key without giving it away, for messages and logs;
+// "" for a nil Sealer.
+func (s *Sealer) KeyID() string {
+	if s == nil {
+		return ""
+	}
+	return s.keyID
+}
 
 // Seal returns the sealed form of a credential's value.
 func (s *Sealer) Seal(name, value string) (string, error) {
+	if s == nil {
+		return "", errors.New("no secrets key to seal with")
+	}
 	nonce := make([]byte, s.aead.NonceSize(), s.aead.NonceSize()+len(value)+s.aead.Overhead())
 	if _, err := rand.Read(nonce); err != nil {
 		return "", err

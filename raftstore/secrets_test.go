@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -106,5 +107,47 @@ func TestSealedCredentialInState(t *testing.T) {
 		if d := h2.state().Route("m").Deployments[0]; c.ok != (d.Credential == v) {
 			t.Errorf("%s: after a restore command: credential %q, error %q", c.name, d.Credential, d.CredentialError)
 		}
+	}
+}
+
+// A reseal applies only while the stored value is the one it read, and
+// keeps the credential's updated_at; a set or delete in between wins.
+func TestResealIsConditional(t *testing.T) {
+	s := testSealer(t, 3)
+	h := &harness{t: t, f: newSealedFSM(s), now: baseNanos - 1e9}
+	set := func(name, value, of string) error {
+		_, err := h.apply(&pb.Command{Op: &pb.Command_SetCredential{SetCredential: &pb.SetCredentialCommand{Name: name, Value: value, ResealOf: of}}})
+		return err
+	}
+	if err := set("a", "clear-a", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := set("b", "clear-b", ""); err != nil {
+		t.Fatal(err)
+	}
+	before := h.state().Credential("a").GetUpdatedAt().AsTime()
+	sealedA, _ := s.Seal("a", "clear-a")
+	if err := set("a", sealedA, "clear-a"); err != nil {
+		t.Fatalf("reseal: %v", err)
+	}
+	got := h.state().Credential("a")
+	if got.GetValue() != sealedA || !got.GetUpdatedAt().AsTime().Equal(before) {
+		t.Errorf("after reseal: %q updated %v (was %v)", got.GetValue(), got.GetUpdatedAt().AsTime(), before)
+	}
+	// b is set anew before its reseal applies: the reseal must not undo it.
+	if err := set("b", "newer-b", ""); err != nil {
+		t.Fatal(err)
+	}
+	sealedB, _ := s.Seal("b", "clear-b")
+	if err := set("b", sealedB, "clear-b"); !errors.Is(err, ErrFailedPrecondition) {
+		t.Errorf("stale reseal: %v, want ErrFailedPrecondition", err)
+	}
+	if v := h.state().Credential("b").GetValue(); v != "newer-b" {
+		t.Errorf("b = %q after a stale reseal, want the newer value", v)
+	}
+	// A deleted credential does not come back.
+	h.must(&pb.Command{Op: &pb.Command_DeleteCredential{DeleteCredential: &pb.DeleteCredentialCommand{Name: "b"}}})
+	if err := set("b", sealedB, "newer-b"); !errors.Is(err, ErrFailedPrecondition) || h.state().Credential("b") != nil {
+		t.Errorf("reseal of a deleted credential: %v, credential %v", err, h.state().Credential("b"))
 	}
 }

@@ -5,11 +5,16 @@ import (
 	"strings"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 	"github.com/tollgate/tollgate/raftstore"
 )
+
+// MetadataForwarded is the metadata key a node sets on an admin write it
+// forwards to the leader (its value is the node's id).
+const MetadataForwarded = "x-tollgate-forwarded"
 
 // hintMinLen is the shortest value whose last characters are shown as a
 // hint; shorter values would give away too much of themselves.
@@ -21,9 +26,11 @@ func publicCredential(st *raftstore.State, c *pb.StoredCredential) *pb.Credentia
 	if c == nil {
 		return nil
 	}
-	hint := "(sealed with another secrets key)"
+	hint := ""
 	if v, err := st.OpenCredential(c); err == nil {
 		hint = credentialHint(v)
+	} else {
+		hint = "(cannot open: " + err.Error() + ")"
 	}
 	return &pb.Credential{Name: c.GetName(), Hint: hint, UpdatedAt: c.GetUpdatedAt()}
 }
@@ -36,6 +43,12 @@ func credentialHint(v string) string {
 	return string(r[len(r)-4:])
 }
 
+// ErrSealedValue refuses a client's credential value that looks sealed:
+// only nodes pass sealed values on.
+func ErrSealedValue(name string) error {
+	return invalid("credential %q: the value starts with %q, which marks a value sealed by a node; give the provider's own secret", name, "tgsealed:")
+}
+
 func (c credentialService) SetCredential(ctx context.Context, req *pb.SetCredentialRequest) (*pb.SetCredentialResponse, error) {
 	if err := checkName("credential name", req.GetName()); err != nil {
 		return nil, err
@@ -46,11 +59,20 @@ func (c credentialService) SetCredential(ctx context.Context, req *pb.SetCredent
 	if strings.TrimSpace(req.GetValue()) != req.GetValue() {
 		return nil, invalid("credential %q: value starts or ends with whitespace (a trailing newline?); strip it", req.GetName())
 	}
-	// Sealed here, before the command enters the Raft log.
+	// Sealed here, before the command enters the Raft log, unless the
+	// node that forwarded the request sealed it already (with its key,
+	// which this node may lack).
 	st := c.s.store.State()
-	value, err := st.SealCredential(req.GetName(), req.GetValue())
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "seal credential %q: %v", req.GetName(), err)
+	value := req.GetValue()
+	if raftstore.IsSealed(value) {
+		if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(MetadataForwarded)) == 0 {
+			return nil, ErrSealedValue(req.GetName())
+		}
+	} else {
+		var err error
+		if value, err = st.SealCredential(req.GetName(), value); err != nil {
+			return nil, status.Errorf(codes.Internal, "seal credential %q: %v", req.GetName(), err)
+		}
 	}
 	cmd := &pb.Command{Op: &pb.Command_SetCredential{SetCredential: &pb.SetCredentialCommand{
 		Name: req.GetName(), Value: value,

@@ -137,10 +137,12 @@ type Handler struct {
 	cfg       Config
 	transport http.RoundTripper
 	log       *slog.Logger
-	idPrefix  string
-	idSeq     atomic.Uint64
-	health    healthTable
-	rnd       func(n uint64) uint64 // uniform in [0, n): weighted choice
+	// credErrLogged: the credential errors already logged, once each.
+	credErrLogged sync.Map
+	idPrefix      string
+	idSeq         atomic.Uint64
+	health        healthTable
+	rnd           func(n uint64) uint64 // uniform in [0, n): weighted choice
 }
 
 // New returns a Handler.
@@ -745,8 +747,12 @@ func (h *Handler) try(w http.ResponseWriter, r *http.Request, rec *Record, rt *r
 		rec.tickets[1] = t
 	}
 	if d.CredentialError != "" {
+		if _, logged := h.credErrLogged.LoadOrStore(d.Key+"\x00"+d.CredentialError, true); !logged {
+			h.log.Error("deployment credential does not open on this node: give every node the same TOLLGATE_SECRETS_KEY",
+				"deployment", d.Key, "err", d.CredentialError)
+		}
 		return failureOf(apiError{http.StatusBadGateway, typeUpstream, "credential_unreadable", "",
-			"The deployment '" + d.ID + "' cannot use its " + d.CredentialError + "; an operator must give every node the same TOLLGATE_SECRETS_KEY, or set the credential again."},
+			"The deployment '" + d.ID + "' cannot use its credential on this gateway node; an operator must check the node's secrets key."},
 			translate.KindAuth)
 	}
 	if d.CredentialMissing {

@@ -917,9 +917,13 @@ func (x *DeleteRouteCommand) GetRoute() string {
 }
 
 type SetCredentialCommand struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Value string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// When set, the command reseals a credential: it applies only while the
+	// stored value is still reseal_of, and keeps the credential's updated_at.
+	// A set or delete committed in between wins.
+	ResealOf      string `protobuf:"bytes,3,opt,name=reseal_of,json=resealOf,proto3" json:"reseal_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -964,6 +968,13 @@ func (x *SetCredentialCommand) GetName() string {
 func (x *SetCredentialCommand) GetValue() string {
 	if x != nil {
 		return x.Value
+	}
+	return ""
+}
+
+func (x *SetCredentialCommand) GetResealOf() string {
+	if x != nil {
+		return x.ResealOf
 	}
 	return ""
 }
@@ -1895,10 +1906,11 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\x05route\x18\x01 \x01(\tR\x05route\x12#\n" +
 	"\rdeployment_id\x18\x02 \x01(\tR\fdeploymentId\"*\n" +
 	"\x12DeleteRouteCommand\x12\x14\n" +
-	"\x05route\x18\x01 \x01(\tR\x05route\"@\n" +
+	"\x05route\x18\x01 \x01(\tR\x05route\"]\n" +
 	"\x14SetCredentialCommand\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"-\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x12\x1b\n" +
+	"\treseal_of\x18\x03 \x01(\tR\bresealOf\"-\n" +
 	"\x17DeleteCredentialCommand\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"5\n" +
 	"\x14AddAdminTokenCommand\x12\x1d\n" +
