@@ -75,6 +75,26 @@ func filesContaining(t *testing.T, dir, s string) []string {
 	return out
 }
 
+// startWithCredential runs a node, sets the credential "up" to
+// sealedTestSecret, routes m1 to upstream with it and creates a key.
+func startWithCredential(t *testing.T, cfg Config, upstream string) (*tnode, *pb.CreateKeyResponse) {
+	t.Helper()
+	tn := startNode(t, cfg)
+	tn.waitReady(15 * time.Second)
+	if _, err := tn.creds().SetCredential(adminCtx(t), &pb.SetCredentialRequest{Name: "up", Value: sealedTestSecret}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tn.models().AddDeployment(adminCtx(t), &pb.AddDeploymentRequest{Model: "m1", Deployment: &pb.Deployment{
+		Id: "d1", Provider: "openai-compatible", BaseUrl: upstream, UpstreamModel: "up", Credential: "up"}}); err != nil {
+		t.Fatal(err)
+	}
+	k, err := tn.keys().CreateKey(adminCtx(t), &pb.CreateKeyRequest{Name: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tn, k
+}
+
 // With a secrets key, a credential is sealed before it enters the Raft
 // log: neither the data dir nor a saved snapshot holds its value, yet the
 // upstream gets it. A node without the key (or with another) cannot use
@@ -86,20 +106,7 @@ func TestSealedCredentials(t *testing.T) {
 	cfg := baseConfig(t, "solo", testLogger(t))
 	cfg.RaftAddr = localAddr(freePort(t, false))
 	cfg.SecretsKey = key
-	tn := startNode(t, cfg)
-	tn.waitReady(15 * time.Second)
-
-	if _, err := tn.creds().SetCredential(adminCtx(t), &pb.SetCredentialRequest{Name: "up", Value: sealedTestSecret}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tn.models().AddDeployment(adminCtx(t), &pb.AddDeploymentRequest{Model: "m1", Deployment: &pb.Deployment{
-		Id: "d1", Provider: "openai-compatible", BaseUrl: up, UpstreamModel: "up", Credential: "up"}}); err != nil {
-		t.Fatal(err)
-	}
-	k, err := tn.keys().CreateKey(adminCtx(t), &pb.CreateKeyRequest{Name: "k"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tn, k := startWithCredential(t, cfg, up)
 	if code, body := chatThrough(t, tn, k.GetSecret(), "m1"); code != 200 || lastAuth() != "Bearer "+sealedTestSecret {
 		t.Fatalf("chat: %d %s; upstream saw %q", code, body, lastAuth())
 	}
@@ -151,19 +158,7 @@ func TestCredentialsSealedWhenKeyIsAdded(t *testing.T) {
 	up, lastAuth := authUpstream(t)
 	cfg := baseConfig(t, "solo", testLogger(t))
 	cfg.RaftAddr = localAddr(freePort(t, false))
-	tn := startNode(t, cfg)
-	tn.waitReady(15 * time.Second)
-	if _, err := tn.creds().SetCredential(adminCtx(t), &pb.SetCredentialRequest{Name: "up", Value: sealedTestSecret}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tn.models().AddDeployment(adminCtx(t), &pb.AddDeploymentRequest{Model: "m1", Deployment: &pb.Deployment{
-		Id: "d1", Provider: "openai-compatible", BaseUrl: up, UpstreamModel: "up", Credential: "up"}}); err != nil {
-		t.Fatal(err)
-	}
-	k, err := tn.keys().CreateKey(adminCtx(t), &pb.CreateKeyRequest{Name: "k"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tn, k := startWithCredential(t, cfg, up)
 	if v := tn.n.Store().State().Credential("up").GetValue(); v != sealedTestSecret {
 		t.Fatalf("without a key the value is stored as given; got %q", v)
 	}
