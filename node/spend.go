@@ -65,7 +65,7 @@ func (lr ledgerRecorder) Record(rec *proxy.Record) {
 		CostNanos: rec.CostNanos, Unpriced: rec.Unpriced, Status: int32(rec.Status),
 		LatencyMicros: rec.Latency.Microseconds(), TtftMicros: rec.FirstByte.Microseconds(), Attempts: int32(rec.Attempts),
 	}
-	if err := lr.l.Append(r, rec.Reservation.Uses(rec.CostNanos)); err != nil {
+	if err := lr.l.Append(r, rec.Reservation.Uses(rec.BudgetNanos)); err != nil {
 		lr.log.Error("ledger append failed", "request", rec.RequestID, "err", err)
 	}
 	spendRecords.Put(r) // Append keeps no reference to it

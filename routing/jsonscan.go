@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // ErrMalformed is returned for a request body that is not a JSON object.
@@ -34,9 +35,87 @@ type Request struct {
 	// LimitSet: max_tokens, max_completion_tokens or max_output_tokens
 	// is there (not null), whatever its value.
 	LimitSet bool
+	// Limits are the values of max_tokens, max_completion_tokens and
+	// max_output_tokens (see the Limit constants); 0 when absent.
+	Limits [3]int64
+	// LimitBad: a member names an output limit other than as one positive
+	// whole number under its exact name, once (a case variant such as
+	// "MAX_TOKENS", which Go's decoder reads but the scan would not; a
+	// repeat; null, a string, a fraction, zero or less).
+	LimitBad bool
 	// Choices is the most answers the request asks for ("n", or
 	// "best_of" of legacy completions); 0 when it does not say.
 	Choices int64
+	// Prompts is the number of prompts of a legacy completions request
+	// whose "prompt" is an array of them; 0 otherwise.
+	Prompts int64
+}
+
+// The indexes of Request.Limits.
+const (
+	LimitMaxTokens = iota
+	LimitMaxCompletionTokens
+	LimitMaxOutputTokens
+)
+
+var limitNames = [3]string{"max_tokens", "max_completion_tokens", "max_output_tokens"}
+
+// scanLimit records a member whose name is an output limit's in any case.
+func (req *Request) scanLimit(name, val []byte) {
+	for k, ln := range limitNames {
+		if !strings.EqualFold(string(name), ln) {
+			continue
+		}
+		if string(name) != ln || req.Limits[k] != 0 {
+			req.LimitBad = true
+			return
+		}
+		n, ok := positiveInt(val)
+		if !ok {
+			req.LimitBad = true
+			return
+		}
+		req.Limits[k] = n
+		return
+	}
+}
+
+// positiveInt reads a JSON number that is a whole number above zero,
+// written without fraction or exponent.
+func positiveInt(val []byte) (int64, bool) {
+	if len(val) == 0 || len(val) > 18 {
+		return 0, false
+	}
+	for _, c := range val {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(string(val), 10, 64)
+	return n, err == nil && n > 0
+}
+
+// countPrompts counts the prompts of a legacy completions "prompt" array:
+// an array of strings or of token arrays holds one prompt each; an array
+// of numbers is one tokenized prompt.
+func countPrompts(val []byte) int64 {
+	i := skipWS(val, 1)
+	if i >= len(val) || val[i] == ']' {
+		return 0
+	}
+	if val[i] != '"' && val[i] != '[' {
+		return 1
+	}
+	var n int64
+	for i < len(val) {
+		i = skipWS(val, skipValue(val, i))
+		n++
+		if i >= len(val) || val[i] != ',' {
+			break
+		}
+		i = skipWS(val, i+1)
+	}
+	return n
 }
 
 // ScanRequest validates body as JSON and reads the top-level members the
@@ -93,7 +172,12 @@ func ScanRequest(body []byte) (Request, error) {
 			if n, err := strconv.ParseInt(string(val), 10, 64); err == nil && n > req.Choices {
 				req.Choices = n
 			}
+		case "prompt":
+			if val[0] == '[' {
+				req.Prompts = countPrompts(val)
+			}
 		}
+		req.scanLimit(name, val)
 		return nil
 	})
 	return req, err

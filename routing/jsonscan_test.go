@@ -398,6 +398,9 @@ func FuzzScanRequest(f *testing.F) {
 		if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' {
 			t.Fatalf("ScanRequest accepted a non-object %q", body)
 		}
+		if n := routing.CountMedia(body); n < 0 || n > len(body) {
+			t.Fatalf("CountMedia = %d for %d bytes", n, len(body))
+		}
 		if req.ModelSpan.Present() {
 			var m string
 			// Invalid UTF-8 is kept by ScanRequest but replaced by decoders.
@@ -439,21 +442,48 @@ func TestScanRequestChoicesAndLimit(t *testing.T) {
 		choices  int64
 		limitSet bool
 		max      int64
+		limits   [3]int64
+		bad      bool
+		prompts  int64
 	}{
-		{`{"model":"m"}`, 0, false, 0},
-		{`{"model":"m","n":4}`, 4, false, 0},
-		{`{"model":"m","best_of":5,"n":2}`, 5, false, 0},
-		{`{"model":"m","max_tokens":null}`, 0, false, 0},
-		{`{"model":"m","max_tokens":0}`, 0, true, 0},
-		{`{"model":"m","max_output_tokens":64}`, 0, true, 64},
-		{`{"model":"m","max_completion_tokens":"x"}`, 0, true, 0},
+		{body: `{"model":"m"}`},
+		{body: `{"model":"m","n":4}`, choices: 4},
+		{body: `{"model":"m","best_of":5,"n":2}`, choices: 5},
+		{body: `{"model":"m","max_tokens":null}`, bad: true},
+		{body: `{"model":"m","max_tokens":0}`, limitSet: true, bad: true},
+		{body: `{"model":"m","max_output_tokens":64}`, limitSet: true, max: 64, limits: [3]int64{0, 0, 64}},
+		{body: `{"model":"m","max_completion_tokens":"x"}`, limitSet: true, bad: true},
+		{body: `{"model":"m","max_tokens":7,"max_completion_tokens":9}`, limitSet: true, max: 9, limits: [3]int64{7, 9, 0}},
+		{body: `{"model":"m","MAX_TOKENS":64000}`, bad: true},
+		{body: `{"model":"m","max_tokens":1,"max_tokens":2}`, limitSet: true, max: 2, limits: [3]int64{1, 0, 0}, bad: true},
+		{body: `{"model":"m","max_tokens":1e3}`, limitSet: true, bad: true},
+		{body: `{"model":"m","max_tokens":-1}`, limitSet: true, bad: true},
+		{body: `{"model":"m","prompt":"one"}`},
+		{body: `{"model":"m","prompt":["a","b" , "c"]}`, prompts: 3},
+		{body: `{"model":"m","prompt":[1,2,3]}`, prompts: 1},
+		{body: `{"model":"m","prompt":[[1,2],[3]]}`, prompts: 2},
+		{body: `{"model":"m","prompt":[]}`},
 	} {
 		req, err := routing.ScanRequest([]byte(c.body))
 		if err != nil {
 			t.Fatalf("%s: %v", c.body, err)
 		}
-		if req.Choices != c.choices || req.LimitSet != c.limitSet || req.MaxTokens != c.max {
-			t.Errorf("%s: choices %d, limit set %v, max %d; want %d, %v, %d", c.body, req.Choices, req.LimitSet, req.MaxTokens, c.choices, c.limitSet, c.max)
+		if req.Choices != c.choices || req.LimitSet != c.limitSet || req.MaxTokens != c.max || req.Limits != c.limits || req.LimitBad != c.bad || req.Prompts != c.prompts {
+			t.Errorf("%s: got choices %d, limit set %v, max %d, limits %v, bad %v, prompts %d", c.body, req.Choices, req.LimitSet, req.MaxTokens, req.Limits, req.LimitBad, req.Prompts)
+		}
+	}
+}
+
+func TestCountMedia(t *testing.T) {
+	for body, want := range map[string]int{
+		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`:                                                              0,
+		`{"messages":[{"content":[{"type":"text","text":"image_url"},{"type":"image_url","image_url":{"url":"https://x"}}]}]}`:   1,
+		`{"input":[{"content":[{"type":"input_image","image_url":"data:,"},{"type":"input_audio"}]}]}`:                           2,
+		`{"messages":[{"content":[{"type":"image","source":{}},{"type":"image","source":{}}]}],"tools":[{"$schema":"http://"}]}`: 2,
+		`{"type":"image","nested":{"type":"audio"}}`:                                                                             2,
+	} {
+		if got := routing.CountMedia([]byte(body)); got != want {
+			t.Errorf("CountMedia(%s) = %d, want %d", body, got, want)
 		}
 	}
 }

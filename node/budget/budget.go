@@ -88,6 +88,18 @@ type Reservation struct {
 	amount int64
 }
 
+// NewReservation returns a reservation of amount that belongs to no
+// budget period, for stand-ins of a Manager (proxy.Budgets in tests).
+func NewReservation(amount int64) *Reservation { return &Reservation{amount: amount} }
+
+// Amount is what the reservation holds of each of its budgets.
+func (r *Reservation) Amount() int64 {
+	if r == nil {
+		return 0
+	}
+	return r.amount
+}
+
 // Uses returns the budget periods of the reservation with the cost that
 // counts against each (for the ledger).
 func (r *Reservation) Uses(cost int64) []*pb.BudgetUse {

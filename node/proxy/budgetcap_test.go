@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/mockllm/mock"
 	"github.com/tollgate/tollgate/node/budget"
 	"github.com/tollgate/tollgate/node/proxy"
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
@@ -18,20 +19,35 @@ import (
 	"github.com/tollgate/tollgate/routing"
 )
 
-// fakeBudgets grants every reservation and records its estimate.
+// fakeBudgets grants every reservation and records its estimate and
+// what was settled.
 type fakeBudgets struct {
 	mu        sync.Mutex
 	estimates []int64
+	settled   []int64
 }
 
 func (f *fakeBudgets) Reserve(_ context.Context, _ []*raftstore.Limit, estimate int64, _ time.Time) (*budget.Reservation, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.estimates = append(f.estimates, estimate)
-	return &budget.Reservation{}, nil
+	return budget.NewReservation(estimate), nil
 }
 
-func (f *fakeBudgets) Settle(*budget.Reservation, int64) {}
+func (f *fakeBudgets) Settle(_ *budget.Reservation, cost int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.settled = append(f.settled, cost)
+}
+
+func (f *fakeBudgets) lastSettled() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.settled) == 0 {
+		return -1
+	}
+	return f.settled[len(f.settled)-1]
+}
 
 func (f *fakeBudgets) last() int64 {
 	f.mu.Lock()
@@ -39,10 +55,17 @@ func (f *fakeBudgets) last() int64 {
 	return f.estimates[len(f.estimates)-1]
 }
 
-// linearPricing: a prompt token costs 1, a completion token 10.
+// linearPricing: a prompt token costs 1, a completion token 10; on a
+// deployment named "dear", 100 times that; one named "free" is unpriced.
 type linearPricing struct{}
 
-func (linearPricing) Cost(_ *raftstore.Deployment, prompt, completion, _ int64) (int64, bool) {
+func (linearPricing) Cost(d *raftstore.Deployment, prompt, completion, _ int64) (int64, bool) {
+	switch d.ID {
+	case "dear":
+		return 100 * (prompt + 10*completion), true
+	case "free":
+		return 0, false
+	}
 	return prompt + 10*completion, true
 }
 
@@ -146,22 +169,86 @@ func TestBudgetedRequestOutputCapped(t *testing.T) {
 		}
 	}
 
-	// The estimate: body bytes in, cap × n out, 50,000 per media URL.
+	// The estimate: body bytes in, 50,000 per image part, the cap for each
+	// answer out.
+	image := `"messages":[{"role":"user","content":[{"type":"text","text":"what is it?"},` +
+		`{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}}]}]}`
 	for _, c := range []struct {
-		name, extra string
-		outs, urls  int64
+		name, path, body string
+		outs, media      int64
 	}{
-		{"one answer", "", 1, 0},
-		{"n=3", `"n":3,`, 3, 0},
-		{"an image by URL", `"x":"https://example.com/cat.png",`, 1, 1},
+		{"one answer", "/v1/chat/completions", chat(compat, ""), 1, 0},
+		{"n=3", "/v1/chat/completions", chat(compat, `"n":3,`), 3, 0},
+		{"a small PNG", "/v1/chat/completions", `{"model":"` + compat + `",` + image, 1, 1},
+		{"three prompts", "/v1/completions", `{"model":"` + compat + `","prompt":["a","b","c"],"n":2}`, 6, 0},
+		{"tool schema URLs are not media", "/v1/chat/completions", chat(compat, `"tools":[{"type":"function","function":{"name":"f","parameters":{"$schema":"http://json-schema.org/draft-07/schema#"}}}],`), 1, 0},
 	} {
-		body := chat(compat, c.extra)
-		if r := gw.post(t, "/v1/chat/completions", budgeted, body); r.status != 200 {
+		if r := gw.post(t, c.path, budgeted, c.body); r.status != 200 {
 			t.Fatalf("%s: %d %s", c.name, r.status, r.body)
 		}
-		want := int64(len(body)) + 50_000*c.urls + 10*outputCap*c.outs
+		want := int64(len(c.body)) + 50_000*c.media + 10*outputCap*c.outs
 		if got := fb.last(); got != want {
 			t.Errorf("%s: estimate %d, want %d", c.name, got, want)
 		}
+	}
+
+	// A dearer fallback route counts; an unpriced deployment beside a
+	// priced one does not zero the estimate.
+	dear := newRoute(t, "dear", &pb.Deployment{Id: "dear", Provider: routing.ProviderOpenAICompatible, BaseUrl: base + "/v1", UpstreamModel: "up"})
+	withFallback := newRoute(t, "fb", &pb.Deployment{Id: "d", Provider: routing.ProviderOpenAICompatible, BaseUrl: base + "/v1", UpstreamModel: "up"})
+	apply(t, &pb.Command{Op: &pb.Command_SetRouteOptions{SetRouteOptions: &pb.SetRouteOptionsCommand{
+		Route: withFallback, Options: &pb.RouteOptions{Fallbacks: []string{dear}}}}})
+	body := chat(withFallback, "")
+	if r := gw.post(t, "/v1/chat/completions", budgeted, body); r.status != 200 {
+		t.Fatalf("fallback route: %d %s", r.status, r.body)
+	}
+	if got, want := fb.last(), 100*(int64(len(body))+10*outputCap); got != want {
+		t.Errorf("route with a dearer fallback: estimate %d, want %d", got, want)
+	}
+
+	// Output limits the upstream could read otherwise are refused.
+	for _, extra := range []string{`"MAX_TOKENS":64000,`, `"max_tokens":null,`, `"max_tokens":5,"max_tokens":6000,`,
+		`"max_tokens":"5",`, `"max_tokens":1.5,`, `"max_tokens":0,`, `"max_tokens":-1,`, `"max_output_tokens":5,`} {
+		r := gw.post(t, "/v1/chat/completions", budgeted, chat(openai, extra))
+		if r.status != 400 || !strings.Contains(string(r.body), "invalid_output_limit") {
+			t.Errorf("%s: %d %s", extra, r.status, r.body)
+		}
+		if r := gw.post(t, "/v1/chat/completions", free, chat(compat, extra)); r.status == 400 && strings.Contains(string(r.body), "invalid_output_limit") {
+			t.Errorf("%s without a budget: refused", extra)
+		}
+	}
+}
+
+// A stream whose usage never arrives (the client went away) counts its
+// whole reservation against the budget; a finished one its real cost.
+func TestBudgetChargedWhenUsageNeverArrives(t *testing.T) {
+	_, url := startMock(t, mock.Options{})
+	fb := &fakeBudgets{}
+	g := startGateway(t, proxy.Config{Budgets: fb, Pricing: linearPricing{}, OutputCap: 500})
+	secret := newBudgetKey(t)
+	route := newRoute(t, "abort", dep(uniq("dep"), url, "m?chunks=100000&interval=10ms"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp, sse := g.openStream(t, ctx, "/v1/chat/completions", secret, chatBody(route, `"stream":true`))
+	for range 3 {
+		if _, err := sse.next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel()
+	rec := g.rec.wait(t, resp.Header.Get("X-Request-Id"))
+	reserved := fb.last()
+	if rec.Status != 499 || rec.BudgetNanos != reserved || fb.lastSettled() != reserved {
+		t.Errorf("aborted stream: status %d, budget %d, settled %d; want 499 and the reservation %d", rec.Status, rec.BudgetNanos, fb.lastSettled(), reserved)
+	}
+
+	full := newRoute(t, "whole", dep(uniq("dep"), url, "m?chunks=5"))
+	r := g.post(t, "/v1/chat/completions", secret, chatBody(full, `"stream":true`))
+	if r.status != 200 {
+		t.Fatalf("stream: %d %s", r.status, r.body)
+	}
+	rec = g.rec.next(t)
+	if !rec.Usage.Present || rec.BudgetNanos != rec.CostNanos || fb.lastSettled() != rec.CostNanos || rec.CostNanos >= fb.last() {
+		t.Errorf("finished stream: usage %v, budget %d, cost %d, settled %d, reserved %d", rec.Usage.Present, rec.BudgetNanos, rec.CostNanos, fb.lastSettled(), fb.last())
 	}
 }

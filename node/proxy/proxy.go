@@ -6,11 +6,11 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -57,6 +57,11 @@ type Record struct {
 	// zero) when the deployment's price is unknown.
 	CostNanos int64
 	Unpriced  bool
+	// BudgetNanos is what counts against the request's budgets: its cost,
+	// or its whole reservation when an answer began but its usage never
+	// arrived (the client went away mid-stream, the stream broke, the
+	// upstream reports none), since the provider bills what it produced.
+	BudgetNanos int64
 	// Reservation is what the request held of its budgets; nil without.
 	Reservation *budget.Reservation
 	// RateLimited names the limit that refused the request ("rpm", "tpm",
@@ -293,7 +298,11 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 	// labels cannot be blown up by made-up model names.
 	rec.Model = route.Name
 	if limits := budgetsOf(st, key); len(limits) > 0 && h.cfg.Budgets != nil {
-		estimate, priced := h.estimate(route, body, &req, rec.Endpoint)
+		if msg := checkBudgetLimits(&req, rec.Endpoint); msg != "" {
+			fail(apiError{http.StatusBadRequest, typeInvalidRequest, "invalid_output_limit", "", msg})
+			return
+		}
+		estimate, priced := h.estimate(st, route, body, &req, rec.Endpoint)
 		if !priced && !allowUnpriced(limits) {
 			fail(errUnpriced(req.Model))
 			return
@@ -363,7 +372,79 @@ func estimateTokens(bodyLen int, req *routing.Request, outputCap int64) int64 {
 	if out <= 0 {
 		out = min(outputCap, 1024)
 	}
-	return int64(bodyLen/4) + out*max(req.Choices, 1)
+	return satAdd(int64(bodyLen/4), satMul(out, answers(req)))
+}
+
+// answers is how many answers a request asks for: n (or best_of) for
+// each prompt.
+func answers(req *routing.Request) int64 {
+	return satMul(max(req.Choices, 1), max(req.Prompts, 1))
+}
+
+// maxEstimate bounds estimates, so that sums of them cannot overflow.
+const maxEstimate = math.MaxInt64 / 8
+
+func satMul(a, b int64) int64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	if a > maxEstimate/b {
+		return maxEstimate
+	}
+	return a * b
+}
+
+func satAdd(a, b int64) int64 { return min(a+b, maxEstimate) } // both at most maxEstimate
+
+// limitFields are the output limits each endpoint's format has (indexes of
+// routing.Request.Limits).
+func limitFields(ep routing.Endpoint) []int {
+	switch ep {
+	case routing.EndpointChat:
+		return []int{routing.LimitMaxTokens, routing.LimitMaxCompletionTokens}
+	case routing.EndpointResponses:
+		return []int{routing.LimitMaxOutputTokens}
+	case routing.EndpointEmbeddings:
+		return nil
+	}
+	return []int{routing.LimitMaxTokens} // completions, messages
+}
+
+// checkBudgetLimits refuses, for a request under a budget, an output limit
+// its reservation could not trust: one the upstream might read otherwise
+// than the gateway (a case variant, a repeat, null, a string, a fraction,
+// zero or less), or one its format does not have, which the upstream
+// would ignore.
+func checkBudgetLimits(req *routing.Request, ep routing.Endpoint) string {
+	if ep == routing.EndpointEmbeddings {
+		return ""
+	}
+	fields := limitFields(ep)
+	names := [3]string{"max_tokens", "max_completion_tokens", "max_output_tokens"}
+	var want []string
+	for _, f := range fields {
+		want = append(want, "'"+names[f]+"'")
+	}
+	msg := "Under a budget the output limit must be one positive whole number, in " + strings.Join(want, " or ") + "."
+	if req.LimitBad {
+		return msg
+	}
+	for k, v := range req.Limits {
+		if v > 0 && !slices.Contains(fields, k) {
+			return msg + " This endpoint has no '" + names[k] + "'."
+		}
+	}
+	return ""
+}
+
+// outputLimit is the largest output limit the request sets in its format's
+// fields; 0 when it sets none.
+func outputLimit(req *routing.Request, ep routing.Endpoint) int64 {
+	var out int64
+	for _, f := range limitFields(ep) {
+		out = max(out, req.Limits[f])
+	}
+	return out
 }
 
 // setRateHeaders sets OpenAI's x-ratelimit-* headers. The values share one
@@ -458,41 +539,51 @@ func allowUnpriced(limits []*raftstore.Limit) bool {
 	return true
 }
 
-// remoteMediaTokens is what a budget reservation assumes for each string
-// in the request that starts with "http" (an image, or other media, the
-// upstream fetches by URL), whose tokens its bytes in the body do not
-// bound: a 2048-pixel image on the model dearest per image (gpt-4o-mini:
-// 2,833 + 8 × 5,667 tokens), rounded up.
-const remoteMediaTokens = 50_000
+// mediaTokens is what a budget reservation assumes for each image or
+// audio part, whose tokens its bytes do not bound (a URL, or a small PNG of
+// a large image): a 2048-pixel image on the model dearest per image
+// (gpt-4o-mini: 2,833 + 8 × 5,667 tokens), rounded up.
+const mediaTokens = 50_000
 
 // estimate bounds a request's cost from above: every body byte counted as
-// an input token, remoteMediaTokens for each media URL, and max_tokens (or
-// OutputCap, which the gateway then sends as the request's limit; see
-// outputCapField) output tokens for each answer asked for, at the dearest
-// deployment of the route. It reports false when a deployment's price is
-// unknown.
-func (h *Handler) estimate(route *raftstore.Route, body []byte, req *routing.Request, ep routing.Endpoint) (int64, bool) {
+// an input token, mediaTokens for each image or audio part, and the output
+// limit (or OutputCap, which the gateway then sends as the request's limit;
+// see outputCapField) for each answer asked for, at the dearest deployment
+// of the route and of every route its fallbacks can reach. It reports
+// false when a deployment's price is unknown; the estimate then covers the
+// priced ones.
+func (h *Handler) estimate(st *raftstore.State, route *raftstore.Route, body []byte, req *routing.Request, ep routing.Endpoint) (int64, bool) {
 	if h.cfg.Pricing == nil {
 		return 0, false
 	}
-	out := req.MaxTokens
+	out := outputLimit(req, ep)
 	if out <= 0 {
 		out = h.cfg.OutputCap
 	}
-	out *= max(req.Choices, 1)
+	out = satMul(out, answers(req))
 	if ep == routing.EndpointEmbeddings {
 		out = 0
 	}
-	in := int64(len(body)) + remoteMediaTokens*int64(bytes.Count(body, []byte(`"http`)))
+	in := satAdd(int64(len(body)), satMul(mediaTokens, int64(routing.CountMedia(body))))
 	var most int64
-	for _, d := range route.Deployments {
-		c, ok := h.cfg.Pricing.Cost(d, in, out, 0)
-		if !ok {
-			return 0, false
+	priced := true
+	var buf [8]*raftstore.Route
+	routes := append(buf[:0], route)
+	for i := 0; i < len(routes); i++ {
+		for _, d := range routes[i].Deployments {
+			c, ok := h.cfg.Pricing.Cost(d, in, out, 0)
+			priced = priced && ok
+			most = max(most, c)
 		}
-		most = max(most, c)
+		for _, names := range [][]string{routes[i].Fallbacks, routes[i].ContextFallbacks} {
+			for _, name := range names {
+				if fr := st.Resolve(name); fr != nil && !slices.Contains(routes, fr) {
+					routes = append(routes, fr)
+				}
+			}
+		}
 	}
-	return most, true
+	return most, priced
 }
 
 // commit prices the finished request, settles its budget reservation and
@@ -512,8 +603,13 @@ func (h *Handler) commit(rec *Record) {
 	} else if rec.dep != nil && rec.Usage.Present {
 		rec.Unpriced = true
 	}
+	rec.BudgetNanos = rec.CostNanos
+	if rec.Reservation != nil && !rec.Usage.Present && rec.FirstByte > 0 &&
+		(rec.Status < 400 || rec.Status == statusClientClosed) {
+		rec.BudgetNanos = max(rec.CostNanos, rec.Reservation.Amount())
+	}
 	if h.cfg.Budgets != nil && rec.Reservation != nil {
-		h.cfg.Budgets.Settle(rec.Reservation, rec.CostNanos)
+		h.cfg.Budgets.Settle(rec.Reservation, rec.BudgetNanos)
 	}
 	for _, t := range rec.tickets {
 		if t != nil {
@@ -838,7 +934,7 @@ func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, rec *Record, d
 		includeUsage = false
 	}
 	capField := ""
-	if rec.Reservation != nil && !req.LimitSet {
+	if rec.Reservation != nil && outputLimit(req, rec.Endpoint) == 0 {
 		capField = outputCapField(rec.Endpoint, d.Provider)
 	}
 	out.b = routing.RewriteRequestCapped(out.b[:0], x.body, req, upstreamModel(d, req.Model), includeUsage, capField, h.cfg.OutputCap)
