@@ -86,6 +86,15 @@ func TestClusterTLS(t *testing.T) {
 		}
 	}
 
+	// Every node reports its spend to the leader over TLS, authenticated
+	// with the sealed cluster secret, and answers spend logs.
+	waitFor(t, 15*time.Second, "the three requests in the replicated spend report", func() bool {
+		return leader.spendTotal(t).Requests >= 3
+	})
+	if recs := leader.spendLogs(t); len(recs) < 3 {
+		t.Errorf("spend logs from the nodes: %d records, want 3", len(recs))
+	}
+
 	const credValue = "sk-e2e-sealed-credential-value"
 	followers[1].ctl(t, "credential", "set", "up", "--value", credValue)
 	for _, g := range nodes {

@@ -124,9 +124,16 @@ func TestSealedCredentials(t *testing.T) {
 	if bytes.Contains(snap.GetData(), []byte(sealedTestSecret)) {
 		t.Error("a saved snapshot holds the credential in the clear")
 	}
+	st := tn.n.Store().State()
+	clusterSecret := st.ClusterSecret()
+	if !raftstore.IsSealed(st.StoredClusterSecret()) || clusterSecret == "" {
+		t.Errorf("cluster secret stored %q, opened %q; want it sealed", st.StoredClusterSecret(), clusterSecret)
+	}
 	tn.stop(15 * time.Second)
-	if f := filesContaining(t, cfg.DataDir, sealedTestSecret); len(f) > 0 {
-		t.Errorf("the credential is on disk in the clear in %v", f)
+	for _, s := range []string{sealedTestSecret, clusterSecret} {
+		if f := filesContaining(t, cfg.DataDir, s); len(f) > 0 {
+			t.Errorf("a secret is on disk in the clear in %v", f)
+		}
 	}
 
 	// Restarted without the key: the deployment cannot use the credential.
@@ -162,18 +169,26 @@ func TestCredentialsSealedWhenKeyIsAdded(t *testing.T) {
 	if v := tn.n.Store().State().Credential("up").GetValue(); v != sealedTestSecret {
 		t.Fatalf("without a key the value is stored as given; got %q", v)
 	}
+	clusterSecret := tn.n.Store().State().StoredClusterSecret()
 	tn.stop(15 * time.Second)
 
 	cfg.SecretsKey = make([]byte, 32)
 	_, _ = rand.Read(cfg.SecretsKey)
 	tn = startNode(t, cfg)
 	tn.waitReady(15 * time.Second)
-	eventually(t, 10*time.Second, "the credential sealed", func() error {
-		if v := tn.n.Store().State().Credential("up").GetValue(); !raftstore.IsSealed(v) {
+	eventually(t, 10*time.Second, "the credential and the cluster secret sealed", func() error {
+		st := tn.n.Store().State()
+		if v := st.Credential("up").GetValue(); !raftstore.IsSealed(v) {
 			return fmt.Errorf("stored value %q", v)
+		}
+		if !raftstore.IsSealed(st.StoredClusterSecret()) {
+			return fmt.Errorf("cluster secret %q", st.StoredClusterSecret())
 		}
 		return nil
 	})
+	if got := tn.n.Store().State().ClusterSecret(); got != clusterSecret {
+		t.Errorf("the resealed cluster secret opens to %q, was %q", got, clusterSecret)
+	}
 	if code, body := chatThrough(t, tn, k.GetSecret(), "m1"); code != 200 || lastAuth() != "Bearer "+sealedTestSecret {
 		t.Fatalf("after sealing: %d %s; upstream saw %q", code, body, lastAuth())
 	}

@@ -62,15 +62,21 @@ func (n *Node) apply(ctx context.Context, c *pb.Command) error {
 // ensureClusterSecret sets the secret nodes authenticate each other with,
 // once per cluster (leader only).
 func (n *Node) ensureClusterSecret(ctx context.Context) error {
-	if n.store.State().ClusterSecret() != "" {
+	st := n.store.State()
+	if st.StoredClusterSecret() != "" {
 		return nil
 	}
+	secret, err := st.SealClusterSecret(randomToken(32))
+	if err != nil {
+		return err
+	}
 	return n.apply(ctx, &pb.Command{Op: &pb.Command_SetClusterSecret{
-		SetClusterSecret: &pb.SetClusterSecretCommand{Secret: randomToken(32)}}})
+		SetClusterSecret: &pb.SetClusterSecretCommand{Secret: secret}}})
 }
 
 // sealCredentials, on the leader of a node with a secrets key, seals the
-// credentials stored before the key was set, one command each. A reseal
+// cluster secret and the credentials stored before the key was set, one
+// command each. A reseal
 // applies only if the credential did not change since it was read (see
 // SetCredentialCommand.reseal_of). Older Raft log entries and snapshots
 // keep the clear values until Raft compacts them.
@@ -81,6 +87,16 @@ func (n *Node) sealCredentials(ctx context.Context) error {
 	st := n.store.State()
 	if _, ok := st.Sealing(); !ok {
 		return nil
+	}
+	if cs := st.StoredClusterSecret(); cs != "" && !raftstore.IsSealed(cs) {
+		v, err := st.SealClusterSecret(cs)
+		if err != nil {
+			return err
+		}
+		if err := n.apply(ctx, &pb.Command{Op: &pb.Command_SetClusterSecret{
+			SetClusterSecret: &pb.SetClusterSecretCommand{Secret: v, ResealOf: cs}}}); err != nil {
+			return fmt.Errorf("seal the cluster secret: %w", err)
+		}
 	}
 	for _, c := range st.Credentials() {
 		if raftstore.IsSealed(c.GetValue()) {

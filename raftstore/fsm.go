@@ -269,7 +269,7 @@ func applyCommand(cur *State, cmd *pb.Command) (*State, applyResult) {
 	case *pb.Command_ReleaseNode:
 		next, err = releaseNode(cur, op.ReleaseNode.GetNode())
 	case *pb.Command_SetClusterSecret:
-		next, err = setClusterSecret(cur, op.SetClusterSecret.GetSecret())
+		next, err = setClusterSecret(cur, op.SetClusterSecret)
 	default:
 		err = fmt.Errorf("unknown command %T: %w", op, ErrInvalid)
 	}

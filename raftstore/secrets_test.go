@@ -151,3 +151,44 @@ func TestResealIsConditional(t *testing.T) {
 		t.Errorf("reseal of a deleted credential: %v, credential %v", err, h.state().Credential("b"))
 	}
 }
+
+// The cluster secret is sealed like a credential; a reseal keeps the same
+// secret and applies only over the value it read; without the key it does
+// not open (and the node cannot authenticate to the others).
+func TestClusterSecretSealed(t *testing.T) {
+	s := testSealer(t, 5)
+	h := &harness{t: t, f: newSealedFSM(s), now: baseNanos - 1e9}
+	const clear = "cluster-secret-0123456789abcdef"
+	h.must(&pb.Command{Op: &pb.Command_SetClusterSecret{SetClusterSecret: &pb.SetClusterSecretCommand{Secret: clear}}})
+	sealed, err := h.state().SealClusterSecret(clear)
+	if err != nil || !IsSealed(sealed) {
+		t.Fatalf("SealClusterSecret: %q, %v", sealed, err)
+	}
+	// A stale reseal (not over the stored value) and a plain overwrite do
+	// nothing.
+	h.must(&pb.Command{Op: &pb.Command_SetClusterSecret{SetClusterSecret: &pb.SetClusterSecretCommand{Secret: sealed, ResealOf: "other"}}},
+		&pb.Command{Op: &pb.Command_SetClusterSecret{SetClusterSecret: &pb.SetClusterSecretCommand{Secret: "another-secret-0123456789"}}})
+	if h.state().StoredClusterSecret() != clear {
+		t.Fatalf("stored %q after a stale reseal and an overwrite", h.state().StoredClusterSecret())
+	}
+	h.must(&pb.Command{Op: &pb.Command_SetClusterSecret{SetClusterSecret: &pb.SetClusterSecretCommand{Secret: sealed, ResealOf: clear}}})
+	if st := h.state(); st.StoredClusterSecret() != sealed || st.ClusterSecret() != clear {
+		t.Errorf("after the reseal: stored %q, opened %q", st.StoredClusterSecret(), st.ClusterSecret())
+	}
+	data := persist(t, h.f)
+	if bytes.Contains(data, []byte(clear)) {
+		t.Error("the snapshot holds the cluster secret in the clear")
+	}
+	f := newSealedFSM(nil)
+	if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.state.Load().ClusterSecret(); got != "" {
+		t.Errorf("a node without the key opened the cluster secret: %q", got)
+	}
+	// A credential sealed value does not open as the cluster secret.
+	asCred, _ := s.Seal("x", clear)
+	if _, err := s.Open(clusterSecretName, asCred); err == nil {
+		t.Error("a credential's sealed value opened as the cluster secret")
+	}
+}

@@ -162,8 +162,29 @@ func (s *State) BudgetPeriod(budget string, start int64) *pb.BudgetPeriod {
 // NodeSeq returns the last spend report applied for node.
 func (s *State) NodeSeq(node string) uint64 { return s.nodeSeqs[node] }
 
-// ClusterSecret returns the secret nodes authenticate each other with.
-func (s *State) ClusterSecret() string { return s.clusterSecret }
+// clusterSecretName is the additional data the cluster secret is sealed
+// with: not a valid credential name, so neither opens as the other.
+const clusterSecretName = "\x00cluster-secret"
+
+// ClusterSecret returns the secret nodes authenticate each other with,
+// opened if it is sealed; "" when there is none or this node cannot open
+// it (it then cannot call the others, nor they it).
+func (s *State) ClusterSecret() string {
+	v, err := s.sealer.Open(clusterSecretName, s.clusterSecret)
+	if err != nil {
+		return ""
+	}
+	return v
+}
+
+// StoredClusterSecret is the cluster secret as stored (sealed or not).
+func (s *State) StoredClusterSecret() string { return s.clusterSecret }
+
+// SealClusterSecret returns the value to store for the cluster secret:
+// sealed when this node has a secrets key, else secret itself.
+func (s *State) SealClusterSecret(secret string) (string, error) {
+	return s.SealCredential(clusterSecretName, secret)
+}
 
 // rollupKey orders rollups by hour, then key, team and model.
 func rollupKey(r *pb.SpendRollup) []byte {
@@ -420,8 +441,13 @@ func releaseNode(cur *State, node string) (*State, error) {
 	return next, nil
 }
 
-func setClusterSecret(cur *State, secret string) (*State, error) {
-	if cur.clusterSecret != "" {
+func setClusterSecret(cur *State, c *pb.SetClusterSecretCommand) (*State, error) {
+	secret := c.GetSecret()
+	if of := c.GetResealOf(); of != "" {
+		if cur.clusterSecret != of || !IsSealed(secret) {
+			return nil, nil // changed meanwhile, or not a reseal: nothing to do
+		}
+	} else if cur.clusterSecret != "" {
 		return nil, nil
 	}
 	if len(secret) < 16 {

@@ -1622,8 +1622,12 @@ func (x *NodeSeq) GetSeq() uint64 {
 // SetClusterSecretCommand sets the secret nodes use to authenticate their
 // calls to each other; only the first one takes effect.
 type SetClusterSecretCommand struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Secret        string                 `protobuf:"bytes,1,opt,name=secret,proto3" json:"secret,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Secret string                 `protobuf:"bytes,1,opt,name=secret,proto3" json:"secret,omitempty"`
+	// When set, the command reseals the secret (the same secret, now sealed
+	// with the secrets key): it applies only while the stored value is
+	// reseal_of.
+	ResealOf      string `protobuf:"bytes,2,opt,name=reseal_of,json=resealOf,proto3" json:"reseal_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1661,6 +1665,13 @@ func (*SetClusterSecretCommand) Descriptor() ([]byte, []int) {
 func (x *SetClusterSecretCommand) GetSecret() string {
 	if x != nil {
 		return x.Secret
+	}
+	return ""
+}
+
+func (x *SetClusterSecretCommand) GetResealOf() string {
+	if x != nil {
+		return x.ResealOf
 	}
 	return ""
 }
@@ -1952,9 +1963,10 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"/\n" +
 	"\aNodeSeq\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x10\n" +
-	"\x03seq\x18\x02 \x01(\x04R\x03seq\"1\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\"N\n" +
 	"\x17SetClusterSecretCommand\x12\x16\n" +
-	"\x06secret\x18\x01 \x01(\tR\x06secret\"\xe5\x03\n" +
+	"\x06secret\x18\x01 \x01(\tR\x06secret\x12\x1b\n" +
+	"\treseal_of\x18\x02 \x01(\tR\bresealOf\"\xe5\x03\n" +
 	"\bSnapshot\x12*\n" +
 	"\x04keys\x18\x01 \x03(\v2\x16.tollgate.v1.StoredKeyR\x04keys\x12/\n" +
 	"\x06routes\x18\x02 \x03(\v2\x17.tollgate.v1.ModelRouteR\x06routes\x12?\n" +
