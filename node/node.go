@@ -118,6 +118,9 @@ type Config struct {
 	// Raft log, so the log, snapshots and backups hold them encrypted;
 	// every node needs the same key. Empty: stored in the clear.
 	SecretsKey []byte
+	// SecretsOldKeys open values sealed with keys being rotated out; the
+	// leader reseals them with SecretsKey.
+	SecretsOldKeys [][]byte
 	// GossipKey (16, 24 or 32 bytes) encrypts and authenticates gossip;
 	// every node needs the same key. Empty: gossip in the clear.
 	GossipKey []byte
@@ -193,6 +196,9 @@ func New(cfg Config) (*Node, error) {
 	if cfg.HTTPTLS && n.tls == nil {
 		return nil, errors.New("--http-tls needs --tls-cert, --tls-key and --tls-ca")
 	}
+	if len(cfg.SecretsOldKeys) > 0 && len(cfg.SecretsKey) == 0 {
+		return nil, errors.New("--secrets-old-keys needs --secrets-key: the key values are resealed with")
+	}
 	if n.tls != nil && len(cfg.GossipKey) == 0 {
 		// Membership comes from gossip: without the key, anyone who
 		// reaches the gossip port could be added as a Raft voter, and TLS
@@ -228,7 +234,7 @@ func New(cfg Config) (*Node, error) {
 		rcfg.TLSServer, rcfg.TLSClient = n.tls.peerServer, n.tls.peerClient
 	}
 	if len(cfg.SecretsKey) > 0 {
-		if rcfg.Secrets, err = raftstore.NewSealer(cfg.SecretsKey); err != nil {
+		if rcfg.Secrets, err = raftstore.NewSealer(cfg.SecretsKey, cfg.SecretsOldKeys...); err != nil {
 			return nil, err
 		}
 	}

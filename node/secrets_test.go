@@ -291,3 +291,48 @@ func TestRestoreSealsCredentials(t *testing.T) {
 		t.Error("the refused restore changed the state")
 	}
 }
+
+// Rotating the secrets key: with the new key and the old one among the
+// old keys, the leader reseals everything with the new key and the
+// credential keeps working; then the old key can go.
+func TestSecretsKeyRotation(t *testing.T) {
+	up, lastAuth := authUpstream(t)
+	oldKey, newKey := make([]byte, 32), make([]byte, 32)
+	_, _ = rand.Read(oldKey)
+	_, _ = rand.Read(newKey)
+	cfg := baseConfig(t, "solo", testLogger(t))
+	cfg.RaftAddr = localAddr(freePort(t, false))
+	cfg.SecretsKey = oldKey
+	tn, k := startWithCredential(t, cfg, up)
+	secret := tn.n.Store().State().ClusterSecret()
+	tn.stop(15 * time.Second)
+
+	cfg.SecretsKey, cfg.SecretsOldKeys = newKey, [][]byte{oldKey}
+	tn = startNode(t, cfg)
+	tn.waitReady(15 * time.Second)
+	newSealer, err := raftstore.NewSealer(newKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "everything resealed with the new key", func() error {
+		st := tn.n.Store().State()
+		if v := st.Credential("up").GetValue(); !newSealer.Current(v) {
+			return fmt.Errorf("credential %q", v)
+		}
+		if v := st.StoredClusterSecret(); !newSealer.Current(v) {
+			return fmt.Errorf("cluster secret %q", v)
+		}
+		return nil
+	})
+	if got := tn.n.Store().State().ClusterSecret(); got != secret {
+		t.Errorf("cluster secret %q after rotation, was %q", got, secret)
+	}
+	tn.stop(15 * time.Second)
+
+	cfg.SecretsOldKeys = nil
+	tn = startNode(t, cfg)
+	tn.waitReady(15 * time.Second)
+	if code, body := chatThrough(t, tn, k.GetSecret(), "m1"); code != 200 || lastAuth() != "Bearer "+sealedTestSecret {
+		t.Fatalf("with the new key alone: %d %s; upstream saw %q", code, body, lastAuth())
+	}
+}

@@ -75,8 +75,8 @@ func (n *Node) ensureClusterSecret(ctx context.Context) error {
 }
 
 // sealCredentials, on the leader of a node with a secrets key, seals the
-// cluster secret and the credentials stored before the key was set, one
-// command each. A reseal
+// cluster secret and the credentials stored before the key was set, or
+// sealed with a key being rotated out, one command each. A reseal
 // applies only if the credential did not change since it was read (see
 // SetCredentialCommand.reseal_of). Older Raft log entries and snapshots
 // keep the clear values until Raft compacts them.
@@ -88,8 +88,8 @@ func (n *Node) sealCredentials(ctx context.Context) error {
 	if _, ok := st.Sealing(); !ok {
 		return nil
 	}
-	if cs := st.StoredClusterSecret(); cs != "" && !raftstore.IsSealed(cs) {
-		v, err := st.SealClusterSecret(cs)
+	if cs := st.StoredClusterSecret(); st.ClusterSecretNeedsSeal() {
+		v, err := st.SealClusterSecret(st.ClusterSecret())
 		if err != nil {
 			return err
 		}
@@ -99,10 +99,14 @@ func (n *Node) sealCredentials(ctx context.Context) error {
 		}
 	}
 	for _, c := range st.Credentials() {
-		if raftstore.IsSealed(c.GetValue()) {
+		if !st.NeedsSeal(c.GetName(), c.GetValue()) {
 			continue
 		}
-		v, err := st.SealCredential(c.GetName(), c.GetValue())
+		clear, err := st.OpenCredential(c)
+		if err != nil {
+			return err
+		}
+		v, err := st.SealCredential(c.GetName(), clear)
 		if err != nil {
 			return err
 		}
@@ -114,7 +118,7 @@ func (n *Node) sealCredentials(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("seal credential %q: %w", c.GetName(), err)
 		}
-		n.log.Info("sealed a credential stored in the clear", "credential", c.GetName())
+		n.log.Info("sealed a credential with the current secrets key", "credential", c.GetName())
 	}
 	return nil
 }

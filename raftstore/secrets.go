@@ -26,23 +26,50 @@ const sealedPrefix = "tgsealed:v1:"
 type Sealer struct {
 	aead  cipher.AEAD
 	keyID string // hex of the first 4 bytes of the key's SHA-256
+	// old open values sealed with earlier keys, by key id (rotation).
+	old map[string]cipher.AEAD
 }
 
-// NewSealer makes a Sealer from a 32-byte key (AES-256-GCM).
-func NewSealer(key []byte) (*Sealer, error) {
+// NewSealer makes a Sealer from a 32-byte key (AES-256-GCM). Values sealed
+// with any of oldKeys still open (a key being rotated out); Seal uses key.
+func NewSealer(key []byte, oldKeys ...[]byte) (*Sealer, error) {
+	aead, kid, err := newAEAD(key)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sealer{aead: aead, keyID: kid, old: map[string]cipher.AEAD{}}
+	for _, k := range oldKeys {
+		a, id, err := newAEAD(k)
+		if err != nil {
+			return nil, fmt.Errorf("old %w", err)
+		}
+		if id != kid {
+			s.old[id] = a
+		}
+	}
+	return s, nil
+}
+
+func newAEAD(key []byte) (cipher.AEAD, string, error) {
 	if len(key) != 32 {
-		return nil, fmt.Errorf("secrets key: %d bytes; want 32 (generate one with: openssl rand -base64 32)", len(key))
+		return nil, "", fmt.Errorf("secrets key: %d bytes; want 32 (generate one with: openssl rand -base64 32)", len(key))
 	}
 	block, err := aes.NewCipher(key)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	aead, err := cipher.NewGCM(block)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	sum := sha256.Sum256(key)
-	return &Sealer{aead: aead, keyID: hex.EncodeToString(sum[:4])}, nil
+	return aead, hex.EncodeToString(sum[:4]), nil
+}
+
+// Current reports whether a stored value is sealed with this Sealer's
+// key (not in the clear, nor with an old key).
+func (s *Sealer) Current(stored string) bool {
+	return s != nil && strings.HasPrefix(stored, sealedPrefix+s.keyID+":")
 }
 
 // KeyID names the key without giving it away, for messages and logs;
@@ -84,14 +111,17 @@ func (s *Sealer) Open(name, stored string) (string, error) {
 	if s == nil {
 		return "", fmt.Errorf("sealed with secrets key %s, and this node has no secrets key (TOLLGATE_SECRETS_KEY)", kid)
 	}
+	aead := s.aead
 	if kid != s.keyID {
-		return "", fmt.Errorf("sealed with secrets key %s, and this node's key is %s (TOLLGATE_SECRETS_KEY differs between nodes?)", kid, s.keyID)
+		if aead = s.old[kid]; aead == nil {
+			return "", fmt.Errorf("sealed with secrets key %s, and this node's key is %s (TOLLGATE_SECRETS_KEY differs between nodes? a key being rotated out belongs in TOLLGATE_SECRETS_OLD_KEYS)", kid, s.keyID)
+		}
 	}
 	ct, err := base64.RawStdEncoding.DecodeString(b64)
-	if err != nil || len(ct) < s.aead.NonceSize() {
+	if err != nil || len(ct) < aead.NonceSize() {
 		return "", errors.New("malformed sealed value")
 	}
-	pt, err := s.aead.Open(nil, ct[:s.aead.NonceSize()], ct[s.aead.NonceSize():], []byte(name))
+	pt, err := aead.Open(nil, ct[:aead.NonceSize()], ct[aead.NonceSize():], []byte(name))
 	if err != nil {
 		return "", errors.New("sealed value does not open with this node's secrets key (tampered, or sealed for another credential)")
 	}
@@ -110,6 +140,17 @@ func (s *State) SealCredential(name, value string) (string, error) {
 // OpenCredential returns a stored credential's value (see Sealer.Open).
 func (s *State) OpenCredential(c *pb.StoredCredential) (string, error) {
 	return s.sealer.Open(c.GetName(), c.GetValue())
+}
+
+// NeedsSeal reports whether a stored value should be sealed (again) with
+// this node's key: it is in the clear, or sealed with an old key that
+// opens here. A value that does not open is left alone.
+func (s *State) NeedsSeal(name, stored string) bool {
+	if s.sealer == nil || s.sealer.Current(stored) {
+		return false
+	}
+	_, err := s.sealer.Open(name, stored)
+	return err == nil
 }
 
 // Sealing reports whether this node seals credentials, and with which key.

@@ -192,3 +192,37 @@ func TestClusterSecretSealed(t *testing.T) {
 		t.Error("a credential's sealed value opened as the cluster secret")
 	}
 }
+
+// Rotation: a sealer with the old key among its old keys opens what the
+// old key sealed, seals with the new one, and says what needs resealing.
+func TestSealerRotation(t *testing.T) {
+	oldKey, newKey := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
+	oldS, _ := NewSealer(oldKey)
+	rot, err := NewSealer(newKey, oldKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onlyNew, _ := NewSealer(newKey)
+	v, _ := oldS.Seal("c", "secret")
+	if got, err := rot.Open("c", v); err != nil || got != "secret" {
+		t.Fatalf("rotating sealer opens the old key's value: %q, %v", got, err)
+	}
+	if _, err := onlyNew.Open("c", v); err == nil || !strings.Contains(err.Error(), "TOLLGATE_SECRETS_OLD_KEYS") {
+		t.Errorf("without the old key: %v", err)
+	}
+	nv, _ := rot.Seal("c", "secret")
+	if !rot.Current(nv) || rot.Current(v) || rot.Current("secret") {
+		t.Error("Current is wrong")
+	}
+	st := &State{sealer: rot}
+	if !st.NeedsSeal("c", v) || !st.NeedsSeal("c", "secret") || st.NeedsSeal("c", nv) {
+		t.Error("NeedsSeal is wrong")
+	}
+	foreign, _ := testSealer(t, 9).Seal("c", "x")
+	if st.NeedsSeal("c", foreign) {
+		t.Error("a value that does not open here would be resealed")
+	}
+	if _, err := NewSealer(newKey, []byte("short")); err == nil {
+		t.Error("a short old key was taken")
+	}
+}

@@ -180,6 +180,12 @@ func (s *State) ClusterSecret() string {
 // StoredClusterSecret is the cluster secret as stored (sealed or not).
 func (s *State) StoredClusterSecret() string { return s.clusterSecret }
 
+// ClusterSecretNeedsSeal reports whether the stored cluster secret should
+// be sealed (again) with this node's key (see NeedsSeal).
+func (s *State) ClusterSecretNeedsSeal() bool {
+	return s.clusterSecret != "" && s.NeedsSeal(clusterSecretName, s.clusterSecret)
+}
+
 // SealClusterSecret returns the value to store for the cluster secret:
 // sealed when this node has a secrets key, else secret itself.
 func (s *State) SealClusterSecret(secret string) (string, error) {

@@ -99,7 +99,8 @@ Flags:
 	str(&cfg.TLSKey, "tls-key", "TOLLGATE_TLS_KEY", "", "PEM private key of --tls-cert")
 	str(&cfg.TLSCA, "tls-ca", "TOLLGATE_TLS_CA", "", "PEM certificate of the cluster CA: other nodes must present a certificate it signed")
 	fs.BoolVar(&cfg.HTTPTLS, "http-tls", envBool("TOLLGATE_HTTP_TLS"), "serve the OpenAI-compatible API over TLS too, with --tls-cert [TOLLGATE_HTTP_TLS]")
-	var gossipKey, secretsKey string
+	var gossipKey, secretsKey, secretsOldKeys string
+	str(&secretsOldKeys, "secrets-old-keys", "TOLLGATE_SECRETS_OLD_KEYS", "", "comma-separated base64 secrets keys being rotated out: values sealed with them still open, and the leader reseals them with --secrets-key")
 	str(&secretsKey, "secrets-key", "TOLLGATE_SECRETS_KEY", "", "base64 key of 32 bytes that seals provider credentials in the Raft log and snapshots, the same on every node (openssl rand -base64 32); prefer the environment variable")
 	str(&gossipKey, "gossip-key", "TOLLGATE_GOSSIP_KEY", "", "base64 key of 16, 24 or 32 bytes that encrypts gossip, the same on every node (openssl rand -base64 32); prefer the environment variable, flags show in ps")
 	fs.BoolVar(&showVersion, "version", false, "print the version and exit")
@@ -163,6 +164,16 @@ Flags:
 	if cfg.SecretsKey, err = node.ParseSecretsKey(secretsKey); err != nil {
 		fmt.Fprintf(stderr, "tollgate: --secrets-key: %v\n", err)
 		return 2
+	}
+	for _, s := range strings.Split(secretsOldKeys, ",") {
+		k, err := node.ParseSecretsKey(s)
+		if err != nil {
+			fmt.Fprintf(stderr, "tollgate: --secrets-old-keys: %v\n", err)
+			return 2
+		}
+		if k != nil {
+			cfg.SecretsOldKeys = append(cfg.SecretsOldKeys, k)
+		}
 	}
 	cfg.AdminToken = os.Getenv("TOLLGATE_ADMIN_TOKEN")
 	cfg.OpenAIKey = os.Getenv("OPENAI_API_KEY")
