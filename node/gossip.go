@@ -97,6 +97,11 @@ func newGossip(cfg gossipConfig) (*gossip, error) {
 	mc.Name = cfg.NodeID
 	// Rate-limit usage rides on gossip: send it every 100 ms.
 	mc.GossipInterval = min(mc.GossipInterval, 100*time.Millisecond)
+	// A membership change (a join, a node's metadata) is sent this many
+	// times log(N) to GossipNodes random members: with the local timings'
+	// 2, in a cluster of five or more a change missed a given member now
+	// and then until the next push/pull, up to half a minute later.
+	mc.RetransmitMult = max(mc.RetransmitMult, 4)
 	host, port, err := splitHostPort(cfg.BindAddr)
 	if err != nil {
 		return nil, fmt.Errorf("gossip address %q: %w", cfg.BindAddr, err)

@@ -2,7 +2,14 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
 	"sort"
+	"strings"
 	"time"
 
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
@@ -53,6 +60,75 @@ func (n *Node) runMembership(ctx context.Context) {
 			clear(missing)
 		}
 	}
+}
+
+// probeTimeout bounds probeRaft.
+const probeTimeout = 3 * time.Second
+
+// probeRaft checks, before the leader makes a gossip member a Raft server,
+// that its Raft address answers: with TLS, with a certificate of the
+// cluster CA that names the node (common name or a DNS name equal to its
+// id, or starting with its id and a dot). Gossip alone (whose key may
+// leak) cannot then add unreachable voters, which would cost the cluster
+// its quorum, or a stranger's address under a member's name.
+func (n *Node) probeRaft(id, addr string) error {
+	key := id + "\x00" + addr
+	if until, ok := n.probeFailed[key]; ok && time.Now().Before(until) {
+		return errors.New("failed a probe moments ago")
+	}
+	err := n.dialRaft(id, addr)
+	if err != nil {
+		if n.probeFailed == nil {
+			n.probeFailed = map[string]time.Time{}
+		}
+		maps.DeleteFunc(n.probeFailed, func(_ string, until time.Time) bool { return time.Now().After(until) })
+		n.probeFailed[key] = time.Now().Add(probeRetry)
+	}
+	return err
+}
+
+// probeRetry is how long a failed probe is not repeated (the membership
+// loop runs every second).
+const probeRetry = 10 * time.Second
+
+func (n *Node) dialRaft(id, addr string) error {
+	if n.tls == nil {
+		c, err := net.DialTimeout("tcp", addr, probeTimeout)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	}
+	cfg := n.tls.peerClient.Clone()
+	verifyCA := cfg.VerifyConnection
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		if err := verifyCA(cs); err != nil {
+			return err
+		}
+		if !certNames(cs.PeerCertificates[0], id) {
+			return fmt.Errorf("its certificate (common name %q) does not name node %q: issue it with tollgate tls cert --name %s", cs.PeerCertificates[0].Subject.CommonName, id, id)
+		}
+		return nil
+	}
+	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: probeTimeout}, Config: cfg}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// certNames reports whether a certificate names node id.
+func certNames(c *x509.Certificate, id string) bool {
+	if c.Subject.CommonName == id {
+		return true
+	}
+	for _, d := range c.DNSNames {
+		if d == id || strings.HasPrefix(d, id+".") {
+			return true
+		}
+	}
+	return false
 }
 
 // markJoined clears the Fresh flag in gossip once this node has Raft state
@@ -159,6 +235,10 @@ func (n *Node) reconcile(missing map[string]time.Time) {
 		s, ok := inRaft[id]
 		switch {
 		case !ok:
+			if err := n.probeRaft(id, m.meta.Raft); err != nil {
+				n.log.Warn("not adding node to raft: its raft address does not answer as that node", "node", id, "addr", m.meta.Raft, "err", err)
+				continue
+			}
 			voter := voters < maxVoters
 			if err := n.store.AddServer(raftstore.Server{ID: id, Address: m.meta.Raft, Voter: voter}); err != nil {
 				n.log.Warn("add node to raft", "node", id, "err", err)
@@ -169,6 +249,10 @@ func (n *Node) reconcile(missing map[string]time.Time) {
 			}
 			n.log.Info("added node to raft", "node", id, "voter", voter)
 		case s.Address != m.meta.Raft:
+			if err := n.probeRaft(id, m.meta.Raft); err != nil {
+				n.log.Warn("not moving node in raft: its new raft address does not answer as that node", "node", id, "addr", m.meta.Raft, "err", err)
+				continue
+			}
 			n.log.Info("node's raft address changed; re-adding", "node", id, "old", s.Address, "new", m.meta.Raft)
 			if err := n.store.RemoveServer(id); err == nil {
 				_ = n.store.AddServer(raftstore.Server{ID: id, Address: m.meta.Raft, Voter: s.Voter})

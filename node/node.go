@@ -149,9 +149,12 @@ type Node struct {
 	grpcSrv    *grpc.Server
 	adminToken string
 	tls        *clusterTLS // nil: no TLS
-	ready      atomic.Bool
-	draining   atomic.Bool
-	closeOnce  sync.Once
+	// probeFailed: raft addresses of gossip members that failed a probe,
+	// until when not to probe again (membership goroutine only).
+	probeFailed map[string]time.Time
+	ready       atomic.Bool
+	draining    atomic.Bool
+	closeOnce   sync.Once
 
 	limiter          *ratelimit.Limiter
 	ledger           *ledger.Ledger

@@ -9,14 +9,17 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -178,6 +181,80 @@ func TestClusterTLS(t *testing.T) {
 		}
 	})
 
+	t.Run("raft takes only members whose certificate names them", func(t *testing.T) {
+		// Members that have the gossip key (it may leak) but whose Raft
+		// address does not answer with a certificate naming them.
+		plain, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer plain.Close()
+		misnamed, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{issuePair(t, ca, "somebody")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer misnamed.Close()
+		for _, ln := range []net.Listener{plain, misnamed} {
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					go func() { _, _ = io.Copy(io.Discard, c); c.Close() }()
+				}
+			}()
+		}
+		leader, err := agreedLeader(nodes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fakes []*memberlist.Memberlist
+		for id, raftAddr := range map[string]string{"evil1": plain.Addr().String(), "evil2": misnamed.Addr().String()} {
+			ml := fakeMember(t, id, raftAddr, gossipKey)
+			// Joined through the leader itself: it learns of them at once,
+			// not by gossip that may take a push/pull round to reach it.
+			if _, err := ml.Join([]string{leader.gossipAddr()}); err != nil {
+				t.Fatalf("%s joins gossip with the key: %v", id, err)
+			}
+			fakes = append(fakes, ml)
+		}
+		eventually(t, 10*time.Second, "the leader to see the fake members", func() error {
+			l, err := agreedLeader(nodes)
+			if err != nil {
+				return err
+			}
+			for _, id := range []string{"evil1", "evil2"} {
+				if m, ok := l.n.gossip.snapshot()[id]; !ok || !m.parsed {
+					return fmt.Errorf("%s not in gossip", id)
+				}
+			}
+			return nil
+		})
+		time.Sleep(3 * reconcileInterval)
+		srvs, err := nodes[0].n.Store().Servers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range srvs {
+			if strings.HasPrefix(s.ID, "evil") {
+				t.Errorf("raft took %s at %s", s.ID, s.Address)
+			}
+		}
+		for _, ml := range fakes {
+			_ = ml.Leave(time.Second)
+			_ = ml.Shutdown()
+		}
+
+		// A real node with its own certificate joins.
+		cfg := baseConfig(t, "n4", testLogger(t))
+		cfg.Join = []string{nodes[0].gossipAddr()}
+		cfg.TLSCert, cfg.TLSKey = issueFiles(t, ca, dir, "n4")
+		cfg.TLSCA, cfg.HTTPTLS, cfg.GossipKey = caFile, true, gossipKey
+		n4 := startNode(t, cfg)
+		waitCluster(t, append(slices.Clone(nodes), n4), 4, 0)
+	})
+
 	t.Run("gossip refuses members without the key", func(t *testing.T) {
 		wrong := make([]byte, 32)
 		_, _ = rand.Read(wrong)
@@ -204,6 +281,35 @@ func TestClusterTLS(t *testing.T) {
 		}
 	})
 }
+
+// fakeMember is a bare memberlist member that gossips Tollgate metadata
+// naming raftAddr as its Raft address.
+func fakeMember(t *testing.T, id, raftAddr string, key []byte) *memberlist.Memberlist {
+	t.Helper()
+	meta, err := json.Marshal(memberMeta{ID: id, HTTP: "127.0.0.1:1", Admin: "127.0.0.1:1", Raft: raftAddr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := memberlist.DefaultLocalConfig()
+	mc.Name = id
+	mc.BindAddr, mc.BindPort = "127.0.0.1", freePort(t, true)
+	mc.SecretKey = key
+	mc.Delegate = metaDelegate(meta)
+	mc.LogOutput = testWriter{t}
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ml
+}
+
+type metaDelegate []byte
+
+func (d metaDelegate) NodeMeta(int) []byte           { return d }
+func (metaDelegate) NotifyMsg([]byte)                {}
+func (metaDelegate) GetBroadcasts(int, int) [][]byte { return nil }
+func (metaDelegate) LocalState(bool) []byte          { return nil }
+func (metaDelegate) MergeRemoteState([]byte, bool)   {}
 
 // raftProbe opens a TLS connection to a Raft port and reads from it: a
 // connection the server keeps open times out (it waits for an RPC); a
