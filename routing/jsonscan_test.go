@@ -481,6 +481,8 @@ func TestCountMedia(t *testing.T) {
 		`{"input":[{"content":[{"type":"input_image","image_url":"data:,"},{"type":"input_audio"}]}]}`:                           2,
 		`{"messages":[{"content":[{"type":"image","source":{}},{"type":"image","source":{}}]}],"tools":[{"$schema":"http://"}]}`: 2,
 		`{"type":"image","nested":{"type":"audio"}}`:                                                                             2,
+		`{"messages":[{"content":[{"typ\u0065":"image_url"},{"type":"image\u005furl"}]}]}`:                                       2,
+		`{"text":"say \"type\":\"image\" please"}`:                                                                               0,
 	} {
 		if got := routing.CountMedia([]byte(body)); got != want {
 			t.Errorf("CountMedia(%s) = %d, want %d", body, got, want)
@@ -508,6 +510,19 @@ func TestRewriteRequestCapped(t *testing.T) {
 		got, err := routing.ScanRequest(out)
 		if err != nil || !json.Valid(out) || got.MaxTokens != 99 || got.Model != "b" || got.Stream != req.Stream || (c.force && !got.IncludeUsage) {
 			t.Errorf("%s: rescanned %+v, %v", out, got, err)
+		}
+	}
+}
+
+// BenchmarkCountMedia: the walk a budgeted request pays for its media
+// allowance, on a 2 KB chat body with one image part.
+func BenchmarkCountMedia(b *testing.B) {
+	body := []byte(`{"model":"m","messages":[{"role":"system","content":"` + strings.Repeat("You are helpful. ", 100) +
+		`"},{"role":"user","content":[{"type":"text","text":"What is in this image?"},{"type":"image_url","image_url":{"url":"https://example.com/a.png"}}]}]}`)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if routing.CountMedia(body) != 1 {
+			b.Fatal("miscounted")
 		}
 	}
 }

@@ -1,5 +1,7 @@
 package routing
 
+import "bytes"
+
 // mediaTypes are the "type" values of the content parts that carry an
 // image or audio, in the OpenAI chat, Responses and Anthropic formats.
 var mediaTypes = map[string]bool{
@@ -12,9 +14,54 @@ var mediaTypes = map[string]bool{
 // not bounded by their bytes (a small PNG, or a URL, may cost thousands),
 // so a budget reservation adds an allowance for each.
 func CountMedia(body []byte) int {
+	if bytes.Contains(body, []byte(`\u`)) {
+		// A name may be spelled with escapes ("typ\u0065"), which every
+		// decoder upstream reads as "type": walk the structure, decoding.
+		n := 0
+		countMedia(body, skipWS(body, 0), &n, 0)
+		return n
+	}
+	// Without \u escapes a member named "type" is spelled so: find each,
+	// at memchr speed. In valid JSON an unescaped quote followed by
+	// type" opens the string "type", and a string followed by a colon is a
+	// member name.
 	n := 0
-	countMedia(body, skipWS(body, 0), &n, 0)
-	return n
+	for i := 0; ; {
+		j := bytes.Index(body[i:], typeName)
+		if j < 0 {
+			return n
+		}
+		at := i + j
+		i = at + len(typeName)
+		if escapedQuote(body, at) {
+			continue
+		}
+		k := skipWS(body, i)
+		if k >= len(body) || body[k] != ':' {
+			continue
+		}
+		k = skipWS(body, k+1)
+		if k >= len(body) || body[k] != '"' {
+			continue
+		}
+		end := skipString(body, k)
+		if lit := body[k:end]; len(lit) >= 2 && mediaTypes[string(lit[1:len(lit)-1])] {
+			n++ // no escapes to decode: none of the names has one
+		}
+		i = end
+	}
+}
+
+var typeName = []byte(`"type"`)
+
+// escapedQuote reports whether the quote at i is escaped (preceded by an
+// odd number of backslashes).
+func escapedQuote(b []byte, i int) bool {
+	n := 0
+	for j := i - 1; j >= 0 && b[j] == '\\'; j-- {
+		n++
+	}
+	return n%2 == 1
 }
 
 // countMedia walks the value at i (depth-limited: validJSON already bounds
