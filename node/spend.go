@@ -42,6 +42,19 @@ func (p pricing) Cost(d *raftstore.Deployment, prompt, completion, cached int64)
 	return pr.Cost(prompt, completion, cached), true
 }
 
+// MaxCost implements proxy.Pricing: Cost at the dearest price d's model
+// has at any time of day or after any announced change.
+func (p pricing) MaxCost(d *raftstore.Deployment, prompt, completion int64) (int64, bool) {
+	if d.Price != nil {
+		return p.Cost(d, prompt, completion, 0)
+	}
+	b, ok := p.table().LookupBound(d.Provider, d.BaseURL, d.UpstreamModel)
+	if !ok {
+		return 0, false
+	}
+	return b.Cost(prompt, completion, 0), true
+}
+
 // ledgerRecorder writes every finished, authenticated request to the
 // ledger (proxy.Recorder).
 type ledgerRecorder struct {

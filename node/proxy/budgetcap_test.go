@@ -69,6 +69,10 @@ func (linearPricing) Cost(d *raftstore.Deployment, prompt, completion, _ int64) 
 	return prompt + 10*completion, true
 }
 
+func (p linearPricing) MaxCost(d *raftstore.Deployment, prompt, completion int64) (int64, bool) {
+	return p.Cost(d, prompt, completion, 0)
+}
+
 // bodyCapture is an OpenAI- and Anthropic-format upstream that keeps the
 // last request body.
 type bodyCapture struct {

@@ -86,6 +86,10 @@ type Pricing interface {
 	// Cost returns the cost in nano-dollars of the tokens at d's price,
 	// and false when d's price is unknown.
 	Cost(d *raftstore.Deployment, prompt, completion, cached int64) (int64, bool)
+	// MaxCost is Cost at the dearest price d has at any time (time-of-day
+	// and dated prices), for budget reservations of requests that may end
+	// after the price changed.
+	MaxCost(d *raftstore.Deployment, prompt, completion int64) (int64, bool)
 }
 
 // RateLimiter admits requests against cluster-wide rate limits (see
@@ -571,7 +575,7 @@ func (h *Handler) estimate(st *raftstore.State, route *raftstore.Route, body []b
 	routes := append(buf[:0], route)
 	for i := 0; i < len(routes); i++ {
 		for _, d := range routes[i].Deployments {
-			c, ok := h.cfg.Pricing.Cost(d, in, out, 0)
+			c, ok := h.cfg.Pricing.MaxCost(d, in, out)
 			priced = priced && ok
 			most = max(most, c)
 		}

@@ -208,16 +208,47 @@ func (t *Table) Lookup(kind, baseURL, model string) (Match, bool) {
 	if kind == "demo" {
 		return Match{Provider: DemoProvider, Model: model}, true
 	}
+	e := t.entryFor(kind, baseURL, model)
+	if e.m == nil {
+		return Match{}, false
+	}
+	return Match{Price: e.m.priceAt(t.now), Provider: e.provider, Model: e.m.id}, true
+}
+
+// LookupBound is Lookup's price at its dearest: the largest of each
+// component over the model's time-of-day and start-date prices, what a
+// budget reservation must assume for a request that may end after the
+// price changes. For most models it is Lookup's price.
+func (t *Table) LookupBound(kind, baseURL, model string) (Price, bool) {
+	if kind == "demo" {
+		return Price{}, true
+	}
+	e := t.entryFor(kind, baseURL, model)
+	if e.m == nil {
+		return Price{}, false
+	}
+	return e.m.bound(), true
+}
+
+// entryFor returns the (cached) resolution of a deployment's model.
+func (t *Table) entryFor(kind, baseURL, model string) *entry {
 	k := cacheKey{kind, baseURL, model}
 	v, ok := t.cache.Load(k)
 	if !ok {
 		v = t.remember(k, t.resolve(kind, baseURL, model))
 	}
-	e := v.(*entry)
-	if e.m == nil {
-		return Match{}, false
+	return v.(*entry)
+}
+
+// bound is the largest of each price component over the model's prices.
+func (m *model) bound() Price {
+	b := m.price
+	for _, c := range m.cond {
+		b.InputMicros = max(b.InputMicros, c.price.InputMicros)
+		b.OutputMicros = max(b.OutputMicros, c.price.OutputMicros)
+		b.CachedInputMicros = max(b.CachedInputMicros, c.price.CachedInputMicros)
 	}
-	return Match{Price: e.m.priceAt(t.now), Provider: e.provider, Model: e.m.id}, true
+	return b
 }
 
 // remember stores e under k unless the cache is full, and returns the

@@ -353,6 +353,16 @@ func TestLoadCustomTable(t *testing.T) {
 	check("acme", "", "acme-small", Match{Price{100_000, 200_000, 0}, "acme", "acme-small"}, true)
 	now = noon.Add(11 * time.Hour) // 23:00, inside the window that wraps midnight
 	check("acme", "", "acme-small", Match{Price{50_000, 100_000, 0}, "acme", "acme-small"}, true)
+	// A reservation assumes the dearest price whatever the time.
+	if b, ok := tab.LookupBound("acme", "", "acme-small"); !ok || b != (Price{100_000, 200_000, 0}) {
+		t.Errorf("LookupBound(acme-small) at 23:00 = %+v, %v; want the day price", b, ok)
+	}
+	if b, ok := tab.LookupBound("acme", "", "acme-large"); !ok || b != (Price{1_500_000, 6_000_000, 150_000}) {
+		t.Errorf("LookupBound(acme-large) = %+v, %v", b, ok)
+	}
+	if _, ok := tab.LookupBound("acme", "", "nope"); ok {
+		t.Error("LookupBound priced an unknown model")
+	}
 	now = noon
 	check("acme", "", "nightly", Match{Price{}, "acme", "acme-nightly"}, true) // listed without prices: free
 	// Fallback to base; sub-micro prices round to the nearest micro-dollar.
