@@ -213,10 +213,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("data plane listen: %w", err)
 	}
 	if cfg.HTTPTLS {
-		dc := n.tls.admin.Clone()
-		dc.ClientAuth, dc.ClientCAs = tls.NoClientCert, nil
-		dc.NextProtos = []string{"http/1.1"}
-		n.httpLn = tls.NewListener(n.httpLn, dc)
+		n.httpLn = tls.NewListener(n.httpLn, n.tls.data)
 	}
 	if n.adminLn, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
 		return nil, fmt.Errorf("admin listen: %w", err)
@@ -463,6 +460,9 @@ func (n *Node) Run(ctx context.Context) error {
 	go n.runSpendReports(mctx)
 	go n.gossip.runRateGossip(mctx, n.cfg.NodeID)
 	go n.releaseMemory(mctx, 30*time.Second, 32<<20)
+	if n.tls != nil {
+		go n.watchTLS(mctx)
+	}
 	go n.becomeReady(ctx)
 
 	var runErr error

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -8,18 +9,29 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
 // clusterTLS holds the TLS configurations a node derives from its
-// certificate, key and cluster CA.
+// certificate, key and cluster CA. The files are read again when they
+// change (reload), so certificates and the CA bundle roll without a
+// restart; the configurations below fetch the current material on every
+// handshake.
 type clusterTLS struct {
-	// admin serves the admin gRPC API (and the data plane with
-	// --http-tls): a client certificate is verified if one is given, since
-	// the admin token is what authenticates people and scripts.
+	certFile, keyFile, caFile string
+	cur                       atomic.Pointer[tlsMaterial]
+	stamp                     string // the files' sizes and times at the last load
+
+	// admin serves the admin gRPC API: a client certificate is verified if
+	// one is given, since the admin token is what authenticates people and
+	// scripts.
 	admin *tls.Config
+	// data serves the data plane with --http-tls.
+	data *tls.Config
 	// peerServer serves Raft: a peer must present a certificate the
 	// cluster CA signed.
 	peerServer *tls.Config
@@ -27,6 +39,14 @@ type clusterTLS struct {
 	// node's certificate, accepting a peer whose certificate the cluster CA
 	// signed.
 	peerClient *tls.Config
+}
+
+// tlsMaterial is one loading of the files, with the server
+// configurations built from it.
+type tlsMaterial struct {
+	cert                    *tls.Certificate
+	pool                    *x509.CertPool
+	admin, data, peerServer *tls.Config
 }
 
 // loadClusterTLS reads the node's certificate, key and cluster CA. All
@@ -38,6 +58,32 @@ func loadClusterTLS(certFile, keyFile, caFile string) (*clusterTLS, error) {
 	if certFile == "" || keyFile == "" || caFile == "" {
 		return nil, errors.New("TLS needs all of --tls-cert, --tls-key and --tls-ca")
 	}
+	c := &clusterTLS{certFile: certFile, keyFile: keyFile, caFile: caFile}
+	c.stamp = c.fileStamp()
+	m, err := loadTLSMaterial(certFile, keyFile, caFile)
+	if err != nil {
+		return nil, err
+	}
+	c.cur.Store(m)
+	c.admin = &tls.Config{MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return c.cur.Load().admin, nil }}
+	c.data = &tls.Config{MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return c.cur.Load().data, nil }}
+	c.peerServer = &tls.Config{MinVersion: tls.VersionTLS13,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return c.cur.Load().peerServer, nil }}
+	c.peerClient = &tls.Config{MinVersion: tls.VersionTLS13,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return c.cur.Load().cert, nil },
+		// Peers are dialed at the addresses they gossip, which their
+		// certificates need not name: membership in the cluster is proven
+		// by a certificate the cluster's own CA signed, so the chain is
+		// checked here instead of the host name.
+		InsecureSkipVerify: true,
+		VerifyConnection:   verifyPeer(func() *x509.CertPool { return c.cur.Load().pool })}
+	return c, nil
+}
+
+// loadTLSMaterial reads and checks the files.
+func loadTLSMaterial(certFile, keyFile, caFile string) (*tlsMaterial, error) {
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("load --tls-cert %s / --tls-key %s: %w", certFile, keyFile, err)
@@ -69,24 +115,72 @@ func loadClusterTLS(certFile, keyFile, caFile string) (*clusterTLS, error) {
 	}
 	cert.Leaf = leaf
 	certs := []tls.Certificate{cert}
-	return &clusterTLS{
+	return &tlsMaterial{cert: &cert, pool: pool,
+		// grpc needs h2 negotiated; a config returned by GetConfigForClient
+		// is used as it is.
 		admin: &tls.Config{Certificates: certs, ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pool,
-			MinVersion: tls.VersionTLS12},
-		peerServer: &tls.Config{Certificates: certs, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool,
-			MinVersion: tls.VersionTLS13},
-		peerClient: &tls.Config{Certificates: certs, MinVersion: tls.VersionTLS13,
-			// Peers are dialed at the addresses they gossip, which their
-			// certificates need not name: membership in the cluster is
-			// proven by a certificate the cluster's own CA signed, so the
-			// chain is checked here instead of the host name.
-			InsecureSkipVerify: true,
-			VerifyConnection:   verifyPeer(pool)},
+			MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}},
+		data:       &tls.Config{Certificates: certs, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}},
+		peerServer: &tls.Config{Certificates: certs, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool, MinVersion: tls.VersionTLS13},
 	}, nil
+}
+
+// fileStamp sums up the files' sizes and modification times.
+func (c *clusterTLS) fileStamp() string {
+	var b strings.Builder
+	for _, f := range []string{c.certFile, c.keyFile, c.caFile} {
+		if fi, err := os.Stat(f); err == nil {
+			fmt.Fprintf(&b, "%d/%d;", fi.Size(), fi.ModTime().UnixNano())
+		} else {
+			b.WriteString("-;")
+		}
+	}
+	return b.String()
+}
+
+// reload reads the files again if they changed since the last load. It
+// reports whether new material took effect; on an error the old material
+// stays.
+func (c *clusterTLS) reload() (bool, error) {
+	stamp := c.fileStamp()
+	if stamp == c.stamp {
+		return false, nil
+	}
+	m, err := loadTLSMaterial(c.certFile, c.keyFile, c.caFile)
+	if err != nil {
+		return false, err
+	}
+	c.stamp = stamp
+	c.cur.Store(m)
+	return true, nil
+}
+
+// tlsReloadInterval is how often the TLS files are checked for changes.
+var tlsReloadInterval = 30 * time.Second
+
+// watchTLS reloads the TLS files when they change, until ctx ends.
+func (n *Node) watchTLS(ctx context.Context) {
+	t := time.NewTicker(tlsReloadInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		switch ok, err := n.tls.reload(); {
+		case err != nil:
+			n.log.Error("TLS files changed but do not load; keeping the previous ones", "err", err)
+		case ok:
+			n.log.Info("reloaded the TLS certificate and CA", "cert", n.tls.certFile,
+				"expires", n.tls.cur.Load().cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
+		}
+	}
 }
 
 // verifyPeer accepts a connection whose peer certificate chains to the
 // cluster CA and may act as a server.
-func verifyPeer(pool *x509.CertPool) func(tls.ConnectionState) error {
+func verifyPeer(pool func() *x509.CertPool) func(tls.ConnectionState) error {
 	return func(cs tls.ConnectionState) error {
 		if len(cs.PeerCertificates) == 0 {
 			return errors.New("peer sent no certificate")
@@ -95,7 +189,7 @@ func verifyPeer(pool *x509.CertPool) func(tls.ConnectionState) error {
 		for _, c := range cs.PeerCertificates[1:] {
 			inter.AddCert(c)
 		}
-		_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter,
+		_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: pool(), Intermediates: inter,
 			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
 		if err != nil {
 			return fmt.Errorf("peer certificate not signed by the cluster CA: %w", err)

@@ -440,3 +440,93 @@ func TestParseGossipKey(t *testing.T) {
 		t.Errorf("empty key: %v, %v", k, err)
 	}
 }
+
+// The node reads its TLS files again when they change: a reissued
+// certificate and a CA bundle take effect without a restart, and files
+// that do not load leave the previous ones in place.
+func TestTLSReload(t *testing.T) {
+	old := tlsReloadInterval
+	tlsReloadInterval = 100 * time.Millisecond
+	t.Cleanup(func() { tlsReloadInterval = old })
+	dir := t.TempDir()
+	ca, caFile := testCA(t, dir)
+	cfg := baseConfig(t, "solo", testLogger(t))
+	cfg.TLSCert, cfg.TLSKey = issueFiles(t, ca, dir, "solo")
+	cfg.TLSCA, cfg.HTTPTLS, cfg.GossipKey = caFile, true, bytes.Repeat([]byte{7}, 32)
+	tn := startNode(t, cfg)
+	tn.waitReady(15 * time.Second)
+
+	// serial dials addr verifying against roots and returns the serial of
+	// the certificate presented.
+	serial := func(addr string, roots *x509.CertPool, protos ...string) (string, error) {
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 3 * time.Second}, "tcp", addr,
+			&tls.Config{RootCAs: roots, ServerName: "127.0.0.1", NextProtos: protos})
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0].SerialNumber.String(), nil
+	}
+	first, err := serial(tn.n.AdminAddr(), ca.Pool(), "h2")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A new CA: the CA file becomes a bundle of both, the node's
+	// certificate comes from the new one. The watcher picks it up.
+	ca2, err := certs.NewCA("second CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(caFile, append(ca.CertPEM(), ca2.CertPEM()...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	issueFiles(t, ca2, dir, "solo")
+	eventually(t, 10*time.Second, "the new certificate served", func() error {
+		for _, addr := range []string{tn.n.AdminAddr(), tn.n.HTTPAddr()} {
+			s, err := serial(addr, ca2.Pool())
+			if err != nil {
+				return err
+			}
+			if s == first {
+				return fmt.Errorf("%s still serves serial %s", addr, s)
+			}
+		}
+		return nil
+	})
+	// Raft takes clients of either CA of the bundle, and still no other.
+	addr := tn.n.Store().Addr()
+	for name, c := range map[string]*certs.CA{"old CA": ca, "new CA": ca2} {
+		cfg := &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{issuePair(t, c, "n9")}}
+		if err := raftProbe(addr, cfg); err != nil && !isTimeout(err) {
+			t.Errorf("raft refused a client of the %s: %v", name, err)
+		}
+	}
+	other, _ := testCA(t, t.TempDir())
+	if err := raftProbe(addr, &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{issuePair(t, other, "x")}}); err == nil || isTimeout(err) {
+		t.Errorf("raft took a client of a third CA: %v", err)
+	}
+
+	// Files that do not load: reload says so, the node keeps serving.
+	before, err := serial(tn.n.AdminAddr(), ca2.Pool(), "h2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg.TLSCert, []byte("not a certificate"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := tn.n.tls.reload(); ok || err == nil {
+		t.Errorf("reload of a broken certificate: %v, %v", ok, err)
+	}
+	if s, err := serial(tn.n.AdminAddr(), ca2.Pool(), "h2"); err != nil || s != before {
+		t.Errorf("after a failed reload: serial %s (was %s), %v", s, before, err)
+	}
+	if _, err := tn.keys().ListKeys(adminCtx(t), &pb.ListKeysRequest{}); err != nil {
+		t.Errorf("admin API after a failed reload: %v", err)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
