@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,7 +25,8 @@ import (
 type clusterTLS struct {
 	certFile, keyFile, caFile string
 	cur                       atomic.Pointer[tlsMaterial]
-	stamp                     string // the files' sizes and times at the last load
+	mu                        sync.Mutex // serializes reload
+	stamp                     string     // the files' sizes and times at the last load
 
 	// admin serves the admin gRPC API: a client certificate is verified if
 	// one is given, since the admin token is what authenticates people and
@@ -142,6 +144,8 @@ func (c *clusterTLS) fileStamp() string {
 // reports whether new material took effect; on an error the old material
 // stays.
 func (c *clusterTLS) reload() (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	stamp := c.fileStamp()
 	if stamp == c.stamp {
 		return false, nil
