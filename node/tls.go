@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -213,35 +215,32 @@ func (c *clusterTLS) peerCredentials() credentials.TransportCredentials {
 
 // ParseSecretsKey decodes the key that seals credentials: base64 of 32
 // bytes (AES-256).
-func ParseSecretsKey(s string) ([]byte, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil, nil
-	}
-	k, err := base64.StdEncoding.DecodeString(s)
-	if err != nil {
-		return nil, fmt.Errorf("secrets key: not base64: %w", err)
-	}
-	if len(k) != 32 {
-		return nil, fmt.Errorf("secrets key: %d bytes; want 32 (generate one with: openssl rand -base64 32)", len(k))
-	}
-	return k, nil
-}
+func ParseSecretsKey(s string) ([]byte, error) { return parseKey("secrets key", s, 32) }
 
 // ParseGossipKey decodes a gossip encryption key: base64 of 16, 24 or 32
 // bytes (AES-128, -192 or -256).
-func ParseGossipKey(s string) ([]byte, error) {
+func ParseGossipKey(s string) ([]byte, error) { return parseKey("gossip key", s, 16, 24, 32) }
+
+// parseKey decodes a base64 key of one of sizes bytes; "" is no key.
+func parseKey(what, s string, sizes ...int) ([]byte, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return nil, nil
 	}
 	k, err := base64.StdEncoding.DecodeString(s)
 	if err != nil {
-		return nil, fmt.Errorf("gossip key: not base64: %w", err)
+		return nil, fmt.Errorf("%s: not base64: %w", what, err)
 	}
-	switch len(k) {
-	case 16, 24, 32:
-		return k, nil
+	if !slices.Contains(sizes, len(k)) {
+		want := strconv.Itoa(sizes[len(sizes)-1])
+		for i := len(sizes) - 2; i >= 0; i-- {
+			sep := ", "
+			if i == len(sizes)-2 {
+				sep = " or "
+			}
+			want = strconv.Itoa(sizes[i]) + sep + want
+		}
+		return nil, fmt.Errorf("%s: %d bytes; want %s (generate one with: openssl rand -base64 32)", what, len(k), want)
 	}
-	return nil, fmt.Errorf("gossip key: %d bytes; want 16, 24 or 32 (generate one with: openssl rand -base64 32)", len(k))
+	return k, nil
 }

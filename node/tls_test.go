@@ -66,11 +66,7 @@ func issueFiles(t *testing.T, ca *certs.CA, dir, name string) (certFile, keyFile
 
 func issuePair(t *testing.T, ca *certs.CA, name string) tls.Certificate {
 	t.Helper()
-	c, k, err := ca.Issue(name, []string{"127.0.0.1"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.X509KeyPair(c, k)
+	pair, err := ca.IssueTLS(name, []string{"127.0.0.1"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,6 +428,12 @@ func TestParseGossipKey(t *testing.T) {
 		if (err == nil) != ok || (ok && len(got) != n) {
 			t.Errorf("%d bytes: %d, %v", n, len(got), err)
 		}
+	}
+	if _, err := ParseGossipKey(base64.StdEncoding.EncodeToString(make([]byte, 8))); err == nil || !strings.Contains(err.Error(), "want 16, 24 or 32") {
+		t.Errorf("8-byte gossip key: %v", err)
+	}
+	if _, err := ParseSecretsKey(base64.StdEncoding.EncodeToString(make([]byte, 16))); err == nil || !strings.Contains(err.Error(), "secrets key: 16 bytes; want 32") {
+		t.Errorf("16-byte secrets key: %v", err)
 	}
 	if _, err := ParseGossipKey("not base64!"); err == nil {
 		t.Error("accepted a key that is not base64")

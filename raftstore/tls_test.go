@@ -15,11 +15,7 @@ import (
 
 func tlsPair(t *testing.T, ca *certs.CA) tls.Certificate {
 	t.Helper()
-	c, k, err := ca.Issue("n", []string{"127.0.0.1"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := tls.X509KeyPair(c, k)
+	p, err := ca.IssueTLS("n", []string{"127.0.0.1"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

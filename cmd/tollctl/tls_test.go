@@ -28,11 +28,7 @@ func startTLSFake(t *testing.T) (*fake, string) {
 	if err := os.WriteFile(caFile, ca.CertPEM(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, k, err := ca.Issue("node", []string{"127.0.0.1", "node.internal"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.X509KeyPair(c, k)
+	pair, err := ca.IssueTLS("node", []string{"127.0.0.1", "node.internal"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

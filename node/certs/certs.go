@@ -10,6 +10,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -142,6 +143,20 @@ func (ca *CA) Pool() *x509.CertPool {
 // hour ago (but not before the CA) for validity, but not after the CA
 // expires. It returns the PEM certificate and the PEM PKCS #8 key.
 func (ca *CA) Issue(commonName string, hosts []string, validity time.Duration) (certPEM, keyPEM []byte, err error) {
+	return ca.issue(commonName, hosts, validity)
+}
+
+// IssueTLS is Issue as a tls.Certificate, for programs (and tests) that
+// use it at once.
+func (ca *CA) IssueTLS(commonName string, hosts []string, validity time.Duration) (tls.Certificate, error) {
+	c, k, err := ca.issue(commonName, hosts, validity)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(c, k)
+}
+
+func (ca *CA) issue(commonName string, hosts []string, validity time.Duration) (certPEM, keyPEM []byte, err error) {
 	if strings.TrimSpace(commonName) == "" {
 		return nil, nil, errors.New("certs: certificate common name is empty")
 	}

@@ -249,11 +249,7 @@ func TestLoadCARejects(t *testing.T) {
 func TestMutualTLS(t *testing.T) {
 	ca := newTestCA(t)
 	pair := func(name string) tls.Certificate {
-		certPEM, keyPEM, err := ca.Issue(name, []string{name, "127.0.0.1"}, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := tls.X509KeyPair(certPEM, keyPEM)
+		c, err := ca.IssueTLS(name, []string{name, "127.0.0.1"}, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
