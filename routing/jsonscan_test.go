@@ -481,6 +481,7 @@ func TestCountMedia(t *testing.T) {
 		`{"input":[{"content":[{"type":"input_image","image_url":"data:,"},{"type":"input_audio"}]}]}`:                           2,
 		`{"messages":[{"content":[{"type":"image","source":{}},{"type":"image","source":{}}]}],"tools":[{"$schema":"http://"}]}`: 2,
 		`{"type":"image","nested":{"type":"audio"}}`:                                                                             2,
+		`{"messages":[{"content":[{"TYPE":"image_url"},{"Type":"input_audio"},{"type":{"type":"image"}}]}]}`:                     3,
 		`{"messages":[{"content":[{"typ\u0065":"image_url"},{"type":"image\u005furl"}]}]}`:                                       2,
 		`{"text":"say \"type\":\"image\" please"}`:                                                                               0,
 	} {

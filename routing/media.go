@@ -1,6 +1,9 @@
 package routing
 
-import "bytes"
+import (
+	"bytes"
+	"strings"
+)
 
 // mediaTypes are the "type" values of the content parts that carry an
 // image or audio, in the OpenAI chat, Responses and Anthropic formats.
@@ -12,7 +15,9 @@ var mediaTypes = map[string]bool{
 // CountMedia counts the image and audio parts anywhere in a valid JSON
 // body: the objects whose "type" is one of mediaTypes. Their tokens are
 // not bounded by their bytes (a small PNG, or a URL, may cost thousands),
-// so a budget reservation adds an allowance for each.
+// so a budget reservation adds an allowance for each. The member name is
+// matched in any case, as Go's decoder (the gateway's translators) reads
+// it; it may count more than a decoder sees, never fewer.
 func CountMedia(body []byte) int {
 	if bytes.Contains(body, []byte(`\u`)) {
 		// A name may be spelled with escapes ("typ\u0065"), which every
@@ -21,25 +26,26 @@ func CountMedia(body []byte) int {
 		countMedia(body, skipWS(body, 0), &n, 0)
 		return n
 	}
-	// Without \u escapes a member named "type" is spelled so: find each,
-	// at memchr speed. In valid JSON an unescaped quote followed by
-	// type" opens the string "type", and a string followed by a colon is a
-	// member name.
+	// Without \u escapes a member named "type" is spelled with those four
+	// letters between quotes: visit each quote at memchr speed. In valid
+	// JSON an unescaped quote followed by type" opens that string, and a
+	// string followed by a colon is a member name.
 	n := 0
 	for i := 0; ; {
-		j := bytes.Index(body[i:], typeName)
+		j := bytes.IndexByte(body[i:], '"')
 		if j < 0 {
 			return n
 		}
 		at := i + j
-		i = at + len(typeName)
-		if escapedQuote(body, at) {
+		i = at + 1
+		if at+5 >= len(body) || body[at+5] != '"' || !bytes.EqualFold(body[at+1:at+5], typeName) || escapedQuote(body, at) {
 			continue
 		}
-		k := skipWS(body, i)
+		k := skipWS(body, at+6)
 		if k >= len(body) || body[k] != ':' {
 			continue
 		}
+		i = at + 6
 		k = skipWS(body, k+1)
 		if k >= len(body) || body[k] != '"' {
 			continue
@@ -52,7 +58,7 @@ func CountMedia(body []byte) int {
 	}
 }
 
-var typeName = []byte(`"type"`)
+var typeName = []byte("type")
 
 // escapedQuote reports whether the quote at i is escaped (preceded by an
 // odd number of backslashes).
@@ -75,11 +81,10 @@ func countMedia(b []byte, i int, n *int, depth int) {
 		end := skipValue(b, i)
 		_ = eachMember(b[i:end], func(name []byte, v Span) error {
 			val := b[i+v.Start : i+v.End]
-			if string(name) == "type" {
+			if strings.EqualFold(string(name), "type") {
 				if s, ok := decodeString(val); ok && mediaTypes[s] {
 					*n++
 				}
-				return nil
 			}
 			if val[0] == '{' || val[0] == '[' {
 				countMedia(b, i+v.Start, n, depth+1)
