@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -28,7 +29,7 @@ type clusterTLS struct {
 	certFile, keyFile, caFile string
 	cur                       atomic.Pointer[tlsMaterial]
 	mu                        sync.Mutex // serializes reload
-	stamp                     string     // the files' sizes and times at the last load
+	stamp                     string     // the files' hash at the last load
 
 	// admin serves the admin gRPC API: a client certificate is verified if
 	// one is given, since the admin token is what authenticates people and
@@ -129,17 +130,19 @@ func loadTLSMaterial(certFile, keyFile, caFile string) (*tlsMaterial, error) {
 	}, nil
 }
 
-// fileStamp sums up the files' sizes and modification times.
+// fileStamp is a hash of the files' contents: a reissued key pair has the
+// old sizes, and a copy may keep the old modification time.
 func (c *clusterTLS) fileStamp() string {
-	var b strings.Builder
+	h := sha256.New()
 	for _, f := range []string{c.certFile, c.keyFile, c.caFile} {
-		if fi, err := os.Stat(f); err == nil {
-			fmt.Fprintf(&b, "%d/%d;", fi.Size(), fi.ModTime().UnixNano())
-		} else {
-			b.WriteString("-;")
+		b, err := os.ReadFile(f)
+		if err != nil {
+			b = []byte("missing")
 		}
+		fmt.Fprintf(h, "%d:", len(b))
+		h.Write(b)
 	}
-	return b.String()
+	return string(h.Sum(nil))
 }
 
 // reload reads the files again if they changed since the last load. It

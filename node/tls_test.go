@@ -509,6 +509,30 @@ func TestTLSReload(t *testing.T) {
 		t.Errorf("raft took a client of a third CA: %v", err)
 	}
 
+	// A reissued certificate with the old size and modification time
+	// (cp -p, a restore) is still noticed.
+	info, err := os.Stat(cfg.TLSCert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev, err := serial(tn.n.AdminAddr(), ca2.Pool(), "h2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	issueFiles(t, ca2, dir, "solo")
+	_ = os.Chtimes(cfg.TLSCert, info.ModTime(), info.ModTime())
+	_ = os.Chtimes(cfg.TLSKey, info.ModTime(), info.ModTime())
+	eventually(t, 10*time.Second, "the same-size, same-time certificate served", func() error {
+		s, err := serial(tn.n.AdminAddr(), ca2.Pool(), "h2")
+		if err != nil {
+			return err
+		}
+		if s == prev {
+			return errors.New("still the previous serial")
+		}
+		return nil
+	})
+
 	// Files that do not load: reload says so, the node keeps serving.
 	before, err := serial(tn.n.AdminAddr(), ca2.Pool(), "h2")
 	if err != nil {
