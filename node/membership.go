@@ -3,13 +3,12 @@ package node
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"maps"
 	"net"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
@@ -62,34 +61,73 @@ func (n *Node) runMembership(ctx context.Context) {
 	}
 }
 
-// probeTimeout bounds probeRaft.
+// probeTimeout bounds a probe of a member's Raft address.
 const probeTimeout = 3 * time.Second
 
-// probeRaft checks, before the leader makes a gossip member a Raft server,
-// that its Raft address answers: with TLS, with a certificate of the
-// cluster CA that names the node (common name or a DNS name equal to its
-// id, or starting with its id and a dot). Gossip alone (whose key may
-// leak) cannot then add unreachable voters, which would cost the cluster
-// its quorum, or a stranger's address under a member's name.
-func (n *Node) probeRaft(id, addr string) error {
-	key := id + "\x00" + addr
-	if until, ok := n.probeFailed[key]; ok && time.Now().Before(until) {
-		return errors.New("failed a probe moments ago")
-	}
-	err := n.dialRaft(id, addr)
-	if err != nil {
-		if n.probeFailed == nil {
-			n.probeFailed = map[string]time.Time{}
-		}
-		maps.DeleteFunc(n.probeFailed, func(_ string, until time.Time) bool { return time.Now().After(until) })
-		n.probeFailed[key] = time.Now().Add(probeRetry)
-	}
-	return err
+// Probe results are trusted for probeOKFor; a failed probe is not
+// repeated for probeRetry; at most maxProbes run at once.
+const (
+	probeOKFor = 30 * time.Second
+	probeRetry = 10 * time.Second
+	maxProbes  = 4
+)
+
+// prober runs the probes of members' Raft addresses in the background, so
+// that slow or silent addresses never hold up the membership loop.
+type prober struct {
+	mu      sync.Mutex
+	results map[string]probeResult // by node id
+	running map[string]bool
 }
 
-// probeRetry is how long a failed probe is not repeated (the membership
-// loop runs every second).
-const probeRetry = 10 * time.Second
+type probeResult struct {
+	addr  string
+	err   error
+	until time.Time
+}
+
+// probeOK reports whether the leader may make gossip member id a Raft
+// server at addr: its Raft address answers — with TLS, with a certificate
+// of the cluster CA whose common name is the node's id. Gossip alone
+// (whose key may leak) cannot then add unreachable voters, which would
+// cost the cluster its quorum, or a stranger's address under a member's
+// name. Without a fresh result it starts a probe and answers false; the
+// probe's end wakes the membership loop.
+func (n *Node) probeOK(id, addr string) bool {
+	p := &n.probes
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	r, have := p.results[id]
+	if have && now.Before(r.until) && (r.err != nil || r.addr == addr) {
+		return r.err == nil // a failure holds for the id, whatever its address
+	}
+	if p.running[id] || len(p.running) >= maxProbes {
+		return false
+	}
+	if p.running == nil {
+		p.running, p.results = map[string]bool{}, map[string]probeResult{}
+	}
+	p.running[id] = true
+	go func() {
+		err := n.dialRaft(id, addr)
+		until := time.Now().Add(probeOKFor)
+		if err != nil {
+			until = time.Now().Add(probeRetry)
+			n.log.Warn("not making node a raft member: its raft address does not answer as that node", "node", id, "addr", addr, "err", err)
+		}
+		p.mu.Lock()
+		delete(p.running, id)
+		maps.DeleteFunc(p.results, func(_ string, r probeResult) bool { return time.Now().After(r.until) })
+		p.results[id] = probeResult{addr: addr, err: err, until: until}
+		p.mu.Unlock()
+		select {
+		case n.gossip.events <- struct{}{}:
+		default:
+		}
+	}()
+	return false
+}
 
 func (n *Node) dialRaft(id, addr string) error {
 	if n.tls == nil {
@@ -105,8 +143,10 @@ func (n *Node) dialRaft(id, addr string) error {
 		if err := verifyCA(cs); err != nil {
 			return err
 		}
-		if !certNames(cs.PeerCertificates[0], id) {
-			return fmt.Errorf("its certificate (common name %q) does not name node %q: issue it with tollgate tls cert --name %s", cs.PeerCertificates[0].Subject.CommonName, id, id)
+		// The common name alone: the DNS names of node certificates hold
+		// shared names (localhost) and host names that are not node ids.
+		if cn := cs.PeerCertificates[0].Subject.CommonName; cn != id {
+			return fmt.Errorf("its certificate's common name is %q, not the node id %q: issue it with tollgate tls cert --name %s", cn, id, id)
 		}
 		return nil
 	}
@@ -118,17 +158,33 @@ func (n *Node) dialRaft(id, addr string) error {
 	return c.Close()
 }
 
-// certNames reports whether a certificate names node id.
-func certNames(c *x509.Certificate, id string) bool {
-	if c.Subject.CommonName == id {
-		return true
+// canonicalAddr writes a host:port with an IP host in one form (an IPv4
+// address mapped into IPv6 as plain IPv4), so that two spellings of one
+// socket compare equal.
+func canonicalAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
 	}
-	for _, d := range c.DNSNames {
-		if d == id || strings.HasPrefix(d, id+".") {
-			return true
+	if ip := net.ParseIP(host); ip != nil {
+		if v4 := ip.To4(); v4 != nil {
+			ip = v4
+		}
+		host = ip.String()
+	} else {
+		host = strings.ToLower(host)
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// addrOwner returns the id of the Raft server at addr (canonical), or "".
+func addrOwner(servers []raftstore.Server, addr string) string {
+	for _, s := range servers {
+		if canonicalAddr(s.Address) == addr {
+			return s.ID
 		}
 	}
-	return false
+	return ""
 }
 
 // markJoined clears the Fresh flag in gossip once this node has Raft state
@@ -233,14 +289,18 @@ func (n *Node) reconcile(missing map[string]time.Time) {
 			continue
 		}
 		s, ok := inRaft[id]
+		addr := canonicalAddr(m.meta.Raft)
+		if owner := addrOwner(servers, addr); owner != "" && owner != id {
+			n.log.Warn("not making node a raft member: its raft address is another member's", "node", id, "addr", addr, "member", owner)
+			continue
+		}
 		switch {
 		case !ok:
-			if err := n.probeRaft(id, m.meta.Raft); err != nil {
-				n.log.Warn("not adding node to raft: its raft address does not answer as that node", "node", id, "addr", m.meta.Raft, "err", err)
+			if !n.probeOK(id, addr) {
 				continue
 			}
 			voter := voters < maxVoters
-			if err := n.store.AddServer(raftstore.Server{ID: id, Address: m.meta.Raft, Voter: voter}); err != nil {
+			if err := n.store.AddServer(raftstore.Server{ID: id, Address: addr, Voter: voter}); err != nil {
 				n.log.Warn("add node to raft", "node", id, "err", err)
 				continue
 			}
@@ -248,14 +308,13 @@ func (n *Node) reconcile(missing map[string]time.Time) {
 				voters++
 			}
 			n.log.Info("added node to raft", "node", id, "voter", voter)
-		case s.Address != m.meta.Raft:
-			if err := n.probeRaft(id, m.meta.Raft); err != nil {
-				n.log.Warn("not moving node in raft: its new raft address does not answer as that node", "node", id, "addr", m.meta.Raft, "err", err)
+		case canonicalAddr(s.Address) != addr:
+			if !n.probeOK(id, addr) {
 				continue
 			}
-			n.log.Info("node's raft address changed; re-adding", "node", id, "old", s.Address, "new", m.meta.Raft)
+			n.log.Info("node's raft address changed; re-adding", "node", id, "old", s.Address, "new", addr)
 			if err := n.store.RemoveServer(id); err == nil {
-				_ = n.store.AddServer(raftstore.Server{ID: id, Address: m.meta.Raft, Voter: s.Voter})
+				_ = n.store.AddServer(raftstore.Server{ID: id, Address: addr, Voter: s.Voter})
 			}
 		case !s.Voter && voters < maxVoters:
 			if err := n.store.AddServer(raftstore.Server{ID: id, Address: s.Address, Voter: true}); err == nil {

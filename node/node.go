@@ -149,12 +149,10 @@ type Node struct {
 	grpcSrv    *grpc.Server
 	adminToken string
 	tls        *clusterTLS // nil: no TLS
-	// probeFailed: raft addresses of gossip members that failed a probe,
-	// until when not to probe again (membership goroutine only).
-	probeFailed map[string]time.Time
-	ready       atomic.Bool
-	draining    atomic.Bool
-	closeOnce   sync.Once
+	probes     prober      // of gossip members' Raft addresses
+	ready      atomic.Bool
+	draining   atomic.Bool
+	closeOnce  sync.Once
 
 	limiter          *ratelimit.Limiter
 	ledger           *ledger.Ledger

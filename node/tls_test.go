@@ -30,6 +30,7 @@ import (
 
 	"github.com/tollgate/tollgate/node/certs"
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+	"github.com/tollgate/tollgate/raftstore"
 )
 
 // testCA writes a fresh CA to dir and returns it with its file.
@@ -206,7 +207,11 @@ func TestClusterTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 		var fakes []*memberlist.Memberlist
-		for id, raftAddr := range map[string]string{"evil1": plain.Addr().String(), "evil2": misnamed.Addr().String()} {
+		// evil3 names a member's Raft address in another spelling, under
+		// a name every node certificate holds as a DNS name.
+		_, followerPort, _ := net.SplitHostPort(follower.n.Store().Addr())
+		for id, raftAddr := range map[string]string{"evil1": plain.Addr().String(), "evil2": misnamed.Addr().String(),
+			"localhost": net.JoinHostPort("::ffff:127.0.0.1", followerPort)} {
 			ml := fakeMember(t, id, raftAddr, gossipKey)
 			// Joined through the leader itself: it learns of them at once,
 			// not by gossip that may take a push/pull round to reach it.
@@ -220,22 +225,38 @@ func TestClusterTLS(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			for _, id := range []string{"evil1", "evil2"} {
+			for _, id := range []string{"evil1", "evil2", "localhost"} {
 				if m, ok := l.n.gossip.snapshot()[id]; !ok || !m.parsed {
 					return fmt.Errorf("%s not in gossip", id)
 				}
 			}
 			return nil
 		})
-		time.Sleep(3 * reconcileInterval)
+		time.Sleep(3*reconcileInterval + probeTimeout)
 		srvs, err := nodes[0].n.Store().Servers()
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, s := range srvs {
-			if strings.HasPrefix(s.ID, "evil") {
+			if strings.HasPrefix(s.ID, "evil") || s.ID == "localhost" {
 				t.Errorf("raft took %s at %s", s.ID, s.Address)
 			}
+		}
+		// Probing never holds the caller: a silent address answers false
+		// at once, while its probe runs in the background.
+		silent, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer silent.Close()
+		start := time.Now()
+		for range 3 {
+			if leader.n.probeOK("quiet", silent.Addr().String()) {
+				t.Error("a silent address passed the probe")
+			}
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("probeOK held its caller %v", d)
 		}
 		for _, ml := range fakes {
 			_ = ml.Leave(time.Second)
@@ -555,4 +576,25 @@ func TestTLSReload(t *testing.T) {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func TestCanonicalAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:4200":          "127.0.0.1:4200",
+		"[::ffff:127.0.0.1]:4200": "127.0.0.1:4200",
+		"[::1]:4200":              "[::1]:4200",
+		"[0:0:0:0:0:0:0:1]:4200":  "[::1]:4200",
+		"Node-1.Internal:4200":    "node-1.internal:4200",
+	} {
+		if got := canonicalAddr(in); got != want {
+			t.Errorf("canonicalAddr(%q) = %q, want %q", in, got, want)
+		}
+	}
+	servers := []raftstore.Server{{ID: "n1", Address: "127.0.0.1:4201"}, {ID: "n2", Address: "127.0.0.1:4202"}}
+	if got := addrOwner(servers, canonicalAddr("[::ffff:127.0.0.1]:4202")); got != "n2" {
+		t.Errorf("addrOwner of n2's address in IPv6 form = %q", got)
+	}
+	if got := addrOwner(servers, "127.0.0.1:4203"); got != "" {
+		t.Errorf("addrOwner of a free address = %q", got)
+	}
 }
