@@ -405,14 +405,21 @@ func satAdd(a, b int64) int64 { return min(a+b, maxEstimate) } // both at most m
 func limitFields(ep routing.Endpoint) []int {
 	switch ep {
 	case routing.EndpointChat:
-		return []int{routing.LimitMaxTokens, routing.LimitMaxCompletionTokens}
+		return chatLimitFields
 	case routing.EndpointResponses:
-		return []int{routing.LimitMaxOutputTokens}
+		return responsesLimitFields
 	case routing.EndpointEmbeddings:
 		return nil
 	}
-	return []int{routing.LimitMaxTokens} // completions, messages
+	return maxTokensField // completions, messages
 }
+
+var (
+	chatLimitFields      = []int{routing.LimitMaxTokens, routing.LimitMaxCompletionTokens}
+	responsesLimitFields = []int{routing.LimitMaxOutputTokens}
+	maxTokensField       = []int{routing.LimitMaxTokens}
+	limitNames           = [3]string{"max_tokens", "max_completion_tokens", "max_output_tokens"}
+)
 
 // checkBudgetLimits refuses, for a request under a budget, an output limit
 // its reservation could not trust: one the upstream might read otherwise
@@ -424,21 +431,25 @@ func checkBudgetLimits(req *routing.Request, ep routing.Endpoint) string {
 		return ""
 	}
 	fields := limitFields(ep)
-	names := [3]string{"max_tokens", "max_completion_tokens", "max_output_tokens"}
-	var want []string
-	for _, f := range fields {
-		want = append(want, "'"+names[f]+"'")
-	}
-	msg := "Under a budget the output limit must be one positive whole number, in " + strings.Join(want, " or ") + "."
 	if req.LimitBad {
-		return msg
+		return limitMessage(fields)
 	}
 	for k, v := range req.Limits {
 		if v > 0 && !slices.Contains(fields, k) {
-			return msg + " This endpoint has no '" + names[k] + "'."
+			return limitMessage(fields) + " This endpoint has no '" + limitNames[k] + "'."
 		}
 	}
 	return ""
+}
+
+// limitMessage says which output limit fields a request under a budget
+// may use.
+func limitMessage(fields []int) string {
+	want := make([]string, len(fields))
+	for i, f := range fields {
+		want[i] = "'" + limitNames[f] + "'"
+	}
+	return "Under a budget the output limit must be one positive whole number, in " + strings.Join(want, " or ") + "."
 }
 
 // outputLimit is the largest output limit the request sets in its format's
