@@ -121,8 +121,9 @@ nano-dollars (1e-9 USD) for spend and budgets, micro-dollars per million
 tokens for prices.
 
 Every call carries the admin token (--token or TOLLGATE_TOKEN) and goes to the
-admin address (--addr or TOLLGATE_ADDR). The connection is plaintext gRPC, so
-use it only on loopback or a private network.
+admin address (--addr or TOLLGATE_ADDR). The connection is plaintext gRPC
+unless --tls-ca (TOLLGATE_TLS_CA) or --tls is given; without TLS use it only on
+loopback or a private network.
 
 Any node of a cluster answers; changes are forwarded to the leader. Calls that
 find a node restarting or an election in progress are retried until --timeout.

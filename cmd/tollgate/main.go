@@ -84,7 +84,7 @@ Flags:
 	str(&drainDelay, "drain-delay", "TOLLGATE_DRAIN_DELAY", "auto", "on SIGTERM, how long /readyz reports 503 while the node still serves, so load balancers stop sending; auto: 5s in a cluster, 0 alone")
 	fs.DurationVar(&cfg.LedgerRetention, "ledger-retention", envDuration("TOLLGATE_LEDGER_RETENTION", 30*24*time.Hour), "how long raw spend records are kept in this node's ledger (totals are kept in the cluster state) [TOLLGATE_LEDGER_RETENTION]")
 	str(&cfg.PricesFile, "prices", "TOLLGATE_PRICES", "", "price table file replacing the built-in one (the genai-prices JSON format); a deployment's own price overrides both")
-	fs.Int64Var(&cfg.BudgetOutputCap, "budget-output-cap", envInt("TOLLGATE_BUDGET_OUTPUT_CAP", 4096), "output token limit sent upstream for a request under a budget that sets no max_tokens, and what its budget reservation assumes [TOLLGATE_BUDGET_OUTPUT_CAP]")
+	fs.Int64Var(&cfg.BudgetOutputCap, "budget-output-cap", envInt("TOLLGATE_BUDGET_OUTPUT_CAP", 4096), "output token limit sent upstream for a request under a budget that sets none (max_tokens, max_completion_tokens or max_output_tokens), and what its budget reservation assumes [TOLLGATE_BUDGET_OUTPUT_CAP]")
 	str(&pprofAddr, "pprof-addr", "TOLLGATE_PPROF_ADDR", "", "serve Go's /debug/pprof on this address (keep it on loopback); empty: off")
 	str(&logLevel, "log-level", "TOLLGATE_LOG_LEVEL", "info", "log level: debug, info, warn, error")
 	fs.Int64Var(&maxBody, "max-body-bytes", envInt("TOLLGATE_MAX_BODY_BYTES", 8<<20), "largest accepted request body in bytes; larger ones get 413 [TOLLGATE_MAX_BODY_BYTES]")
