@@ -177,7 +177,7 @@ func (n *Node) sealForwarded(req any) (any, error) {
 		return req, nil
 	}
 	st := n.store.State()
-	if _, sealing := st.Sealing(); !sealing {
+	if !st.Sealing() {
 		return req, nil
 	}
 	v, err := st.SealCredential(sc.GetName(), sc.GetValue())

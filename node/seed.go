@@ -85,7 +85,7 @@ func (n *Node) sealCredentials(ctx context.Context) error {
 		return nil
 	}
 	st := n.store.State()
-	if _, ok := st.Sealing(); !ok {
+	if !st.Sealing() {
 		return nil
 	}
 	if cs := st.StoredClusterSecret(); st.ClusterSecretNeedsSeal() {

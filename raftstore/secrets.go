@@ -153,10 +153,5 @@ func (s *State) NeedsSeal(name, stored string) bool {
 	return err == nil
 }
 
-// Sealing reports whether this node seals credentials, and with which key.
-func (s *State) Sealing() (keyID string, ok bool) {
-	if s.sealer == nil {
-		return "", false
-	}
-	return s.sealer.keyID, true
-}
+// Sealing reports whether this node seals credentials.
+func (s *State) Sealing() bool { return s.sealer != nil }

@@ -32,9 +32,6 @@ type Request struct {
 	IncludeUsage bool // stream_options.include_usage
 	StreamOpts   Span // the stream_options value
 	MaxTokens    int64
-	// LimitSet: max_tokens, max_completion_tokens or max_output_tokens
-	// is there (not null), whatever its value.
-	LimitSet bool
 	// Limits are the values of max_tokens, max_completion_tokens and
 	// max_output_tokens (see the Limit constants); 0 when absent.
 	Limits [3]int64
@@ -164,7 +161,6 @@ func ScanRequest(body []byte) (Request, error) {
 				})
 			}
 		case "max_tokens", "max_completion_tokens", "max_output_tokens":
-			req.LimitSet = req.LimitSet || string(val) != "null"
 			if n, err := strconv.ParseInt(string(val), 10, 64); err == nil && n > req.MaxTokens {
 				req.MaxTokens = n
 			}

@@ -438,26 +438,25 @@ func TestEndpointPathAndName(t *testing.T) {
 
 func TestScanRequestChoicesAndLimit(t *testing.T) {
 	for _, c := range []struct {
-		body     string
-		choices  int64
-		limitSet bool
-		max      int64
-		limits   [3]int64
-		bad      bool
-		prompts  int64
+		body    string
+		choices int64
+		max     int64
+		limits  [3]int64
+		bad     bool
+		prompts int64
 	}{
 		{body: `{"model":"m"}`},
 		{body: `{"model":"m","n":4}`, choices: 4},
 		{body: `{"model":"m","best_of":5,"n":2}`, choices: 5},
 		{body: `{"model":"m","max_tokens":null}`, bad: true},
-		{body: `{"model":"m","max_tokens":0}`, limitSet: true, bad: true},
-		{body: `{"model":"m","max_output_tokens":64}`, limitSet: true, max: 64, limits: [3]int64{0, 0, 64}},
-		{body: `{"model":"m","max_completion_tokens":"x"}`, limitSet: true, bad: true},
-		{body: `{"model":"m","max_tokens":7,"max_completion_tokens":9}`, limitSet: true, max: 9, limits: [3]int64{7, 9, 0}},
+		{body: `{"model":"m","max_tokens":0}`, bad: true},
+		{body: `{"model":"m","max_output_tokens":64}`, max: 64, limits: [3]int64{0, 0, 64}},
+		{body: `{"model":"m","max_completion_tokens":"x"}`, bad: true},
+		{body: `{"model":"m","max_tokens":7,"max_completion_tokens":9}`, max: 9, limits: [3]int64{7, 9, 0}},
 		{body: `{"model":"m","MAX_TOKENS":64000}`, bad: true},
-		{body: `{"model":"m","max_tokens":1,"max_tokens":2}`, limitSet: true, max: 2, limits: [3]int64{1, 0, 0}, bad: true},
-		{body: `{"model":"m","max_tokens":1e3}`, limitSet: true, bad: true},
-		{body: `{"model":"m","max_tokens":-1}`, limitSet: true, bad: true},
+		{body: `{"model":"m","max_tokens":1,"max_tokens":2}`, max: 2, limits: [3]int64{1, 0, 0}, bad: true},
+		{body: `{"model":"m","max_tokens":1e3}`, bad: true},
+		{body: `{"model":"m","max_tokens":-1}`, bad: true},
 		{body: `{"model":"m","prompt":"one"}`},
 		{body: `{"model":"m","prompt":["a","b" , "c"]}`, prompts: 3},
 		{body: `{"model":"m","prompt":[1,2,3]}`, prompts: 1},
@@ -468,8 +467,8 @@ func TestScanRequestChoicesAndLimit(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.body, err)
 		}
-		if req.Choices != c.choices || req.LimitSet != c.limitSet || req.MaxTokens != c.max || req.Limits != c.limits || req.LimitBad != c.bad || req.Prompts != c.prompts {
-			t.Errorf("%s: got choices %d, limit set %v, max %d, limits %v, bad %v, prompts %d", c.body, req.Choices, req.LimitSet, req.MaxTokens, req.Limits, req.LimitBad, req.Prompts)
+		if req.Choices != c.choices || req.MaxTokens != c.max || req.Limits != c.limits || req.LimitBad != c.bad || req.Prompts != c.prompts {
+			t.Errorf("%s: got choices %d, max %d, limits %v, bad %v, prompts %d", c.body, req.Choices, req.MaxTokens, req.Limits, req.LimitBad, req.Prompts)
 		}
 	}
 }

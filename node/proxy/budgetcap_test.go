@@ -113,13 +113,18 @@ func startCapture(t *testing.T) (*bodyCapture, string) {
 	return c, srv.URL
 }
 
-func newBudgetKey(t *testing.T) string {
+func newBudgetKey(t *testing.T) string { return newBudgetKeyWith(t, false) }
+
+// newBudgetKeyWith makes a key with a budget that allows unpriced models
+// or not.
+func newBudgetKeyWith(t *testing.T, allowUnpriced bool) string {
 	t.Helper()
 	id := uniq("key")
 	secret := "sk-tg-" + id + "-secret"
 	h := raftstore.HashSecret(secret)
 	apply(t, &pb.Command{Op: &pb.Command_CreateKey{CreateKey: &pb.CreateKeyCommand{Key: &pb.StoredKey{
-		Key:        &pb.Key{Id: id, Name: "budget " + id, Budget: &pb.Budget{LimitNanos: 1e12, Period: "total"}},
+		Key: &pb.Key{Id: id, Name: "budget " + id,
+			Budget: &pb.Budget{LimitNanos: 1e12, Period: "total", AllowUnpriced: allowUnpriced}},
 		SecretHash: h[:],
 	}}}})
 	return secret
@@ -208,6 +213,19 @@ func TestBudgetedRequestOutputCapped(t *testing.T) {
 	}
 	if got, want := fb.last(), 100*(int64(len(body))+10*outputCap); got != want {
 		t.Errorf("route with a dearer fallback: estimate %d, want %d", got, want)
+	}
+	mixed := newRoute(t, "mixed",
+		&pb.Deployment{Id: "d", Provider: routing.ProviderOpenAICompatible, BaseUrl: base + "/v1", UpstreamModel: "up"},
+		&pb.Deployment{Id: "free", Provider: routing.ProviderOpenAICompatible, BaseUrl: base + "/v1", UpstreamModel: "up"})
+	body = chat(mixed, "")
+	if r := gw.post(t, "/v1/chat/completions", budgeted, body); r.status == 200 {
+		t.Errorf("a budget without allow_unpriced served a route with an unpriced deployment")
+	}
+	if r := gw.post(t, "/v1/chat/completions", newBudgetKeyWith(t, true), body); r.status != 200 {
+		t.Fatalf("mixed route under allow_unpriced: %d %s", r.status, r.body)
+	}
+	if got, want := fb.last(), int64(len(body))+10*outputCap; got != want {
+		t.Errorf("route mixing priced and unpriced deployments: estimate %d, want the priced one's %d", got, want)
 	}
 
 	// Output limits the upstream could read otherwise are refused.
