@@ -62,9 +62,11 @@ type gossip struct {
 	selfAddr string // set once after memberlist starts
 	log      *slog.Logger
 	meta     atomic.Pointer[[]byte]
-	// updateMu serializes UpdateNode calls: memberlist's UpdateNode reads
-	// the local node's state unlocked while another call rewrites it.
+	// updateMu serializes metadata changes and UpdateNode calls
+	// (memberlist's UpdateNode reads the local node's state unlocked while
+	// another call rewrites it); it guards cur.
 	updateMu sync.Mutex
+	cur      memberMeta    // this node's metadata, as last set
 	events   chan struct{} // a membership change happened (non-blocking send)
 
 	mu      sync.Mutex
@@ -86,7 +88,7 @@ type gossipConfig struct {
 }
 
 func newGossip(cfg gossipConfig) (*gossip, error) {
-	g := &gossip{log: cfg.Logger, events: make(chan struct{}, 1), members: map[string]*member{}, limiter: cfg.Limiter}
+	g := &gossip{log: cfg.Logger, events: make(chan struct{}, 1), members: map[string]*member{}, limiter: cfg.Limiter, cur: cfg.Meta}
 	if err := g.setMeta(cfg.Meta); err != nil {
 		return nil, err
 	}
@@ -176,14 +178,20 @@ func (g *gossip) setMeta(m memberMeta) error {
 	return nil
 }
 
-// updateMeta changes this node's metadata and tells the cluster.
-func (g *gossip) updateMeta(m memberMeta) {
+// changeMeta changes this node's metadata with change and tells the
+// cluster. Changes from different goroutines (the membership loop clearing
+// Fresh, the shutdown setting Leaving) apply one after the other, each on
+// top of the last, so none undoes another.
+func (g *gossip) changeMeta(change func(*memberMeta)) {
 	g.updateMu.Lock()
 	defer g.updateMu.Unlock()
+	m := g.cur
+	change(&m)
 	if err := g.setMeta(m); err != nil {
 		g.log.Error("gossip metadata", "err", err)
 		return
 	}
+	g.cur = m
 	if err := g.ml.UpdateNode(5 * time.Second); err != nil {
 		g.log.Warn("gossip metadata update", "err", err)
 	}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -83,4 +84,45 @@ func TestStatusWhileGossipMetaUpdates(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// A node that shuts down while its membership loop marks it joined (a node
+// stopped as soon as it joined, as in TestClusterTLS) sends both changes:
+// neither reads the metadata while the other writes it (seen under -race in
+// CI), and the loop's late update does not take back Leaving.
+func TestGossipMetaChangesCompose(t *testing.T) {
+	tn := startNode(t, baseConfig(t, "solo", testLogger(t)))
+	tn.waitReady(15 * time.Second)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			tn.n.fresh.Store(true)
+			tn.n.markJoined()
+		}
+	}()
+	ok := tn.stop(20 * time.Second)
+	close(done)
+	wg.Wait()
+	if !ok {
+		t.FailNow()
+	}
+	g := tn.n.gossip
+	g.updateMu.Lock()
+	cur := g.cur
+	g.updateMu.Unlock()
+	if !cur.Leaving {
+		t.Errorf("after shutdown the node's gossip metadata is %+v: Leaving was undone", cur)
+	}
+	var sent memberMeta
+	if err := json.Unmarshal(*g.meta.Load(), &sent); err != nil || sent != cur {
+		t.Errorf("metadata sent %+v (%v), want %+v", sent, err, cur)
+	}
 }

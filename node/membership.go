@@ -190,15 +190,15 @@ func addrOwner(servers []raftstore.Server, addr string) string {
 // markJoined clears the Fresh flag in gossip once this node has Raft state
 // (a leader is known and it is a member).
 func (n *Node) markJoined() {
-	if !n.meta.Fresh {
+	if !n.fresh.Load() {
 		return
 	}
 	if addr, _ := n.store.Leader(); addr == "" {
 		return
 	}
-	n.meta.Fresh = false
+	n.fresh.Store(false)
 	n.bootstrapPending.Store(false)
-	n.gossip.updateMeta(n.meta)
+	n.gossip.changeMeta(func(m *memberMeta) { m.Fresh = false })
 }
 
 // tryBootstrap forms a new cluster once --bootstrap-expect nodes that have

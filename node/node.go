@@ -130,6 +130,9 @@ type Config struct {
 	// lazyTokenRegistration, for tests: a follower registers its admin
 	// token only when a write carrying it is forwarded.
 	lazyTokenRegistration bool
+	// tlsReloadInterval, for tests: how often the TLS files are checked
+	// for changes; zero takes tlsReloadInterval.
+	tlsReloadInterval time.Duration
 }
 
 // RaftTuning holds Raft timings; tests shorten them.
@@ -159,8 +162,9 @@ type Node struct {
 	budgets          *budget.Manager
 	pricing          pricing
 	gossip           *gossip
-	meta             memberMeta // this node's gossip metadata (membership goroutine only, after New)
+	meta             memberMeta // this node's gossip metadata as at start; gossip holds the current one
 	bootstrapPending atomic.Bool
+	fresh            atomic.Bool // no Raft state yet, as told to gossip
 	peers            peers
 }
 
@@ -247,6 +251,7 @@ func New(cfg Config) (*Node, error) {
 	n.meta = memberMeta{ID: n.cfg.NodeID, HTTP: reachable(n.httpLn.Addr().String(), advHost),
 		Admin: reachable(n.adminLn.Addr().String(), advHost), Raft: n.store.Addr(),
 		Expect: cfg.BootstrapExpect, Fresh: n.store.Fresh()}
+	n.fresh.Store(n.meta.Fresh)
 	n.bootstrapPending.Store(n.store.Fresh() && cfg.BootstrapExpect > 1)
 	n.limiter = ratelimit.New(ratelimit.Config{NodeID: n.cfg.NodeID})
 	if n.gossip, err = newGossip(gossipConfig{NodeID: n.cfg.NodeID, BindAddr: cfg.GossipAddr,
@@ -574,9 +579,7 @@ func (n *Node) shutdown(stopMembership func()) {
 	fctx, fcancel := context.WithTimeout(context.Background(), 3*time.Second)
 	n.flushSpend(fctx)
 	fcancel()
-	leaving := n.meta
-	leaving.Leaving = true
-	n.gossip.updateMeta(leaving)
+	n.gossip.changeMeta(func(m *memberMeta) { m.Leaving = true })
 	n.gossip.leave(time.Second)
 	n.store.SnapshotForRestart()
 	done := make(chan struct{})

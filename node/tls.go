@@ -165,11 +165,15 @@ func (c *clusterTLS) reload() (bool, error) {
 }
 
 // tlsReloadInterval is how often the TLS files are checked for changes.
-var tlsReloadInterval = 30 * time.Second
+const tlsReloadInterval = 30 * time.Second
 
 // watchTLS reloads the TLS files when they change, until ctx ends.
 func (n *Node) watchTLS(ctx context.Context) {
-	t := time.NewTicker(tlsReloadInterval)
+	every := tlsReloadInterval
+	if n.cfg.tlsReloadInterval > 0 {
+		every = n.cfg.tlsReloadInterval
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {

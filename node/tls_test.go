@@ -468,14 +468,12 @@ func TestParseGossipKey(t *testing.T) {
 // certificate and a CA bundle take effect without a restart, and files
 // that do not load leave the previous ones in place.
 func TestTLSReload(t *testing.T) {
-	old := tlsReloadInterval
-	tlsReloadInterval = 100 * time.Millisecond
-	t.Cleanup(func() { tlsReloadInterval = old })
 	dir := t.TempDir()
 	ca, caFile := testCA(t, dir)
 	cfg := baseConfig(t, "solo", testLogger(t))
 	cfg.TLSCert, cfg.TLSKey = issueFiles(t, ca, dir, "solo")
 	cfg.TLSCA, cfg.HTTPTLS, cfg.GossipKey = caFile, true, bytes.Repeat([]byte{7}, 32)
+	cfg.tlsReloadInterval = 100 * time.Millisecond
 	tn := startNode(t, cfg)
 	tn.waitReady(15 * time.Second)
 
