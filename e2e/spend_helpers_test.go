@@ -54,9 +54,11 @@ type spendRecord struct {
 	PromptTokens     jint   `json:"prompt_tokens"`
 	CompletionTokens jint   `json:"completion_tokens"`
 	CachedTokens     jint   `json:"cached_tokens"`
+	CacheWriteTokens jint   `json:"cache_write_tokens"`
 	CostNanos        jint   `json:"cost_nanos"`
 	Unpriced         bool   `json:"unpriced"`
 	Status           int    `json:"status"`
+	Endpoint         string `json:"endpoint"`
 }
 
 func dollars(nanos int64) string { return fmt.Sprintf("$%.6f", float64(nanos)/1e9) }

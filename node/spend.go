@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate/tollgate/node/proxy"
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 	"github.com/tollgate/tollgate/raftstore"
+	"github.com/tollgate/tollgate/routing"
 	"github.com/tollgate/tollgate/routing/prices"
 )
 
@@ -23,8 +24,7 @@ type pricing struct{ table func() *prices.Table }
 // priceOf returns d's price and where it comes from.
 func (p pricing) priceOf(kind, baseURL, model string, override *pb.Price) (prices.Price, string, bool) {
 	if override != nil {
-		return prices.Price{InputMicros: override.GetInputMicrosPerMtok(), OutputMicros: override.GetOutputMicrosPerMtok(),
-			CachedInputMicros: override.GetCachedInputMicrosPerMtok()}, "override", true
+		return overridePrice(override), "override", true
 	}
 	m, ok := p.table().Lookup(kind, baseURL, model)
 	if !ok {
@@ -33,26 +33,44 @@ func (p pricing) priceOf(kind, baseURL, model string, override *pb.Price) (price
 	return m.Price, "built-in " + m.Provider + "/" + m.Model, true
 }
 
-// Cost implements proxy.Pricing.
-func (p pricing) Cost(d *raftstore.Deployment, prompt, completion, cached int64) (int64, bool) {
-	pr, _, ok := p.priceOf(d.Provider, d.BaseURL, d.UpstreamModel, d.Price)
-	if !ok {
-		return 0, false
+// overridePrice converts a deployment's own price.
+func overridePrice(o *pb.Price) prices.Price {
+	p := prices.Price{InputMicros: o.GetInputMicrosPerMtok(), OutputMicros: o.GetOutputMicrosPerMtok(),
+		CachedInputMicros: o.GetCachedInputMicrosPerMtok(), CacheWriteMicros: o.GetCacheWriteMicrosPerMtok()}
+	for _, t := range o.GetTiers() {
+		p.Tiers = append(p.Tiers, prices.Tier{Above: t.GetAbovePromptTokens(), InputMicros: t.GetInputMicrosPerMtok(),
+			OutputMicros: t.GetOutputMicrosPerMtok(), CachedInputMicros: t.GetCachedInputMicrosPerMtok(),
+			CacheWriteMicros: t.GetCacheWriteMicrosPerMtok()})
 	}
-	return pr.Cost(prompt, completion, cached), true
+	return p
 }
 
-// MaxCost implements proxy.Pricing: Cost at the dearest price d's model
-// has at any time of day or after any announced change.
+// Cost implements proxy.Pricing. Unlike priceOf it builds no description
+// of the price's source: it runs for every request.
+func (p pricing) Cost(d *raftstore.Deployment, u routing.Usage) (int64, bool) {
+	var pr prices.Price
+	if d.Price != nil {
+		pr = overridePrice(d.Price)
+	} else {
+		m, ok := p.table().Lookup(d.Provider, d.BaseURL, d.UpstreamModel)
+		if !ok {
+			return 0, false
+		}
+		pr = m.Price
+	}
+	return pr.Cost(prices.Tokens{Prompt: u.PromptTokens, Completion: u.CompletionTokens,
+		Cached: u.CachedTokens, CacheWrite: u.CacheWriteTokens}), true
+}
+
+// MaxCost implements proxy.Pricing: the most a call of d's with at most
+// prompt and completion tokens can cost, at any of its model's time-of-day
+// or dated prices, long-context tiers and cache rates.
 func (p pricing) MaxCost(d *raftstore.Deployment, prompt, completion int64) (int64, bool) {
 	if d.Price != nil {
-		return p.Cost(d, prompt, completion, 0)
+		pr := overridePrice(d.Price)
+		return pr.MaxCost(prompt, completion), true
 	}
-	b, ok := p.table().LookupBound(d.Provider, d.BaseURL, d.UpstreamModel)
-	if !ok {
-		return 0, false
-	}
-	return b.Cost(prompt, completion, 0), true
+	return p.table().MaxCost(d.Provider, d.BaseURL, d.UpstreamModel, prompt, completion)
 }
 
 // ledgerRecorder writes every finished, authenticated request to the
@@ -74,7 +92,7 @@ func (lr ledgerRecorder) Record(rec *proxy.Record) {
 		UnixNanos: rec.Start.UnixNano(), RequestId: rec.RequestID, Node: lr.node, KeyId: rec.KeyID,
 		TeamId: rec.TeamID, Model: rec.Model, Deployment: rec.Deployment, Provider: rec.Provider,
 		Endpoint: rec.Endpoint.Name(), Stream: rec.Stream, PromptTokens: rec.Usage.PromptTokens,
-		CompletionTokens: rec.Usage.CompletionTokens, CachedTokens: rec.Usage.CachedTokens,
+		CompletionTokens: rec.Usage.CompletionTokens, CachedTokens: rec.Usage.CachedTokens, CacheWriteTokens: rec.Usage.CacheWriteTokens,
 		CostNanos: rec.CostNanos, Unpriced: rec.Unpriced, Status: int32(rec.Status),
 		LatencyMicros: rec.Latency.Microseconds(), TtftMicros: rec.FirstByte.Microseconds(), Attempts: int32(rec.Attempts),
 	}
@@ -184,6 +202,11 @@ func (p pricing) apiPrice(kind, baseURL, model string, override *pb.Price) (*pb.
 	if !ok {
 		return nil, src
 	}
-	return &pb.Price{InputMicrosPerMtok: pr.InputMicros, OutputMicrosPerMtok: pr.OutputMicros,
-		CachedInputMicrosPerMtok: pr.CachedInputMicros}, src
+	out := &pb.Price{InputMicrosPerMtok: pr.InputMicros, OutputMicrosPerMtok: pr.OutputMicros,
+		CachedInputMicrosPerMtok: pr.CachedInputMicros, CacheWriteMicrosPerMtok: pr.CacheWriteMicros}
+	for _, t := range pr.Tiers {
+		out.Tiers = append(out.Tiers, &pb.PriceTier{AbovePromptTokens: t.Above, InputMicrosPerMtok: t.InputMicros,
+			OutputMicrosPerMtok: t.OutputMicros, CachedInputMicrosPerMtok: t.CachedInputMicros, CacheWriteMicrosPerMtok: t.CacheWriteMicros})
+	}
+	return out, src
 }

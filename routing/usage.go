@@ -7,10 +7,18 @@ import (
 
 // Usage is the token usage an upstream reported for one request.
 type Usage struct {
+	// PromptTokens counts every prompt token, cached and cache-written ones
+	// included (OpenAI's prompt_tokens; Anthropic's input_tokens plus its
+	// cache reads and writes).
 	PromptTokens     int64
 	CompletionTokens int64
 	TotalTokens      int64
-	CachedTokens     int64
+	// CachedTokens were read from the provider's prompt cache.
+	CachedTokens int64
+	// CacheWriteTokens were written to the provider's prompt cache
+	// (Anthropic's cache_creation_input_tokens, Bedrock's
+	// cacheWriteInputTokens).
+	CacheWriteTokens int64
 	// Present is set when the upstream reported usage at all.
 	Present bool
 }

@@ -33,8 +33,9 @@ type deploymentFlags struct {
 	options                                      []string
 	clearOptions                                 bool // model update only
 	// Prices in dollars per million tokens; model add only.
-	inputPrice, outputPrice, cachedPrice string
-	limits                               limitFlags
+	inputPrice, outputPrice, cachedPrice, cacheWritePrice string
+	priceTiers                                            []string
+	limits                                                limitFlags
 }
 
 func newDeploymentFlags() *deploymentFlags {
@@ -71,7 +72,10 @@ func (d *deploymentFlags) register(cmd *cobra.Command, add bool) {
 	if add {
 		f.StringVar(&d.inputPrice, "input-price", "", "price override: dollars per million prompt tokens, e.g. 2.50 (default: the built-in price of the upstream model, see model prices)")
 		f.StringVar(&d.outputPrice, "output-price", "", "price override: dollars per million completion tokens, e.g. 10; needed with --input-price")
-		f.StringVar(&d.cachedPrice, "cached-price", "", "price override: dollars per million cached prompt tokens, e.g. 1.25 (default: the input price)")
+		f.StringVar(&d.cachedPrice, "cached-price", "", "price override: dollars per million prompt tokens read from the provider's cache, e.g. 1.25 (default: the input price)")
+		f.StringVar(&d.cacheWritePrice, "cache-write-price", "", "price override: dollars per million prompt tokens written to the provider's cache, e.g. 3.75 (default: the input price)")
+		f.StringArrayVar(&d.priceTiers, "price-tier", nil, "price override for long prompts: above=TOKENS,input=$,output=$[,cached=$][,cache-write=$]; "+
+			"a call whose prompt has more than TOKENS tokens pays all its tokens at these rates; repeat for more tiers")
 	} else {
 		f.BoolVar(&d.clearOptions, "clear-options", false, "remove all of the deployment's provider options")
 		cmd.MarkFlagsMutuallyExclusive("option", "clear-options")
@@ -81,8 +85,9 @@ func (d *deploymentFlags) register(cmd *cobra.Command, add bool) {
 
 // price builds the price override of model add, nil without price flags.
 func (d *deploymentFlags) price(f *pflag.FlagSet) (*tollgatev1.Price, error) {
-	in, out, cached := f.Changed("input-price"), f.Changed("output-price"), f.Changed("cached-price")
-	if !in && !out && !cached {
+	in, out := f.Changed("input-price"), f.Changed("output-price")
+	extra := f.Changed("cached-price") || f.Changed("cache-write-price") || f.Changed("price-tier")
+	if !in && !out && !extra {
 		return nil, nil
 	}
 	if !in || !out {
@@ -96,12 +101,78 @@ func (d *deploymentFlags) price(f *pflag.FlagSet) (*tollgatev1.Price, error) {
 	if p.OutputMicrosPerMtok, err = moneyFlag("output-price", d.outputPrice, microDecimals); err != nil {
 		return nil, err
 	}
-	if cached {
+	if f.Changed("cached-price") {
 		if p.CachedInputMicrosPerMtok, err = moneyFlag("cached-price", d.cachedPrice, microDecimals); err != nil {
 			return nil, err
 		}
 	}
+	if f.Changed("cache-write-price") {
+		if p.CacheWriteMicrosPerMtok, err = moneyFlag("cache-write-price", d.cacheWritePrice, microDecimals); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range d.priceTiers {
+		t, err := parsePriceTier(s)
+		if err != nil {
+			return nil, err
+		}
+		if n := len(p.Tiers); n > 0 && t.GetAbovePromptTokens() <= p.Tiers[n-1].GetAbovePromptTokens() {
+			return nil, usageErrorf("invalid --price-tier %q: tiers must be given in ascending order of above=", s)
+		}
+		p.Tiers = append(p.Tiers, t)
+	}
 	return p, nil
+}
+
+// parsePriceTier reads a --price-tier value:
+// above=TOKENS,input=$,output=$[,cached=$][,cache-write=$].
+func parsePriceTier(s string) (*tollgatev1.PriceTier, error) {
+	bad := func(format string, args ...any) error {
+		return usageErrorf("invalid --price-tier %q: %s", s, fmt.Sprintf(format, args...))
+	}
+	t := &tollgatev1.PriceTier{}
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return nil, bad("want above=TOKENS,input=$,output=$[,cached=$][,cache-write=$]")
+		}
+		if seen[k] {
+			return nil, bad("%s given twice", k)
+		}
+		seen[k] = true
+		var dst *int64
+		switch k {
+		case "above":
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil || n <= 0 {
+				return nil, bad("above wants a positive number of prompt tokens, e.g. 200000")
+			}
+			t.AbovePromptTokens = n
+			continue
+		case "input":
+			dst = &t.InputMicrosPerMtok
+		case "output":
+			dst = &t.OutputMicrosPerMtok
+		case "cached":
+			dst = &t.CachedInputMicrosPerMtok
+		case "cache-write":
+			dst = &t.CacheWriteMicrosPerMtok
+		default:
+			return nil, bad("unknown field %q; the fields are above, input, output, cached, cache-write", k)
+		}
+		n, err := parseFixed(v, microDecimals)
+		if err != nil {
+			return nil, bad("%s: %v", k, err)
+		}
+		*dst = n
+	}
+	for _, k := range []string{"above", "input", "output"} {
+		if !seen[k] {
+			return nil, bad("%s is required", k)
+		}
+	}
+	return t, nil
 }
 
 func (a *app) modelAddCommand() *cobra.Command {
@@ -153,9 +224,13 @@ defaults to NAME; for azure-openai it is the name of the Azure deployment.
 after it the deployment counts as failed and the next one is tried.
 
 Spend is counted with the built-in price of the upstream model when Tollgate
-knows it. --input-price and --output-price (with --cached-price optional)
-override it, in dollars per million tokens, up to 6 decimals; use them for
-self-hosted or unknown models, or negotiated prices. The price cannot be
+knows it. --input-price and --output-price override it, in dollars per
+million tokens, up to 6 decimals; use them for self-hosted or unknown
+models, or negotiated prices. --cached-price and --cache-write-price price
+prompt tokens read from and written to the provider's prompt cache
+(default: the input price). --price-tier adds long-context rates: with
+--price-tier above=200000,input=6,output=22.50 a call whose prompt has more
+than 200,000 tokens pays all its tokens at $6 and $22.50. The price cannot be
 changed by model update: remove and add the deployment again. See
 tollctl model prices for the price each deployment uses.
 

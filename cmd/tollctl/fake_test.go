@@ -955,6 +955,9 @@ func (s *fakeTeams) takeCalls() []string {
 var builtinPrices = map[string]*tollgatev1.Price{
 	"gpt-4o":      {InputMicrosPerMtok: 2_500_000, OutputMicrosPerMtok: 10_000_000, CachedInputMicrosPerMtok: 1_250_000},
 	"gpt-4o-mini": {InputMicrosPerMtok: 150_000, OutputMicrosPerMtok: 600_000},
+	"claude-sonnet-4-5": {InputMicrosPerMtok: 3_000_000, OutputMicrosPerMtok: 15_000_000, CachedInputMicrosPerMtok: 300_000,
+		CacheWriteMicrosPerMtok: 3_750_000, Tiers: []*tollgatev1.PriceTier{{AbovePromptTokens: 200_000, InputMicrosPerMtok: 6_000_000,
+			OutputMicrosPerMtok: 22_500_000, CachedInputMicrosPerMtok: 600_000, CacheWriteMicrosPerMtok: 7_500_000}}},
 }
 
 func (s *fakeModels) ListPrices(_ context.Context, req *tollgatev1.ListPricesRequest) (*tollgatev1.ListPricesResponse, error) {

@@ -311,8 +311,12 @@ func (a *app) modelPricesCommand() *cobra.Command {
 		Use:   "prices [MODEL]",
 		Short: "Show the price each deployment is charged at",
 		Long: `Show the price that applies to every deployment, or to the deployments of
-MODEL: in dollars per million prompt (INPUT), completion (OUTPUT) and cached
-prompt (CACHED) tokens. SOURCE is "override" for a price set with model add
+MODEL: in dollars per million prompt (INPUT), completion (OUTPUT), cached
+prompt (CACHED: read from the provider's prompt cache) and cache-write
+(written to it) tokens. LONG-PROMPT lists long-context rates: ">200000:
+$6.00/$22.50" means a call whose prompt has more than 200,000 tokens pays
+all its input and output tokens at $6.00 and $22.50 (its cache rates are in
+the JSON output). SOURCE is "override" for a price set with model add
 --input-price, "built-in PROVIDER/MODEL" for Tollgate's own price list, or
 "unknown": the cost of requests to such a deployment is not counted, and keys
 or teams with a budget refuse them unless the budget allows unpriced models.
@@ -355,21 +359,35 @@ million tokens (2500000 is $2.50), and price is null when unknown.`,
 				return nil
 			}
 			tw := newTable(a.stdout)
-			row(tw, "MODEL", "DEPLOYMENT", "PROVIDER", "UPSTREAM-MODEL", "INPUT/MTOK", "OUTPUT/MTOK", "CACHED/MTOK", "SOURCE")
+			row(tw, "MODEL", "DEPLOYMENT", "PROVIDER", "UPSTREAM-MODEL", "INPUT/MTOK", "OUTPUT/MTOK", "CACHED/MTOK", "CACHE-WRITE/MTOK", "LONG-PROMPT", "SOURCE")
 			for _, p := range resp.GetPrices() {
-				in, out, cached := "unknown", "unknown", "unknown"
+				in, out, cached, write, long := "unknown", "unknown", "unknown", "unknown", "-"
 				if pr := p.GetPrice(); pr != nil {
 					in, out = fmtMicros(pr.GetInputMicrosPerMtok()), fmtMicros(pr.GetOutputMicrosPerMtok())
-					c := pr.GetCachedInputMicrosPerMtok()
-					if c == 0 { // zero means the input price
-						c = pr.GetInputMicrosPerMtok()
+					cached = fmtMicros(orInput(pr.GetCachedInputMicrosPerMtok(), pr.GetInputMicrosPerMtok()))
+					write = fmtMicros(orInput(pr.GetCacheWriteMicrosPerMtok(), pr.GetInputMicrosPerMtok()))
+					var tiers []string
+					for _, t := range pr.GetTiers() {
+						tiers = append(tiers, fmt.Sprintf(">%d: %s/%s", t.GetAbovePromptTokens(),
+							fmtMicros(t.GetInputMicrosPerMtok()), fmtMicros(t.GetOutputMicrosPerMtok())))
 					}
-					cached = fmtMicros(c)
+					if len(tiers) > 0 {
+						long = strings.Join(tiers, " ")
+					}
 				}
 				row(tw, p.GetModel(), p.GetDeployment(), orDash(p.GetProvider()), orDash(p.GetUpstreamModel()),
-					in, out, cached, orDash(p.GetSource()))
+					in, out, cached, write, long, orDash(p.GetSource()))
 			}
 			return tw.Flush()
 		}),
 	}
+}
+
+// orInput returns a cache rate, or the input rate when it is zero (which
+// means the input rate).
+func orInput(rate, input int64) int64 {
+	if rate == 0 {
+		return input
+	}
+	return rate
 }

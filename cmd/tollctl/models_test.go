@@ -227,6 +227,17 @@ func TestModelAddPrice(t *testing.T) {
 	if got := f.models.get("llama").GetDeployments()[1].GetPrice(); !proto.Equal(got, want) {
 		t.Errorf("price = %v, want %v", got, want)
 	}
+	f.mustRun(t, "model", "add", "claude", "--provider", "anthropic", "--input-price", "3", "--output-price", "15",
+		"--cache-write-price", "3.75", "--price-tier", "above=200000,input=6,output=22.50,cached=0.6,cache-write=7.5",
+		"--price-tier", "output=30, above=1000000 ,input=$9")
+	want = &tollgatev1.Price{InputMicrosPerMtok: 3_000_000, OutputMicrosPerMtok: 15_000_000, CacheWriteMicrosPerMtok: 3_750_000,
+		Tiers: []*tollgatev1.PriceTier{
+			{AbovePromptTokens: 200_000, InputMicrosPerMtok: 6_000_000, OutputMicrosPerMtok: 22_500_000, CachedInputMicrosPerMtok: 600_000, CacheWriteMicrosPerMtok: 7_500_000},
+			{AbovePromptTokens: 1_000_000, InputMicrosPerMtok: 9_000_000, OutputMicrosPerMtok: 30_000_000},
+		}}
+	if got := f.models.get("claude").GetDeployments()[0].GetPrice(); !proto.Equal(got, want) {
+		t.Errorf("price = %v, want %v", got, want)
+	}
 	f.mustRun(t, "model", "add", "echo", "--provider", "demo")
 	if got := f.models.get("echo").GetDeployments()[0].GetPrice(); got != nil {
 		t.Errorf("no price flags sent price %v", got)
@@ -241,6 +252,16 @@ func TestModelAddPrice(t *testing.T) {
 		{"model", "add", "m", "--provider", "demo", "--input-price", "1e1", "--output-price", "1"},       // exponent
 		{"model", "add", "m", "--provider", "demo", "--input-price", "0.0000001", "--output-price", "1"}, // below a micro-dollar
 		{"model", "update", "m", "--input-price", "1"},                                                   // add only
+		{"model", "add", "m", "--provider", "demo", "--cache-write-price", "1"},                          // alone
+		{"model", "add", "m", "--provider", "demo", "--price-tier", "above=10,input=1,output=1"},         // alone
+		{"model", "add", "m", "--provider", "demo", "--input-price", "1", "--output-price", "1", "--price-tier", "above=10,input=1"},
+		{"model", "add", "m", "--provider", "demo", "--input-price", "1", "--output-price", "1", "--price-tier", "input=1,output=1"},
+		{"model", "add", "m", "--provider", "demo", "--input-price", "1", "--output-price", "1", "--price-tier", "above=0,input=1,output=1"},
+		{"model", "add", "m", "--provider", "demo", "--input-price", "1", "--output-price", "1", "--price-tier", "above=10,input=1,output=1,output=2"},
+		{"model", "add", "m", "--provider", "demo", "--input-price", "1", "--output-price", "1", "--price-tier", "above=10,input=1,output=1,audio=2"},
+		{"model", "add", "m", "--provider", "demo", "--input-price", "1", "--output-price", "1", "--price-tier", "above=10,input=-1,output=1"},
+		{"model", "add", "m", "--provider", "demo", "--input-price", "1", "--output-price", "1",
+			"--price-tier", "above=20,input=1,output=1", "--price-tier", "above=10,input=2,output=2"}, // descending
 	} {
 		if r := f.run(t, args...); r.code != 2 {
 			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, r.code, r.stderr)
@@ -258,23 +279,25 @@ func TestModelPrices(t *testing.T) {
 	}
 	f.mustRun(t, "model", "add", "gpt-4o", "--provider", "openai")
 	f.mustRun(t, "model", "add", "mini", "--provider", "openai", "--upstream-model", "gpt-4o-mini")
+	f.mustRun(t, "model", "add", "claude", "--provider", "anthropic", "--upstream-model", "claude-sonnet-4-5")
 	f.mustRun(t, "model", "add", "llama", "--provider", "openai-compatible", "--base-url", "http://h/v1", "--deployment", "vllm")
 	f.mustRun(t, "model", "add", "llama", "--provider", "openai-compatible", "--base-url", "http://h2/v1", "--deployment", "cheap",
 		"--input-price", "0.075", "--output-price", "0.3")
 
 	r := f.mustRun(t, "model", "prices")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if len(lines) != 5 {
-		t.Fatalf("want header and 4 rows:\n%s", r.stdout)
+	if len(lines) != 6 {
+		t.Fatalf("want header and 5 rows:\n%s", r.stdout)
 	}
-	if got := strings.Fields(lines[0]); !slices.Equal(got, []string{"MODEL", "DEPLOYMENT", "PROVIDER", "UPSTREAM-MODEL", "INPUT/MTOK", "OUTPUT/MTOK", "CACHED/MTOK", "SOURCE"}) {
+	if got := strings.Fields(lines[0]); !slices.Equal(got, []string{"MODEL", "DEPLOYMENT", "PROVIDER", "UPSTREAM-MODEL", "INPUT/MTOK", "OUTPUT/MTOK", "CACHED/MTOK", "CACHE-WRITE/MTOK", "LONG-PROMPT", "SOURCE"}) {
 		t.Errorf("header = %v", got)
 	}
 	wantRows := [][]string{
-		{"gpt-4o", "openai", "openai", "gpt-4o", "$2.50", "$10.00", "$1.25", "built-in", "openai/gpt-4o"},
-		{"llama", "vllm", "openai-compatible", "llama", "unknown", "unknown", "unknown", "unknown"},
-		{"llama", "cheap", "openai-compatible", "llama", "$0.075", "$0.30", "$0.075", "override"}, // cached: the input price
-		{"mini", "openai", "openai", "gpt-4o-mini", "$0.15", "$0.60", "$0.15", "built-in", "openai/gpt-4o-mini"},
+		{"claude", "anthropic", "anthropic", "claude-sonnet-4-5", "$3.00", "$15.00", "$0.30", "$3.75", ">200000:", "$6.00/$22.50", "built-in", "anthropic/claude-sonnet-4-5"},
+		{"gpt-4o", "openai", "openai", "gpt-4o", "$2.50", "$10.00", "$1.25", "$2.50", "-", "built-in", "openai/gpt-4o"}, // cache write: the input price
+		{"llama", "vllm", "openai-compatible", "llama", "unknown", "unknown", "unknown", "unknown", "-", "unknown"},
+		{"llama", "cheap", "openai-compatible", "llama", "$0.075", "$0.30", "$0.075", "$0.075", "-", "override"}, // cache rates: the input price
+		{"mini", "openai", "openai", "gpt-4o-mini", "$0.15", "$0.60", "$0.15", "$0.15", "-", "built-in", "openai/gpt-4o-mini"},
 	}
 	for i, want := range wantRows {
 		if got := strings.Fields(lines[i+1]); !slices.Equal(got, want) {

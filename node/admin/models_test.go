@@ -225,6 +225,35 @@ func TestPriceOverride(t *testing.T) {
 		t.Errorf("negative-price message = %q", st.Message())
 	}
 
+	// Tiers must ascend from at least one token, and hold no negative rate.
+	tier := func(above, in int64) *pb.PriceTier {
+		return &pb.PriceTier{AbovePromptTokens: above, InputMicrosPerMtok: in, OutputMicrosPerMtok: 1}
+	}
+	for _, tc := range []struct {
+		name string
+		p    *pb.Price
+		msg  string
+	}{
+		{"negative cache write", &pb.Price{CacheWriteMicrosPerMtok: -1}, "cache_write_micros_per_mtok must not be negative"},
+		{"tier at zero", &pb.Price{Tiers: []*pb.PriceTier{tier(0, 1)}}, "tier 1 starts above 0 prompt tokens"},
+		{"tiers descending", &pb.Price{Tiers: []*pb.PriceTier{tier(200, 1), tier(100, 1)}}, "tier 2 starts above 100 prompt tokens"},
+		{"tiers repeated", &pb.Price{Tiers: []*pb.PriceTier{tier(100, 1), tier(100, 1)}}, "tier 2 starts above 100"},
+		{"negative tier rate", &pb.Price{Tiers: []*pb.PriceTier{tier(100, -5)}}, "tier 1 input_micros_per_mtok must not be negative"},
+		{"too many tiers", &pb.Price{Tiers: []*pb.PriceTier{tier(1, 1), tier(2, 1), tier(3, 1), tier(4, 1), tier(5, 1), tier(6, 1), tier(7, 1), tier(8, 1), tier(9, 1)}}, "9 tiers; at most 8"},
+	} {
+		_, err = env.models.AddDeployment(ctx, &pb.AddDeploymentRequest{Model: "m", Deployment: &pb.Deployment{Id: "bad", Provider: "demo", Price: tc.p}})
+		if st := wantCode(t, err, codes.InvalidArgument); !strings.Contains(st.Message(), tc.msg) {
+			t.Errorf("%s: message %q; want %q", tc.name, st.Message(), tc.msg)
+		}
+	}
+	long := &pb.Price{InputMicrosPerMtok: 3_000_000, OutputMicrosPerMtok: 15_000_000, CacheWriteMicrosPerMtok: 3_750_000,
+		Tiers: []*pb.PriceTier{tier(200_000, 6_000_000), tier(1_000_000, 9_000_000)}}
+	_, err = env.models.AddDeployment(ctx, &pb.AddDeploymentRequest{Model: "long", Deployment: &pb.Deployment{Id: "tiers", Provider: "demo", Price: long}})
+	mustOK(t, err)
+	if d := store.State().Route("long").Deployments[0]; !proto.Equal(d.Price, long) {
+		t.Errorf("tiered price stored as %v", d.Price)
+	}
+
 	rv := store.State().Route("m")
 	if rv == nil || len(rv.Deployments) != 2 || !proto.Equal(rv.Deployments[0].Price, price) ||
 		rv.Deployments[1].Price == nil {

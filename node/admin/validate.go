@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -89,22 +90,52 @@ func checkBudget(what string, b *pb.Budget) error {
 	return nil
 }
 
+// maxPriceTiers bounds a price override's long-context tiers.
+const maxPriceTiers = 8
+
 // checkPrice checks a deployment's price override; nil means none. Zero
-// prices are allowed (a free model), negative ones are not.
+// prices are allowed (a free model), negative ones are not; tiers ascend
+// strictly by their prompt threshold.
 func checkPrice(model, deployment string, p *pb.Price) error {
 	if p == nil {
 		return nil
 	}
-	for _, f := range []struct {
+	type field struct {
 		name string
 		v    int64
-	}{
-		{"input_micros_per_mtok", p.GetInputMicrosPerMtok()},
-		{"output_micros_per_mtok", p.GetOutputMicrosPerMtok()},
-		{"cached_input_micros_per_mtok", p.GetCachedInputMicrosPerMtok()},
-	} {
-		if f.v < 0 {
-			return invalid("model %q, deployment %q: price %s must not be negative; got %d", model, deployment, f.name, f.v)
+	}
+	check := func(where string, fs ...field) error {
+		for _, f := range fs {
+			if f.v < 0 {
+				return invalid("model %q, deployment %q: price %s%s must not be negative; got %d", model, deployment, where, f.name, f.v)
+			}
+		}
+		return nil
+	}
+	if err := check("",
+		field{"input_micros_per_mtok", p.GetInputMicrosPerMtok()},
+		field{"output_micros_per_mtok", p.GetOutputMicrosPerMtok()},
+		field{"cached_input_micros_per_mtok", p.GetCachedInputMicrosPerMtok()},
+		field{"cache_write_micros_per_mtok", p.GetCacheWriteMicrosPerMtok()}); err != nil {
+		return err
+	}
+	if len(p.GetTiers()) > maxPriceTiers {
+		return invalid("model %q, deployment %q: price has %d tiers; at most %d", model, deployment, len(p.GetTiers()), maxPriceTiers)
+	}
+	prev := int64(0)
+	for i, t := range p.GetTiers() {
+		where := fmt.Sprintf("tier %d ", i+1)
+		if t.GetAbovePromptTokens() <= prev {
+			return invalid("model %q, deployment %q: price %sstarts above %d prompt tokens; tiers must start above 1 or more tokens and ascend (the previous one starts above %d)",
+				model, deployment, where, t.GetAbovePromptTokens(), prev)
+		}
+		prev = t.GetAbovePromptTokens()
+		if err := check(where,
+			field{"input_micros_per_mtok", t.GetInputMicrosPerMtok()},
+			field{"output_micros_per_mtok", t.GetOutputMicrosPerMtok()},
+			field{"cached_input_micros_per_mtok", t.GetCachedInputMicrosPerMtok()},
+			field{"cache_write_micros_per_mtok", t.GetCacheWriteMicrosPerMtok()}); err != nil {
+			return err
 		}
 	}
 	return nil

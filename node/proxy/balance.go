@@ -157,7 +157,7 @@ func (h *Handler) order(dst []*raftstore.Deployment, r *raftstore.Route, now int
 			if h.cfg.Pricing == nil {
 				return 0
 			}
-			c, ok := h.cfg.Pricing.Cost(d, 1_000_000, 1_000_000, 0)
+			c, ok := h.cfg.Pricing.Cost(d, routing.Usage{PromptTokens: 1_000_000, CompletionTokens: 1_000_000})
 			if !ok {
 				return 1 << 62 // unpriced: last
 			}

@@ -59,7 +59,8 @@ func (f *fakeBudgets) last() int64 {
 // deployment named "dear", 100 times that; one named "free" is unpriced.
 type linearPricing struct{}
 
-func (linearPricing) Cost(d *raftstore.Deployment, prompt, completion, _ int64) (int64, bool) {
+func (linearPricing) Cost(d *raftstore.Deployment, u routing.Usage) (int64, bool) {
+	prompt, completion := u.PromptTokens, u.CompletionTokens
 	switch d.ID {
 	case "dear":
 		return 100 * (prompt + 10*completion), true
@@ -70,7 +71,7 @@ func (linearPricing) Cost(d *raftstore.Deployment, prompt, completion, _ int64) 
 }
 
 func (p linearPricing) MaxCost(d *raftstore.Deployment, prompt, completion int64) (int64, bool) {
-	return p.Cost(d, prompt, completion, 0)
+	return p.Cost(d, routing.Usage{PromptTokens: prompt, CompletionTokens: completion})
 }
 
 // bodyCapture is an OpenAI- and Anthropic-format upstream that keeps the

@@ -37,7 +37,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"model", "deployment"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_tokens_total",
-			Help: "Tokens reported by upstreams, by model and type (prompt, completion, cached).",
+			Help: "Tokens reported by upstreams, by model and type (prompt, completion; cached and cache_write, counted in prompt too).",
 		}, []string{"model", "type"}),
 	}
 	m.spend = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -87,6 +87,9 @@ func (m *Metrics) Record(rec *Record) {
 		m.tokens.WithLabelValues(model, "completion").Add(float64(u.CompletionTokens))
 		if u.CachedTokens > 0 {
 			m.tokens.WithLabelValues(model, "cached").Add(float64(u.CachedTokens))
+		}
+		if u.CacheWriteTokens > 0 {
+			m.tokens.WithLabelValues(model, "cache_write").Add(float64(u.CacheWriteTokens))
 		}
 	}
 }

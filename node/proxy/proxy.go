@@ -83,9 +83,9 @@ type Recorder interface {
 
 // Pricing prices tokens served by a deployment.
 type Pricing interface {
-	// Cost returns the cost in nano-dollars of the tokens at d's price,
-	// and false when d's price is unknown.
-	Cost(d *raftstore.Deployment, prompt, completion, cached int64) (int64, bool)
+	// Cost returns the cost in nano-dollars of usage u at d's price, and
+	// false when d's price is unknown.
+	Cost(d *raftstore.Deployment, u routing.Usage) (int64, bool)
 	// MaxCost is Cost at the dearest price d has at any time (time-of-day
 	// and dated prices), for budget reservations of requests that may end
 	// after the price changed.
@@ -612,8 +612,7 @@ func (h *Handler) commit(rec *Record) {
 	rec.committed = true
 	rec.Latency = time.Since(rec.Start)
 	if d := rec.dep; d != nil && h.cfg.Pricing != nil && rec.Usage.Present {
-		u := rec.Usage
-		cost, ok := h.cfg.Pricing.Cost(d, u.PromptTokens, u.CompletionTokens, u.CachedTokens)
+		cost, ok := h.cfg.Pricing.Cost(d, rec.Usage)
 		rec.CostNanos, rec.Unpriced = cost, !ok
 	} else if rec.dep != nil && rec.Usage.Present {
 		rec.Unpriced = true

@@ -326,7 +326,8 @@ func usageOf(u *translate.Usage) routing.Usage {
 		return routing.Usage{}
 	}
 	return routing.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
-		TotalTokens: u.PromptTokens + u.CompletionTokens, CachedTokens: u.Cached(), Present: true}
+		TotalTokens: u.PromptTokens + u.CompletionTokens, CachedTokens: u.Cached(),
+		CacheWriteTokens: u.CacheCreationTokens, Present: true}
 }
 
 // asError turns a translator's error into a *translate.Error.
@@ -501,7 +502,7 @@ type anthropicUsage struct {
 func (a anthropicUsage) usage() routing.Usage {
 	p := a.InputTokens + a.CacheReadInputTokens + a.CacheCreationInputTokens
 	return routing.Usage{PromptTokens: p, CompletionTokens: a.OutputTokens, TotalTokens: p + a.OutputTokens,
-		CachedTokens: a.CacheReadInputTokens, Present: true}
+		CachedTokens: a.CacheReadInputTokens, CacheWriteTokens: a.CacheCreationInputTokens, Present: true}
 }
 
 // --- embeddings on Gemini ----------------------------------------------------

@@ -2,12 +2,14 @@ package prices
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -267,70 +269,123 @@ func parseTimeOfDay(s string) (int64, error) {
 }
 
 // parseModelPrice reads a ModelPrice object. The schema allows any key with
-// a number or tiered value; all are checked, three are kept.
+// a number or tiered value; all are checked, four are kept. The tiers of
+// the four become Price.Tiers: one tier per distinct start, where each
+// component has its rate for that prompt length (its base rate if it has
+// no tier that low).
 func parseModelPrice(raw []byte) (Price, error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return Price{}, err
 	}
 	var p Price
+	kept := map[string]amount{}
 	for k, v := range obj {
-		micros, err := parseAmount(v)
+		a, err := parseAmount(v)
 		if err != nil {
 			return Price{}, fmt.Errorf("%s: %w", k, err)
 		}
 		switch k {
 		case "input_mtok":
-			p.InputMicros = micros
+			p.InputMicros = a.base
 		case "output_mtok":
-			p.OutputMicros = micros
+			p.OutputMicros = a.base
 		case "cache_read_mtok":
-			p.CachedInputMicros = micros
+			p.CachedInputMicros = a.base
+		case "cache_write_mtok":
+			p.CacheWriteMicros = a.base
+		default:
+			continue
+		}
+		kept[k] = a
+	}
+	var starts []int64
+	for _, a := range kept {
+		for _, t := range a.tiers {
+			starts = append(starts, t.start)
 		}
 	}
+	slices.Sort(starts)
+	for _, start := range slices.Compact(starts) {
+		p.Tiers = append(p.Tiers, Tier{Above: start,
+			InputMicros: kept["input_mtok"].at(start), OutputMicros: kept["output_mtok"].at(start),
+			CachedInputMicros: kept["cache_read_mtok"].at(start), CacheWriteMicros: kept["cache_write_mtok"].at(start)})
+	}
 	return p, nil
+}
+
+// amount is a price read from the table: a base rate and the tiers above
+// it, ascending by start.
+type amount struct {
+	base  int64
+	tiers []tierAmount
+}
+
+type tierAmount struct{ start, micros int64 }
+
+// at returns the rate of a prompt of more than start tokens.
+func (a amount) at(start int64) int64 {
+	r := a.base
+	for _, t := range a.tiers {
+		if t.start <= start {
+			r = t.micros
+		}
+	}
+	return r
 }
 
 type rawTiered struct {
 	Base  *float64 `json:"base"`
 	Tiers []struct {
-		Start int64    `json:"start"`
+		Start *int64   `json:"start"`
 		Price *float64 `json:"price"`
 	} `json:"tiers"`
 }
 
 // parseAmount reads a price in USD (per million tokens, or per thousand
-// requests) as micro-dollars; a tiered price is read at its base rate.
-func parseAmount(v json.RawMessage) (int64, error) {
+// requests) as micro-dollars, with its tiers if it has any.
+func parseAmount(v json.RawMessage) (amount, error) {
 	v = bytes.TrimSpace(v)
 	if isNull(v) {
-		return 0, nil
+		return amount{}, nil
 	}
 	if len(v) > 0 && v[0] == '{' {
 		var t rawTiered
 		dec := json.NewDecoder(bytes.NewReader(v))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&t); err != nil {
-			return 0, fmt.Errorf("tiered price: %w", err)
+			return amount{}, fmt.Errorf("tiered price: %w", err)
 		}
 		if t.Base == nil || t.Tiers == nil {
-			return 0, errors.New("tiered price needs base and tiers")
+			return amount{}, errors.New("tiered price needs base and tiers")
 		}
+		base, err := toMicros(*t.Base)
+		if err != nil {
+			return amount{}, err
+		}
+		a := amount{base: base}
 		for _, tier := range t.Tiers {
-			if tier.Price == nil {
-				return 0, errors.New("tier without price")
+			if tier.Price == nil || tier.Start == nil {
+				return amount{}, errors.New("a tier needs start and price")
 			}
-			if _, err := toMicros(*tier.Price); err != nil {
-				return 0, fmt.Errorf("tier: %w", err)
+			if *tier.Start < 0 {
+				return amount{}, fmt.Errorf("tier start %d is negative", *tier.Start)
 			}
+			m, err := toMicros(*tier.Price)
+			if err != nil {
+				return amount{}, fmt.Errorf("tier: %w", err)
+			}
+			a.tiers = append(a.tiers, tierAmount{*tier.Start, m})
 		}
-		return toMicros(*t.Base)
+		slices.SortStableFunc(a.tiers, func(x, y tierAmount) int { return cmp.Compare(x.start, y.start) })
+		return a, nil
 	}
 	var f float64
 	if err := json.Unmarshal(v, &f); err != nil {
-		return 0, err
+		return amount{}, err
 	}
-	return toMicros(f)
+	m, err := toMicros(f)
+	return amount{base: m}, err
 }
 
 // toMicros converts USD to micro-dollars, rounded to the nearest.

@@ -26,14 +26,17 @@
 //     failing that, each of the provider's fallback_model_providers is tried
 //     (one level), e.g. azure falls back to openai and anthropic.
 //   - Tiered prices (a higher rate once a prompt passes a token threshold)
-//     are read at their base rate.
+//     become Price.Tiers. As upstream, the tier is chosen by the whole
+//     prompt (cached and cache-written tokens included) and its rate applies
+//     to all the call's tokens of that kind, not only those past the
+//     threshold.
 //   - A list of conditional prices is resolved when Lookup runs, as
 //     upstream does: the last entry whose constraint holds now (a start_date
 //     reached, or a UTC time-of-day window such as DeepSeek's) wins, and
 //     the first entry applies when none does. An entry carrying conditions
 //     this package does not know (from a newer format) is never chosen.
-//   - Only input_mtok, output_mtok and cache_read_mtok are used. Cache
-//     writes, audio and per-request fees are not part of Price.
+//   - input_mtok, output_mtok, cache_read_mtok and cache_write_mtok are
+//     used. Audio and per-request fees are not part of Price.
 //   - A model listed with no prices at all (OpenRouter's ":free" models,
 //     OpenAI's moderation endpoint) is known and free: Price{} with ok=true.
 package prices
@@ -51,39 +54,113 @@ import (
 // Price is what a model costs, in micro-dollars (1e-6 USD) per million
 // tokens: $0.15 per million input tokens is InputMicros 150000.
 type Price struct {
-	// InputMicros prices uncached prompt tokens.
+	// InputMicros prices prompt tokens neither read from nor written to the
+	// provider's prompt cache.
 	InputMicros int64
 	// OutputMicros prices completion tokens (reasoning tokens included).
 	OutputMicros int64
 	// CachedInputMicros prices prompt tokens read from the provider's
 	// prompt cache; 0 means they cost InputMicros.
 	CachedInputMicros int64
+	// CacheWriteMicros prices prompt tokens written to the provider's
+	// prompt cache (Anthropic's cache_creation_input_tokens, Bedrock's
+	// cacheWriteInputTokens), which cost more than plain input there; 0
+	// means they cost InputMicros.
+	CacheWriteMicros int64
+	// Tiers are the rates of long prompts, ascending by Above: a call whose
+	// prompt has more than Above tokens (cached and cache-written ones
+	// included) pays all its tokens at the last such tier's rates, as
+	// Anthropic's and Google's long-context prices do.
+	Tiers []Tier
 }
 
-// Cost returns the cost in nano-dollars (1e-9 USD) of a call with usage
-// in OpenAI's sense: promptTokens includes cachedTokens. It computes
+// Tier is a Price's rates for prompts of more than Above tokens. A zero
+// cache rate means the tier's InputMicros, as in Price.
+type Tier struct {
+	Above                                                          int64
+	InputMicros, OutputMicros, CachedInputMicros, CacheWriteMicros int64
+}
+
+// Tokens is a call's usage as Cost prices it. Prompt counts every prompt
+// token, Cached (read from the prompt cache) and CacheWrite (written to
+// it) included, as OpenAI's prompt_tokens does.
+type Tokens struct {
+	Prompt, Completion, Cached, CacheWrite int64
+}
+
+// rates is one set of per-token prices with the zero cache rates resolved.
+type rates struct{ in, out, cachedIn, cacheWrite int64 }
+
+func resolve(in, out, cachedIn, cacheWrite int64) rates {
+	r := rates{in: max(in, 0), out: max(out, 0), cachedIn: max(cachedIn, 0), cacheWrite: max(cacheWrite, 0)}
+	if r.cachedIn == 0 {
+		r.cachedIn = r.in
+	}
+	if r.cacheWrite == 0 {
+		r.cacheWrite = r.in
+	}
+	return r
+}
+
+// ratesFor returns the rates of a call with prompt tokens.
+func (p *Price) ratesFor(prompt int64) rates {
+	for i := len(p.Tiers) - 1; i >= 0; i-- {
+		if t := &p.Tiers[i]; prompt > t.Above {
+			return resolve(t.InputMicros, t.OutputMicros, t.CachedInputMicros, t.CacheWriteMicros)
+		}
+	}
+	return resolve(p.InputMicros, p.OutputMicros, p.CachedInputMicros, p.CacheWriteMicros)
+}
+
+// Cost returns the cost in nano-dollars (1e-9 USD) of a call with usage t,
+// at the rates of the tier its prompt falls in. It computes
 //
-//	((prompt-cached)*in + cached*cachedIn + completion*out) / 1000
+//	((prompt-cached-written)*in + cached*cachedIn + written*cacheWrite + completion*out) / 1000
 //
 // exactly and rounds half up. Negative counts and prices count as zero,
-// cached is clamped to [0, prompt], and a result beyond int64 saturates at
-// math.MaxInt64. The result is never negative.
-func (p Price) Cost(promptTokens, completionTokens, cachedTokens int64) int64 {
-	prompt := max(promptTokens, 0)
-	completion := max(completionTokens, 0)
-	cached := min(max(cachedTokens, 0), prompt)
-	in := max(p.InputMicros, 0)
-	out := max(p.OutputMicros, 0)
-	cachedIn := p.CachedInputMicros
-	if cachedIn <= 0 {
-		cachedIn = in
-	}
-	// Each product is below 2^126, so the sum of three and the rounding
-	// term fit in 128 bits.
+// cached is clamped to [0, prompt] and written to [0, prompt-cached], and
+// a result beyond int64 saturates at math.MaxInt64. The result is never
+// negative.
+func (p *Price) Cost(t Tokens) int64 {
+	prompt := max(t.Prompt, 0)
+	cached := min(max(t.Cached, 0), prompt)
+	written := min(max(t.CacheWrite, 0), prompt-cached)
+	r := p.ratesFor(prompt)
 	var hi, lo uint64
-	hi, lo = mulAdd(hi, lo, uint64(prompt-cached), uint64(in))
-	hi, lo = mulAdd(hi, lo, uint64(cached), uint64(cachedIn))
-	hi, lo = mulAdd(hi, lo, uint64(completion), uint64(out))
+	hi, lo = mulAdd(hi, lo, uint64(prompt-cached-written), uint64(r.in))
+	hi, lo = mulAdd(hi, lo, uint64(cached), uint64(r.cachedIn))
+	hi, lo = mulAdd(hi, lo, uint64(written), uint64(r.cacheWrite))
+	hi, lo = mulAdd(hi, lo, uint64(max(t.Completion, 0)), uint64(r.out))
+	return thousandths(hi, lo)
+}
+
+// MaxCost bounds the cost of a call with at most prompt prompt tokens and
+// completion completion tokens, however they turn out to be split between
+// plain, cached and cache-written input: every prompt token at the
+// dearest input rate of every tier the prompt can reach.
+func (p *Price) MaxCost(prompt, completion int64) int64 {
+	prompt, completion = max(prompt, 0), max(completion, 0)
+	most := maxCostAt(resolve(p.InputMicros, p.OutputMicros, p.CachedInputMicros, p.CacheWriteMicros), prompt, completion)
+	for i := range p.Tiers {
+		if t := &p.Tiers[i]; prompt > t.Above {
+			most = max(most, maxCostAt(resolve(t.InputMicros, t.OutputMicros, t.CachedInputMicros, t.CacheWriteMicros), prompt, completion))
+		}
+	}
+	return most
+}
+
+func maxCostAt(r rates, prompt, completion int64) int64 {
+	var hi, lo uint64
+	hi, lo = mulAdd(hi, lo, uint64(prompt), uint64(max(r.in, r.cachedIn, r.cacheWrite)))
+	hi, lo = mulAdd(hi, lo, uint64(completion), uint64(r.out))
+	return thousandths(hi, lo)
+}
+
+// thousandths returns the 128-bit sum hi:lo of count × micros-per-million
+// products in nano-dollars: sum / 1000, rounded half up, saturating at
+// math.MaxInt64. Each product is below 2^126, so a sum of four and the
+// rounding term fit in 128 bits.
+func thousandths(hi, lo uint64) int64 {
 	var carry uint64
 	lo, carry = bits.Add64(lo, 500, 0)
 	hi += carry
@@ -215,19 +292,23 @@ func (t *Table) Lookup(kind, baseURL, model string) (Match, bool) {
 	return Match{Price: e.m.priceAt(t.now), Provider: e.provider, Model: e.m.id}, true
 }
 
-// LookupBound is Lookup's price at its dearest: the largest of each
-// component over the model's time-of-day and start-date prices, what a
-// budget reservation must assume for a request that may end after the
-// price changes. For most models it is Lookup's price.
-func (t *Table) LookupBound(kind, baseURL, model string) (Price, bool) {
+// MaxCost bounds the cost of a call to model as Lookup finds it (see
+// Price.MaxCost) over all of the model's time-of-day and start-date
+// prices: what a budget reservation must assume for a call that may end
+// after the price changes. ok is false when the model has no price.
+func (t *Table) MaxCost(kind, baseURL, model string, prompt, completion int64) (cost int64, ok bool) {
 	if kind == "demo" {
-		return Price{}, true
+		return 0, true
 	}
 	e := t.entryFor(kind, baseURL, model)
 	if e.m == nil {
-		return Price{}, false
+		return 0, false
 	}
-	return e.m.bound(), true
+	cost = e.m.price.MaxCost(prompt, completion)
+	for i := range e.m.cond {
+		cost = max(cost, e.m.cond[i].price.MaxCost(prompt, completion))
+	}
+	return cost, true
 }
 
 // entryFor returns the (cached) resolution of a deployment's model.
@@ -238,17 +319,6 @@ func (t *Table) entryFor(kind, baseURL, model string) *entry {
 		v = t.remember(k, t.resolve(kind, baseURL, model))
 	}
 	return v.(*entry)
-}
-
-// bound is the largest of each price component over the model's prices.
-func (m *model) bound() Price {
-	b := m.price
-	for _, c := range m.cond {
-		b.InputMicros = max(b.InputMicros, c.price.InputMicros)
-		b.OutputMicros = max(b.OutputMicros, c.price.OutputMicros)
-		b.CachedInputMicros = max(b.CachedInputMicros, c.price.CachedInputMicros)
-	}
-	return b
 }
 
 // remember stores e under k unless the cache is full, and returns the

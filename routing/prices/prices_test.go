@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -93,12 +94,13 @@ func TestLookupBuiltin(t *testing.T) {
 			if !ok {
 				t.Fatalf("Lookup(%q, %q, %q): not found", tc.kind, tc.url, tc.model)
 			}
-			want := Price{InputMicros: tc.in, OutputMicros: tc.out, CachedInputMicros: tc.cached}
-			if m.Price != want || m.Provider != tc.provider || (tc.id != "" && m.Model != tc.id) {
+			want := pr(tc.in, tc.out, tc.cached)
+			got := three(m.Price)
+			if !reflect.DeepEqual(got, want) || m.Provider != tc.provider || (tc.id != "" && m.Model != tc.id) {
 				t.Errorf("Lookup(%q, %q, %q) = %+v; want %+v from %s/%s", tc.kind, tc.url, tc.model, m, want, tc.provider, tc.id)
 			}
 			// The cached answer is the same.
-			if m2, ok := tab.Lookup(tc.kind, tc.url, tc.model); !ok || m2 != m {
+			if m2, ok := tab.Lookup(tc.kind, tc.url, tc.model); !ok || !reflect.DeepEqual(m2, m) {
 				t.Errorf("second Lookup = %+v, %v; want %+v", m2, ok, m)
 			}
 		})
@@ -129,10 +131,10 @@ func TestLookupUnpriced(t *testing.T) {
 
 func TestLookupDemoIsFree(t *testing.T) {
 	m, ok := Builtin().Lookup("demo", "", "demo")
-	if !ok || m != (Match{Provider: DemoProvider, Model: "demo"}) {
+	if !ok || !reflect.DeepEqual(m, Match{Provider: DemoProvider, Model: "demo"}) {
 		t.Fatalf("demo = %+v, %v; want free", m, ok)
 	}
-	if c := m.Price.Cost(1000, 1000, 0); c != 0 {
+	if c := m.Price.Cost(Tokens{Prompt: 1000, Completion: 1000}); c != 0 {
 		t.Fatalf("demo cost %d", c)
 	}
 }
@@ -143,24 +145,24 @@ func TestConditionalPricesFollowTheClock(t *testing.T) {
 		want                  Price
 	}{
 		// claude-sonnet-5: $2/$10 until 2026-09-01, $3/$15 from then (UTC).
-		{"2026-08-31T23:59:59Z", "anthropic", "", "claude-sonnet-5", Price{2_000_000, 10_000_000, 200_000}},
-		{"2026-09-01T00:00:00Z", "anthropic", "", "claude-sonnet-5", Price{3_000_000, 15_000_000, 300_000}},
+		{"2026-08-31T23:59:59Z", "anthropic", "", "claude-sonnet-5", pr(2_000_000, 10_000_000, 200_000)},
+		{"2026-09-01T00:00:00Z", "anthropic", "", "claude-sonnet-5", pr(3_000_000, 15_000_000, 300_000)},
 		// The conditional entry is also resolved for Bedrock's copy.
-		{"2026-08-01T00:00:00Z", "bedrock", "", "global.anthropic.claude-sonnet-5-v1:0", Price{2_000_000, 10_000_000, 200_000}},
+		{"2026-08-01T00:00:00Z", "bedrock", "", "global.anthropic.claude-sonnet-5-v1:0", pr(2_000_000, 10_000_000, 200_000)},
 		// o3 price cut of 2025-06-10.
-		{"2025-06-09T12:00:00Z", "openai", "", "o3", Price{10_000_000, 40_000_000, 500_000}},
-		{"2025-06-10T00:00:00Z", "openai", "", "o3", Price{2_000_000, 8_000_000, 500_000}},
+		{"2025-06-09T12:00:00Z", "openai", "", "o3", pr(10_000_000, 40_000_000, 500_000)},
+		{"2025-06-10T00:00:00Z", "openai", "", "o3", pr(2_000_000, 8_000_000, 500_000)},
 		// DeepSeek: standard 00:30-16:30 UTC, half price otherwise.
-		{"2026-11-30T00:29:59Z", "openai-compatible", "https://api.deepseek.com", "deepseek-chat", Price{135_000, 550_000, 35_000}},
-		{"2026-11-30T00:30:00Z", "openai-compatible", "https://api.deepseek.com", "deepseek-chat", Price{270_000, 1_100_000, 70_000}},
-		{"2026-11-30T16:29:59Z", "openai-compatible", "https://api.deepseek.com", "deepseek-chat", Price{270_000, 1_100_000, 70_000}},
-		{"2026-11-30T16:30:00Z", "openai-compatible", "https://api.deepseek.com", "deepseek-chat", Price{135_000, 550_000, 35_000}},
-		{"2026-11-30T08:00:00+08:00", "openai-compatible", "https://api.deepseek.com", "deepseek-chat", Price{135_000, 550_000, 35_000}}, // 00:00 UTC
+		{"2026-11-30T00:29:59Z", "openai-compatible", "https://api.deepseek.com", "deepseek-chat", pr(135_000, 550_000, 35_000)},
+		{"2026-11-30T00:30:00Z", "openai-compatible", "https://api.deepseek.com", "deepseek-chat", pr(270_000, 1_100_000, 70_000)},
+		{"2026-11-30T16:29:59Z", "openai-compatible", "https://api.deepseek.com", "deepseek-chat", pr(270_000, 1_100_000, 70_000)},
+		{"2026-11-30T16:30:00Z", "openai-compatible", "https://api.deepseek.com", "deepseek-chat", pr(135_000, 550_000, 35_000)},
+		{"2026-11-30T08:00:00+08:00", "openai-compatible", "https://api.deepseek.com", "deepseek-chat", pr(135_000, 550_000, 35_000)}, // 00:00 UTC
 	}
 	for _, tc := range cases {
 		tab := at(t, tc.now)
 		m, ok := tab.Lookup(tc.kind, tc.url, tc.model)
-		if !ok || m.Price != tc.want {
+		if !ok || !reflect.DeepEqual(three(m.Price), tc.want) {
 			t.Errorf("at %s %s = %+v, %v; want %+v", tc.now, tc.model, m.Price, ok, tc.want)
 		}
 	}
@@ -341,33 +343,44 @@ func TestLoadCustomTable(t *testing.T) {
 	check := func(kind, url, model string, want Match, wantOK bool) {
 		t.Helper()
 		got, ok := tab.Lookup(kind, url, model)
-		if ok != wantOK || got != want {
+		if ok != wantOK || !reflect.DeepEqual(got, want) {
 			t.Errorf("Lookup(%q, %q, %q) = %+v, %v; want %+v, %v", kind, url, model, got, ok, want, wantOK)
 		}
 	}
-	large := Match{Price{1_500_000, 6_000_000, 150_000}, "acme", "Acme-Large"}
+	// The output price is tiered: a prompt of more than 100,000 tokens pays
+	// $12 per million output tokens; the other rates stay.
+	large := Match{Price{InputMicros: 1_500_000, OutputMicros: 6_000_000, CachedInputMicros: 150_000, CacheWriteMicros: 1_875_000,
+		Tiers: []Tier{{Above: 100_000, InputMicros: 1_500_000, OutputMicros: 12_000_000, CachedInputMicros: 150_000, CacheWriteMicros: 1_875_000}}},
+		"acme", "Acme-Large"}
 	check("acme", "", "acme-large", large, true)
 	check("openai-compatible", "https://api.acme.test/v1", "ACME-LARGE", large, true)
 	check("acme-cloud", "", "acme-large-2026", large, true) // kind via provider_match
 	check("acme", "", "acme-large-26", Match{}, false)
-	check("acme", "", "acme-small", Match{Price{100_000, 200_000, 0}, "acme", "acme-small"}, true)
+	check("acme", "", "acme-small", Match{pr(100_000, 200_000, 0), "acme", "acme-small"}, true)
 	now = noon.Add(11 * time.Hour) // 23:00, inside the window that wraps midnight
-	check("acme", "", "acme-small", Match{Price{50_000, 100_000, 0}, "acme", "acme-small"}, true)
-	// A reservation assumes the dearest price whatever the time.
-	if b, ok := tab.LookupBound("acme", "", "acme-small"); !ok || b != (Price{100_000, 200_000, 0}) {
-		t.Errorf("LookupBound(acme-small) at 23:00 = %+v, %v; want the day price", b, ok)
+	check("acme", "", "acme-small", Match{pr(50_000, 100_000, 0), "acme", "acme-small"}, true)
+	// A reservation assumes the dearest price whatever the time: 1000 prompt
+	// and 1000 completion tokens at the day price are 300,000 nano-dollars.
+	if c, ok := tab.MaxCost("acme", "", "acme-small", 1000, 1000); !ok || c != 300_000 {
+		t.Errorf("MaxCost(acme-small) at 23:00 = %d, %v; want the day price's 300000", c, ok)
 	}
-	if b, ok := tab.LookupBound("acme", "", "acme-large"); !ok || b != (Price{1_500_000, 6_000_000, 150_000}) {
-		t.Errorf("LookupBound(acme-large) = %+v, %v", b, ok)
+	// Every prompt token at the dearest input rate, the cache write's
+	// $1.875: (1000 × 1,875,000 + 1000 × 6,000,000) / 1000.
+	if c, ok := tab.MaxCost("acme", "", "acme-large", 1000, 1000); !ok || c != 7_875_000 {
+		t.Errorf("MaxCost(acme-large) = %d, %v; want 7875000", c, ok)
 	}
-	if _, ok := tab.LookupBound("acme", "", "nope"); ok {
-		t.Error("LookupBound priced an unknown model")
+	// A prompt that may pass 100,000 tokens is bounded at the tier's output rate.
+	if c, ok := tab.MaxCost("acme", "", "acme-large", 100_001, 1000); !ok || c != (100_001*1_875_000+1000*12_000_000)/1000 {
+		t.Errorf("MaxCost(acme-large, long prompt) = %d, %v", c, ok)
+	}
+	if _, ok := tab.MaxCost("acme", "", "nope", 1, 1); ok {
+		t.Error("MaxCost priced an unknown model")
 	}
 	now = noon
 	check("acme", "", "nightly", Match{Price{}, "acme", "acme-nightly"}, true) // listed without prices: free
 	// Fallback to base; sub-micro prices round to the nearest micro-dollar.
-	check("acme", "", "shared-model", Match{Price{1, 0, 0}, "acme", "shared"}, true)
-	check("openai-compatible", "https://base.test", "shared-model", Match{Price{1, 0, 0}, "base", "shared"}, true)
+	check("acme", "", "shared-model", Match{pr(1, 0, 0), "acme", "shared"}, true)
+	check("openai-compatible", "https://base.test", "shared-model", Match{pr(1, 0, 0), "base", "shared"}, true)
 	// No second level of fallback and no way back.
 	check("base", "", "acme-large", Match{}, false)
 	// The built-in table is untouched.
@@ -457,7 +470,7 @@ func TestCost(t *testing.T) {
 		{"just under saturation", Price{InputMicros: 1000}, math.MaxInt64 / 1000 * 1000, 0, 0, math.MaxInt64 / 1000 * 1000},
 		{"sum overflows 64 bits, quotient fits", Price{InputMicros: 2, OutputMicros: 2}, math.MaxInt64 / 2, math.MaxInt64 / 2, 0, (math.MaxInt64/2*4 + 500) / 1000},
 	} {
-		if got := tc.p.Cost(tc.prompt, tc.completion, tc.cache); got != tc.want {
+		if got := tc.p.Cost(Tokens{Prompt: tc.prompt, Completion: tc.completion, Cached: tc.cache}); got != tc.want {
 			t.Errorf("%s: Cost(%d, %d, %d) = %d; want %d", tc.name, tc.prompt, tc.completion, tc.cache, got, tc.want)
 		}
 	}
@@ -534,5 +547,98 @@ func BenchmarkLookupMiss(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// pr is a Price of three rates, for tables.
+func pr(in, out, cached int64) Price {
+	return Price{InputMicros: in, OutputMicros: out, CachedInputMicros: cached}
+}
+
+// three is p's base input, output and cache-read rates.
+func three(p Price) Price { return pr(p.InputMicros, p.OutputMicros, p.CachedInputMicros) }
+
+// Cache writes and long-context tiers, as Anthropic bills them: Claude
+// Sonnet 4.5 is $3/$15 with cache writes at $3.75 and reads at $0.30, and
+// every rate doubles (output ×1.5) once the prompt passes 200,000 tokens.
+func TestCostCacheWritesAndTiers(t *testing.T) {
+	m, ok := Builtin().Lookup("anthropic", "", "claude-sonnet-4-5-20250929")
+	if !ok {
+		t.Fatal("claude-sonnet-4-5 not found")
+	}
+	sonnet := Price{InputMicros: 3_000_000, OutputMicros: 15_000_000, CachedInputMicros: 300_000, CacheWriteMicros: 3_750_000,
+		Tiers: []Tier{{Above: 200_000, InputMicros: 6_000_000, OutputMicros: 22_500_000, CachedInputMicros: 600_000, CacheWriteMicros: 7_500_000}}}
+	if !reflect.DeepEqual(m.Price, sonnet) {
+		t.Fatalf("claude-sonnet-4-5 = %+v;\nwant %+v", m.Price, sonnet)
+	}
+	for _, tc := range []struct {
+		name string
+		p    Price
+		tok  Tokens
+		want int64
+	}{
+		// 10,000 prompt tokens: 1,000 plain, 2,000 read, 7,000 written; 500 out.
+		// (1000×3e6 + 2000×3e5 + 7000×3.75e6 + 500×15e6) / 1000.
+		{"cache writes at their rate", sonnet, Tokens{Prompt: 10_000, Completion: 500, Cached: 2000, CacheWrite: 7000}, 37_350_000},
+		{"writes without a rate cost input", pr(3_000_000, 0, 0), Tokens{Prompt: 1000, CacheWrite: 1000}, 3_000_000},
+		{"writes beyond the uncached prompt are clamped", sonnet, Tokens{Prompt: 1000, Cached: 600, CacheWrite: 900}, (600*300_000 + 400*3_750_000) / 1000},
+		{"negative writes count as 0", sonnet, Tokens{Prompt: 1000, CacheWrite: -7}, 3_000_000},
+		// Exactly 200,000 is the base tier; one more is the long-context tier for all tokens.
+		{"at the threshold", sonnet, Tokens{Prompt: 200_000, Completion: 1000}, 600_000_000 + 15_000_000},
+		{"past the threshold", sonnet, Tokens{Prompt: 200_001, Completion: 1000}, (200_001*6_000_000)/1000 + 22_500_000},
+		// The tier is chosen by the whole prompt, cached and written tokens included.
+		{"cache reads count toward the tier", sonnet, Tokens{Prompt: 250_000, Cached: 240_000, CacheWrite: 5000}, (5000*6_000_000 + 240_000*600_000 + 5000*7_500_000) / 1000},
+		{"tiers ascending, last reached wins", Price{InputMicros: 1000, Tiers: []Tier{{Above: 10, InputMicros: 2000}, {Above: 20, InputMicros: 4000}}}, Tokens{Prompt: 1000}, 4000},
+		{"between tiers", Price{InputMicros: 1000, Tiers: []Tier{{Above: 10, InputMicros: 2000}, {Above: 2000, InputMicros: 4000}}}, Tokens{Prompt: 1000}, 2000},
+	} {
+		if got := tc.p.Cost(tc.tok); got != tc.want {
+			t.Errorf("%s: Cost(%+v) = %d; want %d", tc.name, tc.tok, got, tc.want)
+		}
+		// MaxCost bounds Cost for any split of the same prompt.
+		if b := tc.p.MaxCost(tc.tok.Prompt, tc.tok.Completion); b < tc.p.Cost(tc.tok) {
+			t.Errorf("%s: MaxCost %d below Cost %d", tc.name, b, tc.p.Cost(tc.tok))
+		}
+	}
+	// A reservation for a prompt that may pass the threshold assumes the
+	// long-context rates, and the cache write's input rate.
+	if got, want := sonnet.MaxCost(300_000, 1000), int64(300_000*7_500_000+1000*22_500_000)/1000; got != want {
+		t.Errorf("MaxCost(300000, 1000) = %d; want %d", got, want)
+	}
+	// Tiers that fall, not rise, are still bounded by the dearest.
+	falling := Price{InputMicros: 5000, OutputMicros: 5000, Tiers: []Tier{{Above: 10, InputMicros: 1000, OutputMicros: 1000}}}
+	if got := falling.MaxCost(100, 100); got != 1000 {
+		t.Errorf("falling tiers: MaxCost = %d; want 1000", got)
+	}
+}
+
+// Components tiered at different thresholds make one tier per threshold,
+// each component at its own rate for that prompt length.
+func TestLoadTiersOfDifferentStarts(t *testing.T) {
+	tab, err := Load(strings.NewReader(`[{"id": "p", "api_pattern": "https://p\\.test", "models": [
+	  {"id": "m", "match": {"equals": "m"}, "prices": {
+	    "input_mtok": {"base": 1, "tiers": [{"start": 300, "price": 3}, {"start": 100, "price": 2}]},
+	    "output_mtok": {"base": 10, "tiers": [{"start": 200, "price": 20}]},
+	    "cache_read_mtok": 0.5}}]}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := tab.Lookup("p", "", "m")
+	want := Price{InputMicros: 1_000_000, OutputMicros: 10_000_000, CachedInputMicros: 500_000, Tiers: []Tier{
+		{Above: 100, InputMicros: 2_000_000, OutputMicros: 10_000_000, CachedInputMicros: 500_000},
+		{Above: 200, InputMicros: 2_000_000, OutputMicros: 20_000_000, CachedInputMicros: 500_000},
+		{Above: 300, InputMicros: 3_000_000, OutputMicros: 20_000_000, CachedInputMicros: 500_000},
+	}}
+	if !reflect.DeepEqual(m.Price, want) {
+		t.Errorf("price = %+v;\nwant %+v", m.Price, want)
+	}
+	for _, bad := range []string{
+		`{"base": 1, "tiers": [{"start": -1, "price": 2}]}`,
+		`{"base": 1, "tiers": [{"price": 2}]}`,
+		`{"base": 1, "tiers": [{"start": 5}]}`,
+	} {
+		_, err := Load(strings.NewReader(`[{"id": "p", "api_pattern": "x", "models": [{"id": "m", "match": {"equals": "m"}, "prices": {"input_mtok": ` + bad + `}}]}]`))
+		if err == nil {
+			t.Errorf("loaded a tier %s", bad)
+		}
 	}
 }

@@ -32,7 +32,10 @@ import (
 // read from a prompt cache: Anthropic's cache_read_input_tokens and
 // Bedrock's cacheReadInputTokens, excluded from input_tokens/inputTokens as
 // those APIs do, and Gemini's cachedContentTokenCount, included in
-// promptTokenCount as Gemini does. The output counts ceil(bytes/4) tokens of
+// promptTokenCount as Gemini does. The cache-write directive adds that many
+// tokens written to the cache: Anthropic's cache_creation_input_tokens and
+// Bedrock's cacheWriteInputTokens, also outside input_tokens/inputTokens;
+// the other formats count them in the prompt. The output counts ceil(bytes/4) tokens of
 // the text, one token per streamed text delta, and for a tool call
 // ceil(len(prefix)/4) + ceil((len(name)+len(arguments))/4).
 //
@@ -81,10 +84,11 @@ type reply struct {
 	// prefix, else 0.
 	deltas int
 	stop   int
-	// prompt counts the prompt's tokens, cached ones included; cached is
-	// the share reported as read from a prompt cache; output counts the
+	// prompt counts the prompt's tokens, cached and cache-written ones
+	// included; cached is the share reported as read from a prompt cache,
+	// written the share reported as written to it; output counts the
 	// answer's tokens (a stream's text deltas count one token each).
-	prompt, cached, output int
+	prompt, cached, written, output int
 }
 
 // cacheThreshold is the system prompt size above which half of the prompt's
@@ -97,6 +101,8 @@ func (t *turn) plan(p *params, stream bool) reply {
 	if t.systemBytes > cacheThreshold {
 		r.cached = r.prompt / 2
 	}
+	r.written = p.cacheWrite
+	r.prompt += r.written
 	if !t.hasResult && len(t.tools) > 0 && t.choice != choiceNone {
 		r.tool = &t.tools[0]
 		for i := range t.tools {

@@ -121,7 +121,7 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request, o op) {
 	}
 	if o == opCountTokens {
 		rp := t.plan(&p, false)
-		b := strconv.AppendInt(append((*buf)[:0], `{"input_tokens":`...), int64(rp.prompt), 10)
+		b := strconv.AppendInt(append((*buf)[:0], `{"input_tokens":`...), int64(rp.prompt-rp.written), 10)
 		*buf = append(b, '}')
 		s.finish(s.writeBody(w, http.StatusOK, *buf, p.fault == faultMidStream))
 		return
@@ -183,8 +183,10 @@ func appendToolUse(b []byte, rp *reply) []byte {
 // excludes the tokens read from the cache, reported apart.
 func appendAnthropicUsage(b []byte, rp *reply, output int) []byte {
 	b = append(b, `{"input_tokens":`...)
-	b = strconv.AppendInt(b, int64(rp.prompt-rp.cached), 10)
-	b = append(b, `,"cache_creation_input_tokens":0,"cache_read_input_tokens":`...)
+	b = strconv.AppendInt(b, int64(rp.prompt-rp.cached-rp.written), 10)
+	b = append(b, `,"cache_creation_input_tokens":`...)
+	b = strconv.AppendInt(b, int64(rp.written), 10)
+	b = append(b, `,"cache_read_input_tokens":`...)
 	b = strconv.AppendInt(b, int64(rp.cached), 10)
 	b = append(b, `,"output_tokens":`...)
 	b = strconv.AppendInt(b, int64(output), 10)

@@ -369,3 +369,47 @@ func TestAnthropicAuthAndFaults(t *testing.T) {
 		eventually(t, "Cancelled == 1", func() bool { return s.Stats().Cancelled == 1 })
 	})
 }
+
+// The cache-write directive reports prompt tokens written to the cache:
+// apart from input_tokens in Anthropic's and Bedrock's usage, inside
+// prompt_tokens in OpenAI's; count_tokens does not see them.
+func TestCacheWriteDirective(t *testing.T) {
+	_, ts := start(t, Options{ContentSize: 20})
+	type usage struct {
+		InputTokens              int `json:"input_tokens"`
+		CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+		CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+	}
+	longSystem := strings.Repeat("s", 120) // 31 prompt tokens, 15 read from the cache
+	status, _, b := anthropicCall(t, ts, "/v1/messages", anthropicMsg("claude-x", `,"system":"`+longSystem+`"`, `[{"role":"user","content":"abcd"}]`),
+		"X-Mock-Cache-Write", "100")
+	if got := decode[struct{ Usage usage }](t, b).Usage; status != 200 || got != (usage{16, 100, 15}) {
+		t.Errorf("anthropic: status %d, usage %+v; want 16 input, 100 written, 15 read", status, got)
+	}
+	status, _, b = anthropicCall(t, ts, "/v1/messages?beta=true", anthropicMsg("claude-x?cache-write=7", "", anthropicHi))
+	if got := decode[struct{ Usage usage }](t, b).Usage; status != 200 || got != (usage{1, 7, 0}) {
+		t.Errorf("model directive: status %d, usage %+v", status, got)
+	}
+	status, _, b = anthropicCall(t, ts, "/v1/messages/count_tokens", `{"model":"claude-x","messages":`+anthropicHi+`}`, "X-Mock-Cache-Write", "100")
+	if got := decode[struct {
+		InputTokens int `json:"input_tokens"`
+	}](t, b).InputTokens; status != 200 || got != 1 {
+		t.Errorf("count_tokens: status %d, input_tokens %d; want 1", status, got)
+	}
+	status, _, b = call(t, ts, bedrockURL, bedrockHi, "Authorization", "Bearer k", "X-Mock-Cache-Write", "9")
+	if want := bedrockUsage(1, 5, 0, 9); status != 200 || !strings.Contains(string(b), want) {
+		t.Errorf("bedrock: status %d, body %s; want usage %s", status, b, want)
+	}
+	status, _, b = call(t, ts, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
+		"Authorization", "Bearer k", "X-Mock-Cache-Write", "9")
+	if got := decode[struct {
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+		}
+	}](t, b).Usage.PromptTokens; status != 200 || got != 10 {
+		t.Errorf("openai: status %d, prompt_tokens %d; want 10", status, got)
+	}
+	if status, _, _ := anthropicCall(t, ts, "/v1/messages", anthropicMsg("claude-x", "", anthropicHi), "X-Mock-Cache-Write", "-1"); status != 400 {
+		t.Errorf("negative cache-write: status %d, want 400", status)
+	}
+}

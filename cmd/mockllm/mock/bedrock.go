@@ -172,15 +172,16 @@ func bedrockStop(stop int) string {
 // read from the cache, reported apart; totalTokens counts them all.
 func appendBedrockUsage(b []byte, rp *reply) []byte {
 	b = append(b, `{"inputTokens":`...)
-	b = strconv.AppendInt(b, int64(rp.prompt-rp.cached), 10)
+	b = strconv.AppendInt(b, int64(rp.prompt-rp.cached-rp.written), 10)
 	b = append(b, `,"outputTokens":`...)
 	b = strconv.AppendInt(b, int64(rp.output), 10)
 	b = append(b, `,"totalTokens":`...)
 	b = strconv.AppendInt(b, int64(rp.prompt+rp.output), 10)
-	if rp.cached > 0 {
+	if rp.cached > 0 || rp.written > 0 {
 		b = append(b, `,"cacheReadInputTokens":`...)
 		b = strconv.AppendInt(b, int64(rp.cached), 10)
-		b = append(b, `,"cacheWriteInputTokens":0`...)
+		b = append(b, `,"cacheWriteInputTokens":`...)
+		b = strconv.AppendInt(b, int64(rp.written), 10)
 	}
 	return append(b, '}')
 }

@@ -98,11 +98,17 @@ func TestEventStreamFraming(t *testing.T) {
 }
 
 func bedrockWant(content, stop string, in, out, cached int) string {
-	u := `"inputTokens":` + strconv.Itoa(in-cached) + `,"outputTokens":` + strconv.Itoa(out) + `,"totalTokens":` + strconv.Itoa(in+out)
-	if cached > 0 {
-		u += `,"cacheReadInputTokens":` + strconv.Itoa(cached) + `,"cacheWriteInputTokens":0`
+	return `{"output":{"message":{"role":"assistant","content":[` + content + `]}},"stopReason":"` + stop + `","usage":` + bedrockUsage(in, out, cached, 0) + `}`
+}
+
+// bedrockUsage is the TokenUsage of a prompt of in tokens, cached of them
+// read from the cache, plus written tokens written to it.
+func bedrockUsage(in, out, cached, written int) string {
+	u := `"inputTokens":` + strconv.Itoa(in-cached) + `,"outputTokens":` + strconv.Itoa(out) + `,"totalTokens":` + strconv.Itoa(in+written+out)
+	if cached > 0 || written > 0 {
+		u += `,"cacheReadInputTokens":` + strconv.Itoa(cached) + `,"cacheWriteInputTokens":` + strconv.Itoa(written)
 	}
-	return `{"output":{"message":{"role":"assistant","content":[` + content + `]}},"stopReason":"` + stop + `","usage":{` + u + `}}`
+	return "{" + u + "}"
 }
 
 func TestBedrockConverse(t *testing.T) {

@@ -25,6 +25,7 @@ const (
 type params struct {
 	latency, interval time.Duration
 	chunks, size      int
+	cacheWrite        int // prompt tokens reported as written to the prompt cache
 	status            int // 0: no injected error
 	fault             int
 }
@@ -62,7 +63,7 @@ func (p *params) fromQuery(q string) error {
 	return nil
 }
 
-var errDirective = errors.New("unknown mock directive; known: status, fault, latency, chunks, interval, size")
+var errDirective = errors.New("unknown mock directive; known: status, fault, latency, chunks, interval, size, cache-write")
 
 // set applies one directive. Names and values:
 //
@@ -73,6 +74,9 @@ var errDirective = errors.New("unknown mock directive; known: status, fault, lat
 //	chunks=1..1000000                stream chunks: text deltas, or the pieces of a tool call's arguments
 //	interval=<duration>              gap between stream chunks
 //	size=0..67108864                 content bytes of a non-stream completion
+//	cache-write=0..100000000         prompt tokens reported as written to the prompt cache, on top of
+//	                                 the counted prompt (Anthropic's cache_creation_input_tokens,
+//	                                 Bedrock's cacheWriteInputTokens; in prompt_tokens elsewhere)
 func (p *params) set(name, v string) error {
 	var err error
 	switch name {
@@ -99,6 +103,8 @@ func (p *params) set(name, v string) error {
 		p.chunks, err = intIn(v, 1, maxChunks)
 	case "size":
 		p.size, err = intIn(v, 0, maxSize)
+	case "cache-write":
+		p.cacheWrite, err = intIn(v, 0, 100_000_000)
 	default:
 		err = errDirective
 	}

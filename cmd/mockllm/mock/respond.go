@@ -127,7 +127,7 @@ func (s *Server) completion(w http.ResponseWriter, r *http.Request, req *request
 	for _, m := range req.Messages {
 		chars += int(m.Content)
 	}
-	u := usage{prompt: max(1, tokens(chars))}
+	u := usage{prompt: max(1, tokens(chars)) + p.cacheWrite}
 
 	buf := getBuf()
 	defer putBuf(buf)

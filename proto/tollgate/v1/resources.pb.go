@@ -398,8 +398,16 @@ type Price struct {
 	OutputMicrosPerMtok int64                  `protobuf:"varint,2,opt,name=output_micros_per_mtok,json=outputMicrosPerMtok,proto3" json:"output_micros_per_mtok,omitempty"`
 	// Cache reads; zero means the input price.
 	CachedInputMicrosPerMtok int64 `protobuf:"varint,3,opt,name=cached_input_micros_per_mtok,json=cachedInputMicrosPerMtok,proto3" json:"cached_input_micros_per_mtok,omitempty"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	// Cache writes (Anthropic's cache_creation_input_tokens, Bedrock's
+	// cacheWriteInputTokens); zero means the input price.
+	CacheWriteMicrosPerMtok int64 `protobuf:"varint,4,opt,name=cache_write_micros_per_mtok,json=cacheWriteMicrosPerMtok,proto3" json:"cache_write_micros_per_mtok,omitempty"`
+	// Long-context rates, ascending by above_prompt_tokens: a call whose
+	// prompt (cached and cache-written tokens included) has more tokens than
+	// a tier's above_prompt_tokens pays all its tokens at the last such
+	// tier's rates.
+	Tiers         []*PriceTier `protobuf:"bytes,5,rep,name=tiers,proto3" json:"tiers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Price) Reset() {
@@ -453,6 +461,98 @@ func (x *Price) GetCachedInputMicrosPerMtok() int64 {
 	return 0
 }
 
+func (x *Price) GetCacheWriteMicrosPerMtok() int64 {
+	if x != nil {
+		return x.CacheWriteMicrosPerMtok
+	}
+	return 0
+}
+
+func (x *Price) GetTiers() []*PriceTier {
+	if x != nil {
+		return x.Tiers
+	}
+	return nil
+}
+
+// PriceTier is a Price's rates for prompts of more than
+// above_prompt_tokens tokens; zero cache rates mean the tier's input price.
+type PriceTier struct {
+	state                    protoimpl.MessageState `protogen:"open.v1"`
+	AbovePromptTokens        int64                  `protobuf:"varint,1,opt,name=above_prompt_tokens,json=abovePromptTokens,proto3" json:"above_prompt_tokens,omitempty"`
+	InputMicrosPerMtok       int64                  `protobuf:"varint,2,opt,name=input_micros_per_mtok,json=inputMicrosPerMtok,proto3" json:"input_micros_per_mtok,omitempty"`
+	OutputMicrosPerMtok      int64                  `protobuf:"varint,3,opt,name=output_micros_per_mtok,json=outputMicrosPerMtok,proto3" json:"output_micros_per_mtok,omitempty"`
+	CachedInputMicrosPerMtok int64                  `protobuf:"varint,4,opt,name=cached_input_micros_per_mtok,json=cachedInputMicrosPerMtok,proto3" json:"cached_input_micros_per_mtok,omitempty"`
+	CacheWriteMicrosPerMtok  int64                  `protobuf:"varint,5,opt,name=cache_write_micros_per_mtok,json=cacheWriteMicrosPerMtok,proto3" json:"cache_write_micros_per_mtok,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
+}
+
+func (x *PriceTier) Reset() {
+	*x = PriceTier{}
+	mi := &file_tollgate_v1_resources_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PriceTier) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PriceTier) ProtoMessage() {}
+
+func (x *PriceTier) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_resources_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PriceTier.ProtoReflect.Descriptor instead.
+func (*PriceTier) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_resources_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PriceTier) GetAbovePromptTokens() int64 {
+	if x != nil {
+		return x.AbovePromptTokens
+	}
+	return 0
+}
+
+func (x *PriceTier) GetInputMicrosPerMtok() int64 {
+	if x != nil {
+		return x.InputMicrosPerMtok
+	}
+	return 0
+}
+
+func (x *PriceTier) GetOutputMicrosPerMtok() int64 {
+	if x != nil {
+		return x.OutputMicrosPerMtok
+	}
+	return 0
+}
+
+func (x *PriceTier) GetCachedInputMicrosPerMtok() int64 {
+	if x != nil {
+		return x.CachedInputMicrosPerMtok
+	}
+	return 0
+}
+
+func (x *PriceTier) GetCacheWriteMicrosPerMtok() int64 {
+	if x != nil {
+		return x.CacheWriteMicrosPerMtok
+	}
+	return 0
+}
+
 // Deployment is one upstream that can serve a model route.
 type Deployment struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -494,7 +594,7 @@ type Deployment struct {
 
 func (x *Deployment) Reset() {
 	*x = Deployment{}
-	mi := &file_tollgate_v1_resources_proto_msgTypes[5]
+	mi := &file_tollgate_v1_resources_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -506,7 +606,7 @@ func (x *Deployment) String() string {
 func (*Deployment) ProtoMessage() {}
 
 func (x *Deployment) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_resources_proto_msgTypes[5]
+	mi := &file_tollgate_v1_resources_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -519,7 +619,7 @@ func (x *Deployment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Deployment.ProtoReflect.Descriptor instead.
 func (*Deployment) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_resources_proto_rawDescGZIP(), []int{5}
+	return file_tollgate_v1_resources_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Deployment) GetId() string {
@@ -629,7 +729,7 @@ type RouteOptions struct {
 
 func (x *RouteOptions) Reset() {
 	*x = RouteOptions{}
-	mi := &file_tollgate_v1_resources_proto_msgTypes[6]
+	mi := &file_tollgate_v1_resources_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -641,7 +741,7 @@ func (x *RouteOptions) String() string {
 func (*RouteOptions) ProtoMessage() {}
 
 func (x *RouteOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_resources_proto_msgTypes[6]
+	mi := &file_tollgate_v1_resources_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -654,7 +754,7 @@ func (x *RouteOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteOptions.ProtoReflect.Descriptor instead.
 func (*RouteOptions) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_resources_proto_rawDescGZIP(), []int{6}
+	return file_tollgate_v1_resources_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RouteOptions) GetStrategy() string {
@@ -710,7 +810,7 @@ type ModelRoute struct {
 
 func (x *ModelRoute) Reset() {
 	*x = ModelRoute{}
-	mi := &file_tollgate_v1_resources_proto_msgTypes[7]
+	mi := &file_tollgate_v1_resources_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +822,7 @@ func (x *ModelRoute) String() string {
 func (*ModelRoute) ProtoMessage() {}
 
 func (x *ModelRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_resources_proto_msgTypes[7]
+	mi := &file_tollgate_v1_resources_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +835,7 @@ func (x *ModelRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelRoute.ProtoReflect.Descriptor instead.
 func (*ModelRoute) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_resources_proto_rawDescGZIP(), []int{7}
+	return file_tollgate_v1_resources_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ModelRoute) GetName() string {
@@ -787,7 +887,7 @@ type Credential struct {
 
 func (x *Credential) Reset() {
 	*x = Credential{}
-	mi := &file_tollgate_v1_resources_proto_msgTypes[8]
+	mi := &file_tollgate_v1_resources_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -799,7 +899,7 @@ func (x *Credential) String() string {
 func (*Credential) ProtoMessage() {}
 
 func (x *Credential) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_resources_proto_msgTypes[8]
+	mi := &file_tollgate_v1_resources_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -812,7 +912,7 @@ func (x *Credential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credential.ProtoReflect.Descriptor instead.
 func (*Credential) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_resources_proto_rawDescGZIP(), []int{8}
+	return file_tollgate_v1_resources_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Credential) GetName() string {
@@ -884,11 +984,19 @@ const file_tollgate_v1_resources_proto_rawDesc = "" +
 	"\x06limits\x18\a \x01(\v2\x17.tollgate.v1.RateLimitsR\x06limits\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9b\x02\n" +
 	"\x05Price\x121\n" +
 	"\x15input_micros_per_mtok\x18\x01 \x01(\x03R\x12inputMicrosPerMtok\x123\n" +
 	"\x16output_micros_per_mtok\x18\x02 \x01(\x03R\x13outputMicrosPerMtok\x12>\n" +
-	"\x1ccached_input_micros_per_mtok\x18\x03 \x01(\x03R\x18cachedInputMicrosPerMtok\"\xf9\x03\n" +
+	"\x1ccached_input_micros_per_mtok\x18\x03 \x01(\x03R\x18cachedInputMicrosPerMtok\x12<\n" +
+	"\x1bcache_write_micros_per_mtok\x18\x04 \x01(\x03R\x17cacheWriteMicrosPerMtok\x12,\n" +
+	"\x05tiers\x18\x05 \x03(\v2\x16.tollgate.v1.PriceTierR\x05tiers\"\xa1\x02\n" +
+	"\tPriceTier\x12.\n" +
+	"\x13above_prompt_tokens\x18\x01 \x01(\x03R\x11abovePromptTokens\x121\n" +
+	"\x15input_micros_per_mtok\x18\x02 \x01(\x03R\x12inputMicrosPerMtok\x123\n" +
+	"\x16output_micros_per_mtok\x18\x03 \x01(\x03R\x13outputMicrosPerMtok\x12>\n" +
+	"\x1ccached_input_micros_per_mtok\x18\x04 \x01(\x03R\x18cachedInputMicrosPerMtok\x12<\n" +
+	"\x1bcache_write_micros_per_mtok\x18\x05 \x01(\x03R\x17cacheWriteMicrosPerMtok\"\xf9\x03\n" +
 	"\n" +
 	"Deployment\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
@@ -944,48 +1052,50 @@ func file_tollgate_v1_resources_proto_rawDescGZIP() []byte {
 	return file_tollgate_v1_resources_proto_rawDescData
 }
 
-var file_tollgate_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_tollgate_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_tollgate_v1_resources_proto_goTypes = []any{
 	(*Key)(nil),                   // 0: tollgate.v1.Key
 	(*RateLimits)(nil),            // 1: tollgate.v1.RateLimits
 	(*Budget)(nil),                // 2: tollgate.v1.Budget
 	(*Team)(nil),                  // 3: tollgate.v1.Team
 	(*Price)(nil),                 // 4: tollgate.v1.Price
-	(*Deployment)(nil),            // 5: tollgate.v1.Deployment
-	(*RouteOptions)(nil),          // 6: tollgate.v1.RouteOptions
-	(*ModelRoute)(nil),            // 7: tollgate.v1.ModelRoute
-	(*Credential)(nil),            // 8: tollgate.v1.Credential
-	nil,                           // 9: tollgate.v1.Key.MetadataEntry
-	nil,                           // 10: tollgate.v1.Team.MetadataEntry
-	nil,                           // 11: tollgate.v1.Deployment.OptionsEntry
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*PriceTier)(nil),             // 5: tollgate.v1.PriceTier
+	(*Deployment)(nil),            // 6: tollgate.v1.Deployment
+	(*RouteOptions)(nil),          // 7: tollgate.v1.RouteOptions
+	(*ModelRoute)(nil),            // 8: tollgate.v1.ModelRoute
+	(*Credential)(nil),            // 9: tollgate.v1.Credential
+	nil,                           // 10: tollgate.v1.Key.MetadataEntry
+	nil,                           // 11: tollgate.v1.Team.MetadataEntry
+	nil,                           // 12: tollgate.v1.Deployment.OptionsEntry
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
 }
 var file_tollgate_v1_resources_proto_depIdxs = []int32{
-	12, // 0: tollgate.v1.Key.created_at:type_name -> google.protobuf.Timestamp
-	12, // 1: tollgate.v1.Key.updated_at:type_name -> google.protobuf.Timestamp
-	12, // 2: tollgate.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
-	12, // 3: tollgate.v1.Key.revoked_at:type_name -> google.protobuf.Timestamp
-	9,  // 4: tollgate.v1.Key.metadata:type_name -> tollgate.v1.Key.MetadataEntry
+	13, // 0: tollgate.v1.Key.created_at:type_name -> google.protobuf.Timestamp
+	13, // 1: tollgate.v1.Key.updated_at:type_name -> google.protobuf.Timestamp
+	13, // 2: tollgate.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
+	13, // 3: tollgate.v1.Key.revoked_at:type_name -> google.protobuf.Timestamp
+	10, // 4: tollgate.v1.Key.metadata:type_name -> tollgate.v1.Key.MetadataEntry
 	2,  // 5: tollgate.v1.Key.budget:type_name -> tollgate.v1.Budget
 	1,  // 6: tollgate.v1.Key.limits:type_name -> tollgate.v1.RateLimits
 	2,  // 7: tollgate.v1.Team.budget:type_name -> tollgate.v1.Budget
-	12, // 8: tollgate.v1.Team.created_at:type_name -> google.protobuf.Timestamp
-	12, // 9: tollgate.v1.Team.updated_at:type_name -> google.protobuf.Timestamp
-	10, // 10: tollgate.v1.Team.metadata:type_name -> tollgate.v1.Team.MetadataEntry
+	13, // 8: tollgate.v1.Team.created_at:type_name -> google.protobuf.Timestamp
+	13, // 9: tollgate.v1.Team.updated_at:type_name -> google.protobuf.Timestamp
+	11, // 10: tollgate.v1.Team.metadata:type_name -> tollgate.v1.Team.MetadataEntry
 	1,  // 11: tollgate.v1.Team.limits:type_name -> tollgate.v1.RateLimits
-	4,  // 12: tollgate.v1.Deployment.price:type_name -> tollgate.v1.Price
-	1,  // 13: tollgate.v1.Deployment.limits:type_name -> tollgate.v1.RateLimits
-	11, // 14: tollgate.v1.Deployment.options:type_name -> tollgate.v1.Deployment.OptionsEntry
-	5,  // 15: tollgate.v1.ModelRoute.deployments:type_name -> tollgate.v1.Deployment
-	12, // 16: tollgate.v1.ModelRoute.created_at:type_name -> google.protobuf.Timestamp
-	12, // 17: tollgate.v1.ModelRoute.updated_at:type_name -> google.protobuf.Timestamp
-	6,  // 18: tollgate.v1.ModelRoute.options:type_name -> tollgate.v1.RouteOptions
-	12, // 19: tollgate.v1.Credential.updated_at:type_name -> google.protobuf.Timestamp
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	5,  // 12: tollgate.v1.Price.tiers:type_name -> tollgate.v1.PriceTier
+	4,  // 13: tollgate.v1.Deployment.price:type_name -> tollgate.v1.Price
+	1,  // 14: tollgate.v1.Deployment.limits:type_name -> tollgate.v1.RateLimits
+	12, // 15: tollgate.v1.Deployment.options:type_name -> tollgate.v1.Deployment.OptionsEntry
+	6,  // 16: tollgate.v1.ModelRoute.deployments:type_name -> tollgate.v1.Deployment
+	13, // 17: tollgate.v1.ModelRoute.created_at:type_name -> google.protobuf.Timestamp
+	13, // 18: tollgate.v1.ModelRoute.updated_at:type_name -> google.protobuf.Timestamp
+	7,  // 19: tollgate.v1.ModelRoute.options:type_name -> tollgate.v1.RouteOptions
+	13, // 20: tollgate.v1.Credential.updated_at:type_name -> google.protobuf.Timestamp
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_resources_proto_init() }
@@ -999,7 +1109,7 @@ func file_tollgate_v1_resources_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_v1_resources_proto_rawDesc), len(file_tollgate_v1_resources_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

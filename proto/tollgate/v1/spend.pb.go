@@ -45,10 +45,13 @@ type SpendRecord struct {
 	Status        int32 `protobuf:"varint,16,opt,name=status,proto3" json:"status,omitempty"`
 	LatencyMicros int64 `protobuf:"varint,17,opt,name=latency_micros,json=latencyMicros,proto3" json:"latency_micros,omitempty"`
 	// Time to the first byte of the answer.
-	TtftMicros    int64 `protobuf:"varint,18,opt,name=ttft_micros,json=ttftMicros,proto3" json:"ttft_micros,omitempty"`
-	Attempts      int32 `protobuf:"varint,19,opt,name=attempts,proto3" json:"attempts,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TtftMicros int64 `protobuf:"varint,18,opt,name=ttft_micros,json=ttftMicros,proto3" json:"ttft_micros,omitempty"`
+	Attempts   int32 `protobuf:"varint,19,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// Prompt tokens written to the provider's prompt cache, counted in
+	// prompt_tokens (as cached_tokens, the ones read from it, are).
+	CacheWriteTokens int64 `protobuf:"varint,20,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *SpendRecord) Reset() {
@@ -210,6 +213,13 @@ func (x *SpendRecord) GetTtftMicros() int64 {
 func (x *SpendRecord) GetAttempts() int32 {
 	if x != nil {
 		return x.Attempts
+	}
+	return 0
+}
+
+func (x *SpendRecord) GetCacheWriteTokens() int64 {
+	if x != nil {
+		return x.CacheWriteTokens
 	}
 	return 0
 }
@@ -398,7 +408,7 @@ var File_tollgate_v1_spend_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_spend_proto_rawDesc = "" +
 	"\n" +
-	"\x17tollgate/v1/spend.proto\x12\vtollgate.v1\"\xc3\x04\n" +
+	"\x17tollgate/v1/spend.proto\x12\vtollgate.v1\"\xf1\x04\n" +
 	"\vSpendRecord\x12\x1d\n" +
 	"\n" +
 	"unix_nanos\x18\x01 \x01(\x03R\tunixNanos\x12\x1d\n" +
@@ -425,7 +435,8 @@ const file_tollgate_v1_spend_proto_rawDesc = "" +
 	"\x0elatency_micros\x18\x11 \x01(\x03R\rlatencyMicros\x12\x1f\n" +
 	"\vttft_micros\x18\x12 \x01(\x03R\n" +
 	"ttftMicros\x12\x1a\n" +
-	"\battempts\x18\x13 \x01(\x05R\battempts\"\xcf\x02\n" +
+	"\battempts\x18\x13 \x01(\x05R\battempts\x12,\n" +
+	"\x12cache_write_tokens\x18\x14 \x01(\x03R\x10cacheWriteTokens\"\xcf\x02\n" +
 	"\vSpendRollup\x12\x1b\n" +
 	"\thour_unix\x18\x01 \x01(\x03R\bhourUnix\x12\x15\n" +
 	"\x06key_id\x18\x02 \x01(\tR\x05keyId\x12\x17\n" +
