@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/ledger"
+	"github.com/tollgate/tollgate/node/admin"
 	"github.com/tollgate/tollgate/node/budget"
 	"github.com/tollgate/tollgate/node/proxy"
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
@@ -17,6 +18,10 @@ import (
 	"github.com/tollgate/tollgate/routing/prices"
 )
 
+// maxOverrideTiers is the most long-context tiers a price override has
+// (the admin API refuses more).
+const maxOverrideTiers = admin.MaxPriceTiers
+
 // pricing prices deployments: a deployment's own price overrides the
 // table.
 type pricing struct{ table func() *prices.Table }
@@ -24,7 +29,7 @@ type pricing struct{ table func() *prices.Table }
 // priceOf returns d's price and where it comes from.
 func (p pricing) priceOf(kind, baseURL, model string, override *pb.Price) (prices.Price, string, bool) {
 	if override != nil {
-		return overridePrice(override), "override", true
+		return overridePrice(override, new([maxOverrideTiers]prices.Tier)), "override", true
 	}
 	m, ok := p.table().Lookup(kind, baseURL, model)
 	if !ok {
@@ -33,10 +38,12 @@ func (p pricing) priceOf(kind, baseURL, model string, override *pb.Price) (price
 	return m.Price, "built-in " + m.Provider + "/" + m.Model, true
 }
 
-// overridePrice converts a deployment's own price.
-func overridePrice(o *pb.Price) prices.Price {
+// overridePrice converts a deployment's own price. Its tiers go into buf
+// while they fit (the admin API allows no more), so that pricing a request
+// at an override allocates nothing.
+func overridePrice(o *pb.Price, buf *[maxOverrideTiers]prices.Tier) prices.Price {
 	p := prices.Price{InputMicros: o.GetInputMicrosPerMtok(), OutputMicros: o.GetOutputMicrosPerMtok(),
-		CachedInputMicros: o.GetCachedInputMicrosPerMtok(), CacheWriteMicros: o.GetCacheWriteMicrosPerMtok()}
+		CachedInputMicros: o.GetCachedInputMicrosPerMtok(), CacheWriteMicros: o.GetCacheWriteMicrosPerMtok(), Tiers: buf[:0]}
 	for _, t := range o.GetTiers() {
 		p.Tiers = append(p.Tiers, prices.Tier{Above: t.GetAbovePromptTokens(), InputMicros: t.GetInputMicrosPerMtok(),
 			OutputMicros: t.GetOutputMicrosPerMtok(), CachedInputMicros: t.GetCachedInputMicrosPerMtok(),
@@ -48,18 +55,17 @@ func overridePrice(o *pb.Price) prices.Price {
 // Cost implements proxy.Pricing. Unlike priceOf it builds no description
 // of the price's source: it runs for every request.
 func (p pricing) Cost(d *raftstore.Deployment, u routing.Usage) (int64, bool) {
-	var pr prices.Price
+	t := prices.Tokens{Prompt: u.PromptTokens, Completion: u.CompletionTokens, Cached: u.CachedTokens, CacheWrite: u.CacheWriteTokens}
 	if d.Price != nil {
-		pr = overridePrice(d.Price)
-	} else {
-		m, ok := p.table().Lookup(d.Provider, d.BaseURL, d.UpstreamModel)
-		if !ok {
-			return 0, false
-		}
-		pr = m.Price
+		var buf [maxOverrideTiers]prices.Tier
+		pr := overridePrice(d.Price, &buf)
+		return pr.Cost(t), true
 	}
-	return pr.Cost(prices.Tokens{Prompt: u.PromptTokens, Completion: u.CompletionTokens,
-		Cached: u.CachedTokens, CacheWrite: u.CacheWriteTokens}), true
+	m, ok := p.table().Lookup(d.Provider, d.BaseURL, d.UpstreamModel)
+	if !ok {
+		return 0, false
+	}
+	return m.Price.Cost(t), true
 }
 
 // MaxCost implements proxy.Pricing: the most a call of d's with at most
@@ -67,7 +73,8 @@ func (p pricing) Cost(d *raftstore.Deployment, u routing.Usage) (int64, bool) {
 // or dated prices, long-context tiers and cache rates.
 func (p pricing) MaxCost(d *raftstore.Deployment, prompt, completion int64) (int64, bool) {
 	if d.Price != nil {
-		pr := overridePrice(d.Price)
+		var buf [maxOverrideTiers]prices.Tier
+		pr := overridePrice(d.Price, &buf)
 		return pr.MaxCost(prompt, completion), true
 	}
 	return p.table().MaxCost(d.Provider, d.BaseURL, d.UpstreamModel, prompt, completion)

@@ -16,7 +16,7 @@ import (
 func TestPricingCacheWritesAndTiers(t *testing.T) {
 	p := pricing{table: prices.Builtin}
 	override := &pb.Price{InputMicrosPerMtok: 1_000_000, OutputMicrosPerMtok: 2_000_000, CacheWriteMicrosPerMtok: 1_500_000,
-		Tiers: []*pb.PriceTier{{AbovePromptTokens: 1000, InputMicrosPerMtok: 4_000_000, OutputMicrosPerMtok: 8_000_000}}}
+		Tiers: []*pb.PriceTier{{AbovePromptTokens: 1000, InputMicrosPerMtok: 4_000_000, OutputMicrosPerMtok: 8_000_000, CacheWriteMicrosPerMtok: 5_000_000}}}
 	own := &raftstore.Deployment{ID: "own", Provider: "openai-compatible", BaseURL: "http://h/v1", UpstreamModel: "x", Price: override}
 	builtin := &raftstore.Deployment{ID: "b", Provider: "anthropic", UpstreamModel: "claude-sonnet-4-5-20250929"}
 
@@ -28,9 +28,8 @@ func TestPricingCacheWritesAndTiers(t *testing.T) {
 	}{
 		// 100 plain + 400 written at $1.50 + 10 out at $2: (100e6 + 600e6 + 20e6) / 1000.
 		{"override, cache writes", own, routing.Usage{PromptTokens: 500, CacheWriteTokens: 400, CompletionTokens: 10}, 720_000},
-		// 1001 prompt tokens: the tier's $4 for all, and its cache write
-		// rate unset, so the tier's input.
-		{"override, past the tier", own, routing.Usage{PromptTokens: 1001, CacheWriteTokens: 1, CompletionTokens: 10}, 4_004_000 + 80_000},
+		// 1001 prompt tokens: the tier's rates for all: 1000 at $4, 1 written at $5, 10 out at $8.
+		{"override, past the tier", own, routing.Usage{PromptTokens: 1001, CacheWriteTokens: 1, CompletionTokens: 10}, 4_000_000 + 5000 + 80_000},
 		// Sonnet 4.5: 1000 plain + 2000 written at $3.75 + 100 out at $15.
 		{"built-in, cache writes", builtin, routing.Usage{PromptTokens: 3000, CacheWriteTokens: 2000, CompletionTokens: 100}, 3_000_000 + 7_500_000 + 1_500_000},
 		{"built-in, long context", builtin, routing.Usage{PromptTokens: 200_001, CompletionTokens: 100}, 1_200_006_000 + 2_250_000},
@@ -43,7 +42,7 @@ func TestPricingCacheWritesAndTiers(t *testing.T) {
 		}
 	}
 	// The reservation of a prompt that may pass the tier takes the tier.
-	if b, _ := p.MaxCost(own, 2000, 100); b != (2000*4_000_000+100*8_000_000)/1000 {
+	if b, _ := p.MaxCost(own, 2000, 100); b != (2000*5_000_000+100*8_000_000)/1000 {
 		t.Errorf("MaxCost(own, 2000, 100) = %d", b)
 	}
 	api, src := p.apiPrice(own.Provider, own.BaseURL, own.UpstreamModel, override)

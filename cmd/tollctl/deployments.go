@@ -75,7 +75,8 @@ func (d *deploymentFlags) register(cmd *cobra.Command, add bool) {
 		f.StringVar(&d.cachedPrice, "cached-price", "", "price override: dollars per million prompt tokens read from the provider's cache, e.g. 1.25 (default: the input price)")
 		f.StringVar(&d.cacheWritePrice, "cache-write-price", "", "price override: dollars per million prompt tokens written to the provider's cache, e.g. 3.75 (default: the input price)")
 		f.StringArrayVar(&d.priceTiers, "price-tier", nil, "price override for long prompts: above=TOKENS,input=$,output=$[,cached=$][,cache-write=$]; "+
-			"a call whose prompt has more than TOKENS tokens pays all its tokens at these rates; repeat for more tiers")
+			"a call whose prompt has more than TOKENS tokens pays all its tokens at these rates; cached= and cache-write= are needed when "+
+			"--cached-price and --cache-write-price are set (default: the tier's input price); repeat for more tiers")
 	} else {
 		f.BoolVar(&d.clearOptions, "clear-options", false, "remove all of the deployment's provider options")
 		cmd.MarkFlagsMutuallyExclusive("option", "clear-options")
@@ -119,6 +120,12 @@ func (d *deploymentFlags) price(f *pflag.FlagSet) (*tollgatev1.Price, error) {
 		if n := len(p.Tiers); n > 0 && t.GetAbovePromptTokens() <= p.Tiers[n-1].GetAbovePromptTokens() {
 			return nil, usageErrorf("invalid --price-tier %q: tiers must be given in ascending order of above=", s)
 		}
+		if p.CachedInputMicrosPerMtok != 0 && t.CachedInputMicrosPerMtok == 0 {
+			return nil, usageErrorf("invalid --price-tier %q: give cached=, as --cached-price is set (without it, cached tokens of a long prompt would cost the tier's input price)", s)
+		}
+		if p.CacheWriteMicrosPerMtok != 0 && t.CacheWriteMicrosPerMtok == 0 {
+			return nil, usageErrorf("invalid --price-tier %q: give cache-write=, as --cache-write-price is set", s)
+		}
 		p.Tiers = append(p.Tiers, t)
 	}
 	return p, nil
@@ -133,7 +140,8 @@ func parsePriceTier(s string) (*tollgatev1.PriceTier, error) {
 	t := &tollgatev1.PriceTier{}
 	seen := map[string]bool{}
 	for _, part := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		k, v, ok := strings.Cut(part, "=")
+		k = strings.TrimSpace(k)
 		if !ok {
 			return nil, bad("want above=TOKENS,input=$,output=$[,cached=$][,cache-write=$]")
 		}

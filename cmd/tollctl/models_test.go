@@ -229,11 +229,11 @@ func TestModelAddPrice(t *testing.T) {
 	}
 	f.mustRun(t, "model", "add", "claude", "--provider", "anthropic", "--input-price", "3", "--output-price", "15",
 		"--cache-write-price", "3.75", "--price-tier", "above=200000,input=6,output=22.50,cached=0.6,cache-write=7.5",
-		"--price-tier", "output=30, above=1000000 ,input=$9")
+		"--price-tier", "output=30, above = 1000000 ,input=$9,cache-write=9")
 	want = &tollgatev1.Price{InputMicrosPerMtok: 3_000_000, OutputMicrosPerMtok: 15_000_000, CacheWriteMicrosPerMtok: 3_750_000,
 		Tiers: []*tollgatev1.PriceTier{
 			{AbovePromptTokens: 200_000, InputMicrosPerMtok: 6_000_000, OutputMicrosPerMtok: 22_500_000, CachedInputMicrosPerMtok: 600_000, CacheWriteMicrosPerMtok: 7_500_000},
-			{AbovePromptTokens: 1_000_000, InputMicrosPerMtok: 9_000_000, OutputMicrosPerMtok: 30_000_000},
+			{AbovePromptTokens: 1_000_000, InputMicrosPerMtok: 9_000_000, OutputMicrosPerMtok: 30_000_000, CacheWriteMicrosPerMtok: 9_000_000},
 		}}
 	if got := f.models.get("claude").GetDeployments()[0].GetPrice(); !proto.Equal(got, want) {
 		t.Errorf("price = %v, want %v", got, want)
@@ -262,6 +262,10 @@ func TestModelAddPrice(t *testing.T) {
 		{"model", "add", "m", "--provider", "demo", "--input-price", "1", "--output-price", "1", "--price-tier", "above=10,input=-1,output=1"},
 		{"model", "add", "m", "--provider", "demo", "--input-price", "1", "--output-price", "1",
 			"--price-tier", "above=20,input=1,output=1", "--price-tier", "above=10,input=2,output=2"}, // descending
+		{"model", "add", "m", "--provider", "demo", "--input-price", "1", "--output-price", "1", "--cached-price", "0.1",
+			"--price-tier", "above=20,input=2,output=2"}, // the tier lacks cached=
+		{"model", "add", "m", "--provider", "demo", "--input-price", "1", "--output-price", "1", "--cache-write-price", "1.25",
+			"--price-tier", "above=20,input=2,output=2"}, // the tier lacks cache-write=
 	} {
 		if r := f.run(t, args...); r.code != 2 {
 			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, r.code, r.stderr)

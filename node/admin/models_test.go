@@ -235,7 +235,9 @@ func TestPriceOverride(t *testing.T) {
 		msg  string
 	}{
 		{"negative cache write", &pb.Price{CacheWriteMicrosPerMtok: -1}, "cache_write_micros_per_mtok must not be negative"},
-		{"tier at zero", &pb.Price{Tiers: []*pb.PriceTier{tier(0, 1)}}, "tier 1 starts above 0 prompt tokens"},
+		{"tier at zero", &pb.Price{Tiers: []*pb.PriceTier{tier(0, 1)}}, "tier 1 above_prompt_tokens must be positive; got 0"},
+		{"tier without the base's cache read", &pb.Price{CachedInputMicrosPerMtok: 5, Tiers: []*pb.PriceTier{tier(10, 1)}}, "tier 1 needs cached_input_micros_per_mtok"},
+		{"tier without the base's cache write", &pb.Price{CacheWriteMicrosPerMtok: 5, Tiers: []*pb.PriceTier{{AbovePromptTokens: 10, CachedInputMicrosPerMtok: 1}}}, "tier 1 needs cache_write_micros_per_mtok"},
 		{"tiers descending", &pb.Price{Tiers: []*pb.PriceTier{tier(200, 1), tier(100, 1)}}, "tier 2 starts above 100 prompt tokens"},
 		{"tiers repeated", &pb.Price{Tiers: []*pb.PriceTier{tier(100, 1), tier(100, 1)}}, "tier 2 starts above 100"},
 		{"negative tier rate", &pb.Price{Tiers: []*pb.PriceTier{tier(100, -5)}}, "tier 1 input_micros_per_mtok must not be negative"},
@@ -247,7 +249,8 @@ func TestPriceOverride(t *testing.T) {
 		}
 	}
 	long := &pb.Price{InputMicrosPerMtok: 3_000_000, OutputMicrosPerMtok: 15_000_000, CacheWriteMicrosPerMtok: 3_750_000,
-		Tiers: []*pb.PriceTier{tier(200_000, 6_000_000), tier(1_000_000, 9_000_000)}}
+		Tiers: []*pb.PriceTier{{AbovePromptTokens: 200_000, InputMicrosPerMtok: 6_000_000, CacheWriteMicrosPerMtok: 7_500_000},
+			{AbovePromptTokens: 1_000_000, InputMicrosPerMtok: 9_000_000, CacheWriteMicrosPerMtok: 9_000_000}}}
 	_, err = env.models.AddDeployment(ctx, &pb.AddDeploymentRequest{Model: "long", Deployment: &pb.Deployment{Id: "tiers", Provider: "demo", Price: long}})
 	mustOK(t, err)
 	if d := store.State().Route("long").Deployments[0]; !proto.Equal(d.Price, long) {

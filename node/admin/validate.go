@@ -90,8 +90,8 @@ func checkBudget(what string, b *pb.Budget) error {
 	return nil
 }
 
-// maxPriceTiers bounds a price override's long-context tiers.
-const maxPriceTiers = 8
+// MaxPriceTiers bounds a price override's long-context tiers.
+const MaxPriceTiers = 8
 
 // checkPrice checks a deployment's price override; nil means none. Zero
 // prices are allowed (a free model), negative ones are not; tiers ascend
@@ -119,17 +119,29 @@ func checkPrice(model, deployment string, p *pb.Price) error {
 		field{"cache_write_micros_per_mtok", p.GetCacheWriteMicrosPerMtok()}); err != nil {
 		return err
 	}
-	if len(p.GetTiers()) > maxPriceTiers {
-		return invalid("model %q, deployment %q: price has %d tiers; at most %d", model, deployment, len(p.GetTiers()), maxPriceTiers)
+	if len(p.GetTiers()) > MaxPriceTiers {
+		return invalid("model %q, deployment %q: price has %d tiers; at most %d", model, deployment, len(p.GetTiers()), MaxPriceTiers)
 	}
 	prev := int64(0)
 	for i, t := range p.GetTiers() {
 		where := fmt.Sprintf("tier %d ", i+1)
-		if t.GetAbovePromptTokens() <= prev {
-			return invalid("model %q, deployment %q: price %sstarts above %d prompt tokens; tiers must start above 1 or more tokens and ascend (the previous one starts above %d)",
-				model, deployment, where, t.GetAbovePromptTokens(), prev)
+		switch above := t.GetAbovePromptTokens(); {
+		case above <= 0:
+			return invalid("model %q, deployment %q: price %sabove_prompt_tokens must be positive; got %d", model, deployment, where, above)
+		case above <= prev:
+			return invalid("model %q, deployment %q: price %sstarts above %d prompt tokens, not above the tier before it (%d): tiers must ascend",
+				model, deployment, where, above, prev)
 		}
 		prev = t.GetAbovePromptTokens()
+		// A zero cache rate means the tier's input rate: where the base
+		// price has its own, a tier without one would charge a long,
+		// mostly cached prompt many times its bill.
+		if p.GetCachedInputMicrosPerMtok() != 0 && t.GetCachedInputMicrosPerMtok() == 0 {
+			return invalid("model %q, deployment %q: price %sneeds cached_input_micros_per_mtok, as the base price has one (zero would mean the tier's input price)", model, deployment, where)
+		}
+		if p.GetCacheWriteMicrosPerMtok() != 0 && t.GetCacheWriteMicrosPerMtok() == 0 {
+			return invalid("model %q, deployment %q: price %sneeds cache_write_micros_per_mtok, as the base price has one (zero would mean the tier's input price)", model, deployment, where)
+		}
 		if err := check(where,
 			field{"input_micros_per_mtok", t.GetInputMicrosPerMtok()},
 			field{"output_micros_per_mtok", t.GetOutputMicrosPerMtok()},

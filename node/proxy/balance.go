@@ -157,7 +157,9 @@ func (h *Handler) order(dst []*raftstore.Deployment, r *raftstore.Route, now int
 			if h.cfg.Pricing == nil {
 				return 0
 			}
-			c, ok := h.cfg.Pricing.Cost(d, routing.Usage{PromptTokens: 1_000_000, CompletionTokens: 1_000_000})
+			// A short call: below every long-context tier, so that
+			// deployments rank by the rates most requests pay.
+			c, ok := h.cfg.Pricing.Cost(d, routing.Usage{PromptTokens: 1000, CompletionTokens: 1000})
 			if !ok {
 				return 1 << 62 // unpriced: last
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/raftstore"
+	"github.com/tollgate/tollgate/routing"
 )
 
 func testRoute(strategy string, deps ...*raftstore.Deployment) *raftstore.Route {
@@ -137,5 +138,37 @@ func TestConcurrentFailuresEscalateOnce(t *testing.T) {
 	}
 	if cd := time.Duration(h.health.of(d).coolUntil.Load() - now); cd != time.Second {
 		t.Errorf("cooldown after 10 simultaneous failures: %v, want 1s", cd)
+	}
+}
+
+// tierPricing: deployment "tiered" costs 1 a token, 100 a token once the
+// prompt passes 200,000 tokens (a long-context tier); "flat" costs 2.
+type tierPricing struct{}
+
+func (tierPricing) Cost(d *raftstore.Deployment, u routing.Usage) (int64, bool) {
+	n := u.PromptTokens + u.CompletionTokens
+	if d.ID == "flat" {
+		return 2 * n, true
+	}
+	if u.PromptTokens > 200_000 {
+		return 100 * n, true
+	}
+	return n, true
+}
+
+func (p tierPricing) MaxCost(d *raftstore.Deployment, prompt, completion int64) (int64, bool) {
+	return p.Cost(d, routing.Usage{PromptTokens: prompt, CompletionTokens: completion})
+}
+
+// The cost strategy ranks deployments by what a short call costs, not by
+// long-context rates that few requests pay.
+func TestCostStrategyRanksByShortCalls(t *testing.T) {
+	h := New(Config{Pricing: tierPricing{}})
+	tiered, flat := &raftstore.Deployment{ID: "tiered"}, &raftstore.Deployment{ID: "flat"}
+	r := testRoute("cost", flat, tiered)
+	for range 20 {
+		if got, _ := h.order(nil, r, time.Now().UnixNano()); got[0] != tiered {
+			t.Fatalf("cost order starts with %s; want tiered, the cheaper below its tier", got[0].ID)
+		}
 	}
 }

@@ -467,9 +467,17 @@ func (h *Handler) attemptAnthropic(w http.ResponseWriter, r *http.Request, rec *
 				Usage anthropicUsage `json:"usage"`
 			}
 			if json.Unmarshal(ev.Data, &m) == nil {
+				// message_delta's counts are cumulative; the input and
+				// cache counts may be absent (older API versions).
 				u.OutputTokens = m.Usage.OutputTokens
 				if m.Usage.InputTokens > 0 {
 					u.InputTokens = m.Usage.InputTokens
+				}
+				if m.Usage.CacheReadInputTokens > 0 {
+					u.CacheReadInputTokens = m.Usage.CacheReadInputTokens
+				}
+				if m.Usage.CacheCreationInputTokens > 0 {
+					u.CacheCreationInputTokens = m.Usage.CacheCreationInputTokens
 				}
 				rec.Usage = u.usage()
 			}
