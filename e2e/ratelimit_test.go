@@ -369,3 +369,37 @@ func TestDeploymentLimitSkips(t *testing.T) {
 		t.Errorf("%d of %d requests were served by a or b", served["a"]+served["b"], len(out))
 	}
 }
+
+// TestRateLimitSurvivesRestart: a single node that is killed (-9) or
+// stopped within the minute goes on counting the requests it admitted, so
+// a restart is no way around a key's --rpm (before, the restarted node
+// started from zero and granted a fresh minute at once).
+func TestRateLimitSurvivesRestart(t *testing.T) {
+	mock := mockLLM(t)
+	g := startGateway(t, t.TempDir(), "t", "--no-seed")
+	g.ctl(t, "model", "add", "rl-restart", "--provider", "openai-compatible", "--base-url", mock, "--upstream-model", "m")
+	_, secret := g.createKey(t, "--name", "rpm-3", "--models", "rl-restart", "--rpm", "3")
+	chat := "http://" + g.http + "/v1/chat/completions"
+	body := `{"model":"rl-restart","messages":[{"role":"user","content":"hi"}]}`
+	for i := range 3 {
+		if code, b := post(t, chat, secret, body); code != 200 {
+			t.Fatalf("request %d: %d %s", i+1, code, b)
+		}
+	}
+	refused := func(when string) {
+		t.Helper()
+		code, b := post(t, chat, secret, body)
+		if code != 429 || openAIError(t, b) != "rate_limit_exceeded" {
+			t.Fatalf("%s: the 4th request of the minute got %d %s; want 429 rate_limit_exceeded", when, code, b)
+		}
+	}
+	refused("before any restart")
+
+	time.Sleep(1500 * time.Millisecond) // at least one save
+	g.kill()
+	g.start(t)
+	refused("after kill -9")
+	g.stop(t)
+	g.start(t)
+	refused("after a graceful restart")
+}

@@ -165,6 +165,7 @@ type Node struct {
 	meta             memberMeta // this node's gossip metadata as at start; gossip holds the current one
 	bootstrapPending atomic.Bool
 	fresh            atomic.Bool // no Raft state yet, as told to gossip
+	rateSaveMu       sync.Mutex  // one saveRateState at a time
 	peers            peers
 }
 
@@ -254,6 +255,7 @@ func New(cfg Config) (*Node, error) {
 	n.fresh.Store(n.meta.Fresh)
 	n.bootstrapPending.Store(n.store.Fresh() && cfg.BootstrapExpect > 1)
 	n.limiter = ratelimit.New(ratelimit.Config{NodeID: n.cfg.NodeID})
+	n.restoreRateState()
 	if n.gossip, err = newGossip(gossipConfig{NodeID: n.cfg.NodeID, BindAddr: cfg.GossipAddr,
 		AdvertiseAddr: cfg.GossipAdvertise, Meta: n.meta, Limiter: n.limiter, Fast: cfg.FastGossip, Logger: cfg.Logger,
 		Key: cfg.GossipKey}); err != nil {
@@ -462,6 +464,7 @@ func (n *Node) Run(ctx context.Context) error {
 	go n.runMembership(mctx)
 	go n.runSpendReports(mctx)
 	go n.gossip.runRateGossip(mctx, n.cfg.NodeID)
+	go n.runRateStateSaves(mctx)
 	go n.releaseMemory(mctx, 30*time.Second, 32<<20)
 	if n.tls != nil {
 		go n.watchTLS(mctx)
@@ -575,6 +578,10 @@ func (n *Node) shutdown(stopMembership func()) {
 	case <-ctx.Done():
 	}
 	stopMembership()
+	// The requests are done: what they counted is saved for the next start.
+	if err := n.saveRateState(); err != nil {
+		n.log.Warn("cannot save the rate-limit usage; the next start will not count it", "err", err)
+	}
 	// Report what this node spent while it still can reach the leader.
 	fctx, fcancel := context.WithTimeout(context.Background(), 3*time.Second)
 	n.flushSpend(fctx)

@@ -203,7 +203,9 @@ func New(cfg Config) *Limiter {
 		seed:      maphash.MakeSeed(),
 		peers:     map[string]*peer{},
 	}
-	l.start = l.now()
+	// The clock starts a window before now, so that usage restored from
+	// the last minute (Restore) has seconds of its own.
+	l.start = l.now().Add(-windowSlots * time.Second)
 	for i := range l.shards {
 		l.shards[i].buckets = map[string]*bucket{}
 	}

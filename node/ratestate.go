@@ -1,0 +1,79 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// rateStateFile, in the data dir, holds this node's rate-limit usage of the
+// last minute (ratelimit.Limiter.Save), so that a restarted node — also
+// after kill -9 — goes on counting what it admitted instead of granting a
+// fresh minute. It is written every rateSaveInterval and at shutdown, and
+// read at start.
+const rateStateFile = "ratelimit.state"
+
+// rateSaveInterval is how often the rate-limit usage is saved: what a
+// node admitted in the last interval before a crash is forgotten.
+const rateSaveInterval = time.Second
+
+// restoreRateState counts the usage saved by the last run, if any.
+func (n *Node) restoreRateState() {
+	path := filepath.Join(n.cfg.DataDir, rateStateFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err != nil {
+		n.log.Warn("cannot read the saved rate-limit usage; starting from zero", "path", path, "err", err)
+		return
+	}
+	k, err := n.limiter.Restore(b)
+	if err != nil {
+		n.log.Warn("ignoring the saved rate-limit usage", "path", path, "err", err)
+		return
+	}
+	if k > 0 {
+		n.log.Info("restored the rate-limit usage of the last minute", "buckets", k)
+	}
+}
+
+// saveRateState writes the usage to rateStateFile through a temporary
+// file and a rename, so that a crash leaves the old file or the new one.
+// It does not fsync: a process crash keeps what the kernel has, and a
+// machine crash loses at most a minute of rate-limit history.
+func (n *Node) saveRateState() error {
+	n.rateSaveMu.Lock()
+	defer n.rateSaveMu.Unlock()
+	path := filepath.Join(n.cfg.DataDir, rateStateFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, n.limiter.Save(), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// runRateStateSaves saves the usage every rateSaveInterval until ctx ends.
+func (n *Node) runRateStateSaves(ctx context.Context) {
+	t := time.NewTicker(rateSaveInterval)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		switch err := n.saveRateState(); {
+		case err != nil && !failing:
+			n.log.Warn("cannot save the rate-limit usage; a restart would forget it", "err", err)
+			failing = true
+		case err == nil && failing:
+			n.log.Info("saving the rate-limit usage again")
+			failing = false
+		}
+	}
+}
