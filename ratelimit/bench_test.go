@@ -2,8 +2,10 @@ package ratelimit
 
 import (
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func benchChecks(n int, prefix string) []Check {
@@ -79,4 +81,28 @@ func benchLimiter(b *testing.B, n int) *Limiter {
 		}
 	}
 	return l
+}
+
+// BenchmarkSave is the node's once-a-second save of its usage, with every
+// bucket busy in 10 of the last 60 seconds.
+func BenchmarkSave(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			clk := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+			l := New(Config{NodeID: "a", Now: func() time.Time { return clk }})
+			for s := range 10 {
+				for i := range n {
+					tk, _ := l.Admit([]Check{{Bucket: "key:" + strconv.Itoa(i), Limits: Limits{RPM: 1 << 30}}}, 100)
+					tk.Done(100)
+				}
+				clk = clk.Add(time.Duration(s+1) * time.Second)
+			}
+			b.ReportAllocs()
+			var size int
+			for b.Loop() {
+				size = len(l.Save())
+			}
+			b.ReportMetric(float64(size), "bytes")
+		})
+	}
 }

@@ -116,10 +116,11 @@ type Limiter struct {
 	peersMu sync.RWMutex
 	peers   map[string]*peer
 
-	gossipMu  sync.Mutex // serialises Delta, FullState and SetMembers
-	lastStamp int64      // last stamp sent (µs), under gossipMu
-	lastEmit  int64      // clock of the last Delta that returned messages
-	scratch   []entry    // Delta's reusable entry list, under gossipMu
+	gossipMu  sync.Mutex   // serialises Delta, FullState and SetMembers
+	lastStamp int64        // last stamp sent (µs), under gossipMu
+	lastEmit  int64        // clock of the last Delta that returned messages
+	scratch   []entry      // Delta's reusable entry list, under gossipMu
+	saveSize  atomic.Int64 // body size of the last Save, to size the next
 }
 
 type shard struct {

@@ -35,7 +35,7 @@ func (l *Limiter) Save() []byte {
 	cur := t / int64(time.Second)
 	startMs := l.start.UnixMilli()
 	count := 0
-	var body []byte
+	body := make([]byte, 0, l.saveSize.Load()*9/8) // the last size and some: no regrowing
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.Lock()
@@ -47,29 +47,29 @@ func (l *Limiter) Save() []byte {
 			if b.reqSum == 0 && b.tokSum == 0 {
 				continue
 			}
-			n := 0
-			for sec := b.head - windowSlots + 1; sec <= b.head; sec++ {
-				if i := sec % windowSlots; sec >= 0 && (b.req[i] != 0 || b.tok[i] != 0) {
-					n++
-				}
-			}
 			body = binary.AppendUvarint(body, uint64(len(b.id)))
 			body = append(body, b.id...)
-			body = binary.AppendUvarint(body, uint64(n))
-			for sec := b.head - windowSlots + 1; sec <= b.head; sec++ {
+			nAt := len(body)
+			body = append(body, 0) // the slot count, at most 60: one byte
+			n := byte(0)
+			for sec := max(b.head-windowSlots+1, 0); sec <= b.head; sec++ {
 				i := sec % windowSlots
-				if sec < 0 || (b.req[i] == 0 && b.tok[i] == 0) {
+				if b.req[i] == 0 && b.tok[i] == 0 {
 					continue
 				}
 				body = binary.AppendVarint(body, startMs+sec*1000)
 				body = binary.AppendUvarint(body, uint64(clampValue(b.req[i])))
 				body = binary.AppendUvarint(body, uint64(clampValue(b.tok[i])))
+				n++
 			}
+			body[nAt] = n
 			count++
 		}
 		s.mu.Unlock()
 	}
-	buf := binary.AppendVarint([]byte{savedVersion}, l.now().UnixMilli())
+	l.saveSize.Store(int64(len(body)))
+	buf := append(make([]byte, 0, 24+len(body)), savedVersion)
+	buf = binary.AppendVarint(buf, l.now().UnixMilli())
 	buf = binary.AppendUvarint(buf, uint64(count))
 	return append(buf, body...)
 }
