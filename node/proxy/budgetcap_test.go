@@ -146,6 +146,13 @@ func TestBudgetedRequestOutputCapped(t *testing.T) {
 		return newRoute(t, "cap", &pb.Deployment{Id: "d", Provider: provider, BaseUrl: base + "/v1", UpstreamModel: "up"})
 	}
 	openai, compat, anthropic := mk(routing.ProviderOpenAI), mk(routing.ProviderOpenAICompatible), mk(routing.ProviderAnthropic)
+	azure := func(apiVersion string) string {
+		d := &pb.Deployment{Id: "d", Provider: routing.ProviderAzureOpenAI, BaseUrl: base, UpstreamModel: "up"}
+		if apiVersion != "" {
+			d.Options = map[string]string{"api_version": apiVersion}
+		}
+		return newRoute(t, "cap", d)
+	}
 	chat := func(model, extra string) string {
 		return `{"model":"` + model + `",` + extra + `"messages":[{"role":"user","content":"hi"}]}`
 	}
@@ -165,6 +172,14 @@ func TestBudgetedRequestOutputCapped(t *testing.T) {
 		{"client's own limit kept", budgeted, chat(openai, `"max_tokens":50,`), "max_tokens", float64(50), "max_completion_tokens"},
 		{"no budget, no limit added", free, chat(openai, ""), "max_completion_tokens", nil, "max_tokens"},
 		{"translated to Anthropic", budgeted, chat(anthropic, ""), "max_tokens", float64(outputCap), ""},
+		// Azure knows max_completion_tokens from 2024-09-01-preview on;
+		// an older api-version refuses it.
+		{"azure, default api-version", budgeted, chat(azure(""), ""), "max_completion_tokens", float64(outputCap), "max_tokens"},
+		{"azure 2024-10-21", budgeted, chat(azure("2024-10-21"), ""), "max_completion_tokens", float64(outputCap), "max_tokens"},
+		{"azure 2024-09-01-preview", budgeted, chat(azure("2024-09-01-preview"), ""), "max_completion_tokens", float64(outputCap), "max_tokens"},
+		{"azure 2024-06-01", budgeted, chat(azure("2024-06-01"), ""), "max_tokens", float64(outputCap), "max_completion_tokens"},
+		{"azure 2024-08-01-preview", budgeted, chat(azure("2024-08-01-preview"), ""), "max_tokens", float64(outputCap), "max_completion_tokens"},
+		{"azure v1 preview", budgeted, chat(azure("preview"), ""), "max_completion_tokens", float64(outputCap), "max_tokens"},
 	} {
 		r := gw.post(t, "/v1/chat/completions", c.key, c.body)
 		if r.status != 200 {

@@ -909,14 +909,33 @@ func openAIFormat(ep routing.Endpoint) bool {
 // output tokens, for a request under a budget that set none: the
 // reservation assumed OutputCap, so the upstream must not write more.
 // Embeddings have no output.
-func outputCapField(ep routing.Endpoint, provider string) string {
+func outputCapField(ep routing.Endpoint, d *raftstore.Deployment) string {
 	switch {
 	case ep == routing.EndpointEmbeddings:
 		return ""
-	case ep == routing.EndpointChat && (provider == routing.ProviderOpenAI || provider == routing.ProviderAzureOpenAI):
+	case ep == routing.EndpointChat && d.Provider == routing.ProviderOpenAI:
 		return "max_completion_tokens" // reasoning models refuse max_tokens
+	case ep == routing.EndpointChat && d.Provider == routing.ProviderAzureOpenAI:
+		if azureBeforeCompletionTokens(d.Options["api_version"]) {
+			return "max_tokens" // the field is unknown there: 400
+		}
+		return "max_completion_tokens"
 	}
 	return "max_tokens"
+}
+
+// azureBeforeCompletionTokens reports whether an Azure OpenAI api-version
+// predates max_completion_tokens (2024-09-01-preview): a dated version
+// before 2024-09-01. The default, and versions that are not dates (the v1
+// API's "preview" and "latest"), know it.
+func azureBeforeCompletionTokens(v string) bool {
+	if len(v) < 10 {
+		return false
+	}
+	if _, err := time.Parse(time.DateOnly, v[:10]); err != nil {
+		return false
+	}
+	return v[:10] < "2024-09-01"
 }
 
 // upstreamModel is the model name sent to d: its upstream model, or for
@@ -949,7 +968,7 @@ func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, rec *Record, d
 	}
 	capField := ""
 	if rec.Reservation != nil && outputLimit(req, rec.Endpoint) == 0 {
-		capField = outputCapField(rec.Endpoint, d.Provider)
+		capField = outputCapField(rec.Endpoint, d)
 	}
 	out.b = routing.RewriteRequestCapped(out.b[:0], x.body, req, upstreamModel(d, req.Model), includeUsage, capField, h.cfg.OutputCap)
 	ureq, err := newUpstreamRequest(ctx, d, rec.Endpoint, out)
