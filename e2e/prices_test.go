@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCacheWritesAndLongPromptsPriced: an Anthropic deployment of Claude
@@ -69,7 +70,9 @@ func TestCacheWritesAndLongPromptsPriced(t *testing.T) {
 	if len(recs) != 4 {
 		t.Fatalf("%d spend records; want 4: %+v", len(recs), recs)
 	}
+	var sum int64
 	for _, r := range recs {
+		sum += int64(r.CostNanos)
 		written, rt := int64(2000), base
 		if r.Model == "sonnet-long" {
 			written, rt = 250_000, long
@@ -86,5 +89,10 @@ func TestCacheWritesAndLongPromptsPriced(t *testing.T) {
 			t.Errorf("%s %s (stream %v): cost %s; want %s (%d in, %d written, %d out)", r.Model, r.Endpoint, r.Stream,
 				dollars(int64(r.CostNanos)), dollars(want), prompt-written, written, out)
 		}
+	}
+	// The cluster-wide report (the rollups in Raft) counts the cache writes too.
+	rep := g.waitReportsSettled(t, 30*time.Second, "--key", keyID)
+	if rep.Requests != 4 || rep.CacheWriteTokens != 2*2000+2*250_000 || int64(rep.CostNanos) != sum {
+		t.Errorf("spend report %+v; want 4 requests, %d tokens written to the cache, cost %s", rep, 2*2000+2*250_000, dollars(sum))
 	}
 }

@@ -35,6 +35,7 @@ type reportRow struct {
 	PromptTokens     jint   `json:"prompt_tokens"`
 	CompletionTokens jint   `json:"completion_tokens"`
 	CachedTokens     jint   `json:"cached_tokens"`
+	CacheWriteTokens jint   `json:"cache_write_tokens"`
 	CostNanos        jint   `json:"cost_nanos"`
 	UnpricedRequests jint   `json:"unpriced_requests"`
 }

@@ -310,6 +310,7 @@ func (w *writer) add(o *op) {
 	r.PromptTokens += rec.PromptTokens
 	r.CompletionTokens += rec.CompletionTokens
 	r.CachedTokens += rec.CachedTokens
+	r.CacheWriteTokens += rec.CacheWriteTokens
 	r.CostNanos += rec.CostNanos
 	if rec.Unpriced {
 		r.UnpricedRequests++

@@ -63,6 +63,7 @@ func (s *spendAPI) SpendReport(ctx context.Context, req *pb.SpendReportRequest) 
 			x.PromptTokens += r.GetPromptTokens()
 			x.CompletionTokens += r.GetCompletionTokens()
 			x.CachedTokens += r.GetCachedTokens()
+			x.CacheWriteTokens += r.GetCacheWriteTokens()
 			x.CostNanos += r.GetCostNanos()
 			x.UnpricedRequests += r.GetUnpricedRequests()
 		}

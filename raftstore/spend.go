@@ -345,6 +345,7 @@ func spendReport(cur *State, c *pb.SpendReportCommand) (*State, error) {
 		r.PromptTokens += d.GetPromptTokens()
 		r.CompletionTokens += d.GetCompletionTokens()
 		r.CachedTokens += d.GetCachedTokens()
+		r.CacheWriteTokens += d.GetCacheWriteTokens()
 		r.CostNanos += d.GetCostNanos()
 		r.UnpricedRequests += d.GetUnpricedRequests()
 		txn.Insert(k, r)

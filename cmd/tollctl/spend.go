@@ -50,9 +50,11 @@ such as 24h, 7d or 2w, a date such as 2026-11-01 (midnight UTC), or an RFC
 3339 time such as 2026-11-01T09:00:00Z. Totals are kept per hour, so the
 window starts at the beginning of the hour that contains --since.
 
-COST is in dollars; UNPRICED counts requests to models without a known
-price, whose cost is not included. Rows are sorted by cost, or by time for
-day and hour. With -o json the response is printed: "rows" and "total", with
+PROMPT counts every prompt token; CACHED those of them read from the
+provider's prompt cache and CACHE-WRITE those written to it (Anthropic,
+Bedrock), each charged at its own rate. COST is in dollars; UNPRICED counts
+requests to models without a known price, whose cost is not included. Rows
+are sorted by cost, or by time for day and hour. With -o json the response is printed: "rows" and "total", with
 cost_nanos in integer nano-dollars.`,
 		Example: `  tollctl spend report
   tollctl spend report --by day --since 7d
@@ -94,7 +96,7 @@ cost_nanos in integer nano-dollars.`,
 				total = sumRows(resp.GetRows())
 			}
 			tw := newTable(a.stdout)
-			row(tw, "GROUP", "REQUESTS", "PROMPT", "COMPLETION", "CACHED", "COST", "UNPRICED")
+			row(tw, "GROUP", "REQUESTS", "PROMPT", "COMPLETION", "CACHED", "CACHE-WRITE", "COST", "UNPRICED")
 			for _, r := range resp.GetRows() {
 				reportRow(tw, orDash(r.GetGroup()), r)
 			}
@@ -120,7 +122,7 @@ cost_nanos in integer nano-dollars.`,
 
 func reportRow(tw io.Writer, group string, r *tollgatev1.SpendReportRow) {
 	row(tw, group, fmtCount(r.GetRequests()), fmtCount(r.GetPromptTokens()), fmtCount(r.GetCompletionTokens()),
-		fmtCount(r.GetCachedTokens()), fmtNanos(r.GetCostNanos()), fmtCount(r.GetUnpricedRequests()))
+		fmtCount(r.GetCachedTokens()), fmtCount(r.GetCacheWriteTokens()), fmtNanos(r.GetCostNanos()), fmtCount(r.GetUnpricedRequests()))
 }
 
 // sumRows totals report rows, for a server that sent no total.
@@ -131,6 +133,7 @@ func sumRows(rows []*tollgatev1.SpendReportRow) *tollgatev1.SpendReportRow {
 		t.PromptTokens += r.GetPromptTokens()
 		t.CompletionTokens += r.GetCompletionTokens()
 		t.CachedTokens += r.GetCachedTokens()
+		t.CacheWriteTokens += r.GetCacheWriteTokens()
 		t.CostNanos += r.GetCostNanos()
 		t.UnpricedRequests += r.GetUnpricedRequests()
 	}

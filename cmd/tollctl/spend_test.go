@@ -12,12 +12,12 @@ import (
 func sampleReport() *tollgatev1.SpendReportResponse {
 	return &tollgatev1.SpendReportResponse{
 		Rows: []*tollgatev1.SpendReportRow{
-			{Group: "gpt-4o", Requests: 120, PromptTokens: 50_000, CompletionTokens: 20_000, CachedTokens: 10_000, CostNanos: 12_345_678_901},
+			{Group: "gpt-4o", Requests: 120, PromptTokens: 50_000, CompletionTokens: 20_000, CachedTokens: 10_000, CacheWriteTokens: 4000, CostNanos: 12_345_678_901},
 			{Group: "llama", Requests: 7, PromptTokens: 700, CompletionTokens: 300, UnpricedRequests: 7},
 			{Group: "", Requests: 1, PromptTokens: 10, CompletionTokens: 5, CostNanos: 50_000},
 		},
 		Total: &tollgatev1.SpendReportRow{Group: "total", Requests: 128, PromptTokens: 50_710, CompletionTokens: 20_305,
-			CachedTokens: 10_000, CostNanos: 12_345_728_901, UnpricedRequests: 7},
+			CachedTokens: 10_000, CacheWriteTokens: 4000, CostNanos: 12_345_728_901, UnpricedRequests: 7},
 	}
 }
 
@@ -38,11 +38,11 @@ func TestSpendReportTable(t *testing.T) {
 		t.Fatalf("want header, 3 rows and TOTAL:\n%s", r.stdout)
 	}
 	want := [][]string{
-		{"GROUP", "REQUESTS", "PROMPT", "COMPLETION", "CACHED", "COST", "UNPRICED"},
-		{"gpt-4o", "120", "50000", "20000", "10000", "$12.3457", "0"},
-		{"llama", "7", "700", "300", "0", "$0.0000", "7"},
-		{"-", "1", "10", "5", "0", "$0.0001", "0"},
-		{"TOTAL", "128", "50710", "20305", "10000", "$12.3457", "7"},
+		{"GROUP", "REQUESTS", "PROMPT", "COMPLETION", "CACHED", "CACHE-WRITE", "COST", "UNPRICED"},
+		{"gpt-4o", "120", "50000", "20000", "10000", "4000", "$12.3457", "0"},
+		{"llama", "7", "700", "300", "0", "0", "$0.0000", "7"},
+		{"-", "1", "10", "5", "0", "0", "$0.0001", "0"},
+		{"TOTAL", "128", "50710", "20305", "10000", "4000", "$12.3457", "7"},
 	}
 	for i, w := range want {
 		if got := strings.Fields(lines[i]); !slices.Equal(got, w) {

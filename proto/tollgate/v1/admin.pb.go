@@ -2781,6 +2781,9 @@ type SpendReportRow struct {
 	CachedTokens     int64                  `protobuf:"varint,5,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
 	CostNanos        int64                  `protobuf:"varint,6,opt,name=cost_nanos,json=costNanos,proto3" json:"cost_nanos,omitempty"`
 	UnpricedRequests int64                  `protobuf:"varint,7,opt,name=unpriced_requests,json=unpricedRequests,proto3" json:"unpriced_requests,omitempty"`
+	// Prompt tokens written to the provider's prompt cache (in
+	// prompt_tokens, as cached_tokens, the ones read from it, are).
+	CacheWriteTokens int64 `protobuf:"varint,8,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -2860,6 +2863,13 @@ func (x *SpendReportRow) GetCostNanos() int64 {
 func (x *SpendReportRow) GetUnpricedRequests() int64 {
 	if x != nil {
 		return x.UnpricedRequests
+	}
+	return 0
+}
+
+func (x *SpendReportRow) GetCacheWriteTokens() int64 {
+	if x != nil {
+		return x.CacheWriteTokens
 	}
 	return 0
 }
@@ -3343,7 +3353,7 @@ const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"\ateam_id\x18\x02 \x01(\tR\x06teamId\x12\x0e\n" +
 	"\x02by\x18\x03 \x01(\tR\x02by\x12\x14\n" +
 	"\x05since\x18\x04 \x01(\x03R\x05since\x12\x14\n" +
-	"\x05until\x18\x05 \x01(\x03R\x05until\"\x85\x02\n" +
+	"\x05until\x18\x05 \x01(\x03R\x05until\"\xb3\x02\n" +
 	"\x0eSpendReportRow\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1a\n" +
 	"\brequests\x18\x02 \x01(\x03R\brequests\x12#\n" +
@@ -3352,7 +3362,8 @@ const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"\rcached_tokens\x18\x05 \x01(\x03R\fcachedTokens\x12\x1d\n" +
 	"\n" +
 	"cost_nanos\x18\x06 \x01(\x03R\tcostNanos\x12+\n" +
-	"\x11unpriced_requests\x18\a \x01(\x03R\x10unpricedRequests\"y\n" +
+	"\x11unpriced_requests\x18\a \x01(\x03R\x10unpricedRequests\x12,\n" +
+	"\x12cache_write_tokens\x18\b \x01(\x03R\x10cacheWriteTokens\"y\n" +
 	"\x13SpendReportResponse\x12/\n" +
 	"\x04rows\x18\x01 \x03(\v2\x1b.tollgate.v1.SpendReportRowR\x04rows\x121\n" +
 	"\x05total\x18\x02 \x01(\v2\x1b.tollgate.v1.SpendReportRowR\x05total\"n\n" +

@@ -237,6 +237,8 @@ type SpendRollup struct {
 	CachedTokens     int64                  `protobuf:"varint,8,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
 	CostNanos        int64                  `protobuf:"varint,9,opt,name=cost_nanos,json=costNanos,proto3" json:"cost_nanos,omitempty"`
 	UnpricedRequests int64                  `protobuf:"varint,10,opt,name=unpriced_requests,json=unpricedRequests,proto3" json:"unpriced_requests,omitempty"`
+	// Prompt tokens written to the provider's prompt cache (in prompt_tokens).
+	CacheWriteTokens int64 `protobuf:"varint,11,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -341,6 +343,13 @@ func (x *SpendRollup) GetUnpricedRequests() int64 {
 	return 0
 }
 
+func (x *SpendRollup) GetCacheWriteTokens() int64 {
+	if x != nil {
+		return x.CacheWriteTokens
+	}
+	return 0
+}
+
 // BudgetUse is spend counted against one budget in one period.
 type BudgetUse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -436,7 +445,7 @@ const file_tollgate_v1_spend_proto_rawDesc = "" +
 	"\vttft_micros\x18\x12 \x01(\x03R\n" +
 	"ttftMicros\x12\x1a\n" +
 	"\battempts\x18\x13 \x01(\x05R\battempts\x12,\n" +
-	"\x12cache_write_tokens\x18\x14 \x01(\x03R\x10cacheWriteTokens\"\xcf\x02\n" +
+	"\x12cache_write_tokens\x18\x14 \x01(\x03R\x10cacheWriteTokens\"\xfd\x02\n" +
 	"\vSpendRollup\x12\x1b\n" +
 	"\thour_unix\x18\x01 \x01(\x03R\bhourUnix\x12\x15\n" +
 	"\x06key_id\x18\x02 \x01(\tR\x05keyId\x12\x17\n" +
@@ -449,7 +458,8 @@ const file_tollgate_v1_spend_proto_rawDesc = "" +
 	"\n" +
 	"cost_nanos\x18\t \x01(\x03R\tcostNanos\x12+\n" +
 	"\x11unpriced_requests\x18\n" +
-	" \x01(\x03R\x10unpricedRequests\"g\n" +
+	" \x01(\x03R\x10unpricedRequests\x12,\n" +
+	"\x12cache_write_tokens\x18\v \x01(\x03R\x10cacheWriteTokens\"g\n" +
 	"\tBudgetUse\x12\x16\n" +
 	"\x06budget\x18\x01 \x01(\tR\x06budget\x12!\n" +
 	"\fperiod_start\x18\x02 \x01(\x03R\vperiodStart\x12\x1f\n" +
