@@ -133,6 +133,9 @@ type Config struct {
 	// tlsReloadInterval, for tests: how often the TLS files are checked
 	// for changes; zero takes tlsReloadInterval.
 	tlsReloadInterval time.Duration
+	// rateSaveInterval, for tests: how often the rate-limit usage is
+	// saved; zero takes rateSaveInterval.
+	rateSaveInterval time.Duration
 }
 
 // RaftTuning holds Raft timings; tests shorten them.

@@ -58,7 +58,11 @@ func (n *Node) saveRateState() error {
 
 // runRateStateSaves saves the usage every rateSaveInterval until ctx ends.
 func (n *Node) runRateStateSaves(ctx context.Context) {
-	t := time.NewTicker(rateSaveInterval)
+	every := rateSaveInterval
+	if n.cfg.rateSaveInterval > 0 {
+		every = n.cfg.rateSaveInterval
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	failing := false
 	for {

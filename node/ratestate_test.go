@@ -35,11 +35,25 @@ func TestRateStateFile(t *testing.T) {
 		t.FailNow()
 	}
 
-	// The saved request counts in the next run on the same data dir.
+	// The saved request counts in the next run on the same data dir. That
+	// run saves only at shutdown: what it admits is counted in the third.
 	cfg.GossipAddr = localAddr(freePort(t, true))
+	cfg.rateSaveInterval = time.Hour
 	tn = startNode(t, cfg)
 	tn.waitReady(15 * time.Second)
 	if st := tn.n.limiter.Status(check); st.RemainingRequests != 4 {
 		t.Errorf("after a restart: %+v; want the request of the last run counted (4 left)", st)
+	}
+	if _, r := tn.n.limiter.Admit([]ratelimit.Check{check}, 0); r != nil {
+		t.Fatal(r)
+	}
+	if !tn.stop(20 * time.Second) {
+		t.FailNow()
+	}
+	cfg.GossipAddr = localAddr(freePort(t, true))
+	tn = startNode(t, cfg)
+	tn.waitReady(15 * time.Second)
+	if st := tn.n.limiter.Status(check); st.RemainingRequests != 3 {
+		t.Errorf("after the second restart: %+v; want both requests counted (3 left): the shutdown did not save", st)
 	}
 }

@@ -219,7 +219,8 @@ func New(cfg Config) *Limiter {
 
 const never = math.MinInt64 / 2
 
-// clock is nanoseconds since New. With the default clock it reads only
+// clock is nanoseconds since the limiter's start, one window before New
+// (so it is at least 60 s). With the default clock it reads only
 // the monotonic clock (time.Since), which is about half the cost of
 // time.Now.
 func (l *Limiter) clock() int64 {

@@ -33,7 +33,7 @@ var errSavedMalformed = errors.New("ratelimit: malformed saved usage")
 func (l *Limiter) Save() []byte {
 	t := l.clock()
 	cur := t / int64(time.Second)
-	startMs := l.start.UnixMilli()
+	startMs := l.startWallMs(t)
 	count := 0
 	body := make([]byte, 0, l.saveSize.Load()*9/8) // the last size and some: no regrowing
 	for i := range l.shards {
@@ -127,18 +127,22 @@ func (l *Limiter) Restore(saved []byte) (int, error) {
 
 	t := l.clock()
 	cur := t / int64(time.Second)
-	startMs := l.start.UnixMilli()
+	startMs := l.startWallMs(t)
 	restored := 0
 	for _, sb := range buckets {
-		var keep []savedSlot
+		type slotAt struct{ sec, req, tok int64 } // sec: this limiter's second
+		var keep []slotAt
 		for _, s := range sb.slots {
-			// The second this limiter counts that wall time in, rounded up.
-			rel := ceilDiv(s.startMs-startMs, 1000)
-			rel = min(rel, cur)
-			if rel <= cur-windowSlots || rel < 0 || (s.req == 0 && s.tok == 0) {
+			if s.startMs <= startMs || (s.req == 0 && s.tok == 0) {
+				continue // before the limiter's start: a window ago at least
+			}
+			// The second this limiter counts that wall time in, rounded
+			// up; one in the future counts as now.
+			rel := min(ceilDiv(s.startMs-startMs, 1000), cur)
+			if rel <= cur-windowSlots {
 				continue
 			}
-			keep = append(keep, savedSlot{startMs: rel, req: s.req, tok: s.tok})
+			keep = append(keep, slotAt{rel, s.req, s.tok})
 		}
 		if len(keep) == 0 {
 			continue
@@ -151,22 +155,39 @@ func (l *Limiter) Restore(saved []byte) (int, error) {
 			sh.buckets[sb.id] = b
 		}
 		b.advance(cur)
+		added := false
 		for _, s := range keep {
-			i := s.startMs % windowSlots
+			// An Admit since cur was read may have moved the window on.
+			sec := min(s.sec, b.head)
+			if !b.inWindow(sec) {
+				continue
+			}
+			i := sec % windowSlots
 			req, tok := min(s.req, math.MaxInt64/4-b.req[i]), min(s.tok, math.MaxInt64/4-b.tok[i])
 			b.req[i] += req
 			b.tok[i] += tok
 			b.reqSum += req
 			b.tokSum += tok
+			added = true
 		}
-		b.zeroSince = -1
+		if added {
+			b.zeroSince = -1
+			restored++
+		}
 		sh.mu.Unlock()
-		restored++
 	}
 	if restored > 0 {
 		l.resync.Store(true) // tell peers at once
 	}
 	return restored, nil
+}
+
+// startWallMs is the wall-clock time of the limiter's start as the wall
+// clock reads now (Unix ms), given t = clock(): the clock counts on the
+// monotonic clock, so a wall-clock step since New (NTP at boot, a VM
+// resumed) must not shift the times Save writes and Restore reads.
+func (l *Limiter) startWallMs(t int64) int64 {
+	return l.now().UnixMilli() - t/int64(time.Millisecond)
 }
 
 // ceilDiv is a/b rounded toward +∞ (b > 0).

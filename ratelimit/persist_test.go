@@ -2,6 +2,8 @@ package ratelimit
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math"
 	"testing"
 	"time"
 )
@@ -68,6 +70,23 @@ func TestSaveRestore(t *testing.T) {
 	}
 	if st := late.Status(Check{Bucket: "key:a", Limits: lim}); st.RemainingRequests != 10 {
 		t.Errorf("old save counted: %+v", st)
+	}
+}
+
+// Seconds stamped before the limiter's start, however far (a damaged
+// file), are dropped without overflowing into "now".
+func TestRestoreAncientStamps(t *testing.T) {
+	clk := newClock()
+	l := newSingle(clk)
+	for _, stamp := range []int64{math.MinInt64 + 5, -1, 0, clk.Now().Add(-61 * time.Second).UnixMilli()} {
+		saved := binary.AppendVarint([]byte{savedVersion, 0, 1, 1, 'k', 1}, stamp)
+		saved = append(saved, 7, 0)
+		if n, err := l.Restore(saved); err != nil || n != 0 {
+			t.Errorf("stamp %d: Restore = %d, %v; want nothing restored", stamp, n, err)
+		}
+	}
+	if st := l.Status(Check{Bucket: "k", Limits: Limits{RPM: 10}}); st.RemainingRequests != 10 {
+		t.Errorf("ancient seconds counted: %+v", st)
 	}
 }
 
@@ -150,6 +169,24 @@ func FuzzRestore(f *testing.F) {
 			if _, err := again.Restore(l.Save()); err != nil {
 				t.Fatalf("re-restore: %v", err)
 			}
+			if a, b := ownSums(l), ownSums(again); a != b {
+				t.Fatalf("restored %v, then %v after a save and a restore", a, b)
+			}
 		}
 	})
+}
+
+// ownSums adds up the node's own requests and tokens over all buckets.
+func ownSums(l *Limiter) [2]int64 {
+	var s [2]int64
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		for _, b := range sh.buckets {
+			s[0] += b.reqSum
+			s[1] += b.tokSum
+		}
+		sh.mu.Unlock()
+	}
+	return s
 }
