@@ -70,14 +70,16 @@ type anthropicProvider struct{}
 
 // anthropicTextBlock is a text content block.
 type anthropicTextBlock struct {
-	Type string `json:"type"` // "text"
-	Text string `json:"text"`
+	Type         string          `json:"type"` // "text"
+	Text         string          `json:"text"`
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
 }
 
 // anthropicImageBlock is an image content block.
 type anthropicImageBlock struct {
-	Type   string               `json:"type"` // "image"
-	Source anthropicImageSource `json:"source"`
+	Type         string               `json:"type"` // "image"
+	Source       anthropicImageSource `json:"source"`
+	CacheControl json.RawMessage      `json:"cache_control,omitempty"`
 }
 
 // anthropicImageSource is an image's base64 data or URL (or, from clients,
@@ -92,18 +94,20 @@ type anthropicImageSource struct {
 
 // anthropicToolUseBlock is a tool call the assistant made.
 type anthropicToolUseBlock struct {
-	Type  string          `json:"type"` // "tool_use"
-	ID    string          `json:"id"`
-	Name  string          `json:"name"`
-	Input json.RawMessage `json:"input"`
+	Type         string          `json:"type"` // "tool_use"
+	ID           string          `json:"id"`
+	Name         string          `json:"name"`
+	Input        json.RawMessage `json:"input"`
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
 }
 
 // anthropicToolResultBlock answers a tool_use in a user turn. Content is a
 // string or a list of text and image blocks.
 type anthropicToolResultBlock struct {
-	Type      string `json:"type"` // "tool_result"
-	ToolUseID string `json:"tool_use_id"`
-	Content   any    `json:"content,omitempty"`
+	Type         string          `json:"type"` // "tool_result"
+	ToolUseID    string          `json:"tool_use_id"`
+	Content      any             `json:"content,omitempty"`
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
 }
 
 // anthropicBlockIn is any content block, as read from a client's request
@@ -118,6 +122,8 @@ type anthropicBlockIn struct {
 	ToolUseID string                `json:"tool_use_id"`
 	Content   json.RawMessage       `json:"content"`
 	IsError   bool                  `json:"is_error"`
+	// CacheControl is a client's prompt-cache breakpoint.
+	CacheControl json.RawMessage `json:"cache_control"`
 }
 
 // anthropicUsage is a Message's usage.
@@ -187,9 +193,10 @@ type anthropicMetadata struct {
 
 // anthropicTool is a client tool definition.
 type anthropicTool struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	InputSchema json.RawMessage `json:"input_schema"`
+	Name         string          `json:"name"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
 }
 
 // anthropicToolChoice is Anthropic's tool_choice.
@@ -302,7 +309,8 @@ func anthropicEncodeRequest(req *ChatRequest, model string, stream bool) (*anthr
 		if len(schema) == 0 || string(schema) == "null" || string(schema) == "{}" {
 			schema = json.RawMessage(`{"type":"object"}`)
 		}
-		out.Tools = append(out.Tools, anthropicTool{Name: tool.Function.Name, Description: tool.Function.Description, InputSchema: schema})
+		out.Tools = append(out.Tools, anthropicTool{Name: tool.Function.Name, Description: tool.Function.Description, InputSchema: schema,
+			CacheControl: cacheControlOf(tool.CacheControl)})
 	}
 	if len(out.Tools) > 0 {
 		out.ToolChoice = anthropicEncodeToolChoice(req.ToolChoice, req.ParallelToolCalls)
@@ -370,7 +378,7 @@ func anthropicEncodeMessages(msgs []Message) (any, []anthropicMessageOut, error)
 				return nil, nil, err
 			}
 			if len(blocks) > 0 {
-				systemIsString = len(system) == 0 && isString
+				systemIsString = len(system) == 0 && isString && blocks[0].CacheControl == nil
 				system = append(system, blocks...)
 			}
 			continue
@@ -455,7 +463,7 @@ func anthropicSystemBlocks(i int, m Message) ([]anthropicTextBlock, bool, error)
 		if m.Content.Text == "" {
 			return nil, false, nil
 		}
-		return []anthropicTextBlock{{Type: "text", Text: m.Content.Text}}, true, nil
+		return []anthropicTextBlock{{Type: "text", Text: m.Content.Text, CacheControl: cacheControlOf(m.CacheControl)}}, true, nil
 	}
 	var out []anthropicTextBlock
 	for j, p := range m.Content.Parts {
@@ -463,8 +471,11 @@ func anthropicSystemBlocks(i int, m Message) ([]anthropicTextBlock, bool, error)
 			return nil, false, Invalid(fmt.Sprintf("messages[%d].content[%d].type", i, j), "System messages may only contain text parts; got '%s'.", p.Type)
 		}
 		if p.Text != "" {
-			out = append(out, anthropicTextBlock{Type: "text", Text: p.Text})
+			out = append(out, anthropicTextBlock{Type: "text", Text: p.Text, CacheControl: cacheControlOf(p.CacheControl)})
 		}
+	}
+	if n := len(out); n > 0 && m.CacheControl != nil {
+		out[n-1].CacheControl = cacheControlOf(m.CacheControl)
 	}
 	return out, false, nil
 }
@@ -488,6 +499,7 @@ func anthropicEncodeTurn(i int, m Message) (anthropicTurn, error) {
 		} else if m.Content.Text != "" {
 			res.Content = m.Content.Text
 		}
+		res.CacheControl = cacheControlOf(m.CacheControl)
 		return anthropicTurn{role: "user", blocks: []any{res}}, nil
 
 	case "assistant":
@@ -497,7 +509,7 @@ func anthropicEncodeTurn(i int, m Message) (anthropicTurn, error) {
 				switch p.Type {
 				case "text":
 					if p.Text != "" {
-						turn.blocks = append(turn.blocks, anthropicTextBlock{Type: "text", Text: p.Text})
+						turn.blocks = append(turn.blocks, anthropicTextBlock{Type: "text", Text: p.Text, CacheControl: cacheControlOf(p.CacheControl)})
 					}
 				case "refusal":
 					// OpenAI's refusal parts carry their text in a field the
@@ -513,7 +525,7 @@ func anthropicEncodeTurn(i int, m Message) (anthropicTurn, error) {
 			turn.text, turn.isString = m.Refusal, true
 		}
 		if len(m.ToolCalls) == 0 {
-			return turn, nil
+			return anthropicMarkLast(turn, m.CacheControl), nil
 		}
 		blocks := turn.asBlocks()
 		for j, tc := range m.ToolCalls {
@@ -531,18 +543,53 @@ func anthropicEncodeTurn(i int, m Message) (anthropicTurn, error) {
 			input := anthropicInputOf(tc.Function.Arguments)
 			blocks = append(blocks, anthropicToolUseBlock{Type: "tool_use", ID: anthropicToolID(tc.ID), Name: tc.Function.Name, Input: input})
 		}
-		return anthropicTurn{role: "assistant", blocks: blocks}, nil
+		return anthropicMarkLast(anthropicTurn{role: "assistant", blocks: blocks}, m.CacheControl), nil
 
 	default: // user
 		if !m.Content.IsParts {
-			return anthropicTurn{role: "user", text: m.Content.Text, isString: true}, nil
+			return anthropicMarkLast(anthropicTurn{role: "user", text: m.Content.Text, isString: true}, m.CacheControl), nil
 		}
 		blocks, err := anthropicEncodeParts(i, m.Content.Parts, false)
 		if err != nil {
 			return anthropicTurn{}, err
 		}
-		return anthropicTurn{role: "user", blocks: blocks}, nil
+		return anthropicMarkLast(anthropicTurn{role: "user", blocks: blocks}, m.CacheControl), nil
 	}
+}
+
+// cacheControlOf returns a breakpoint to send, nil for none (absent or
+// JSON null).
+func cacheControlOf(cc json.RawMessage) json.RawMessage {
+	if cc = bytes.TrimSpace(cc); len(cc) == 0 || string(cc) == "null" {
+		return nil
+	}
+	return cc
+}
+
+// anthropicMarkLast puts a message's breakpoint on the last block of its
+// turn (a string turn becomes a block); without one, t is returned as is.
+func anthropicMarkLast(t anthropicTurn, cc json.RawMessage) anthropicTurn {
+	if cc = cacheControlOf(cc); cc == nil || t.empty() {
+		return t
+	}
+	blocks := t.asBlocks()
+	t.isString, t.text = false, ""
+	switch b := blocks[len(blocks)-1].(type) {
+	case anthropicTextBlock:
+		b.CacheControl = cc
+		blocks[len(blocks)-1] = b
+	case anthropicImageBlock:
+		b.CacheControl = cc
+		blocks[len(blocks)-1] = b
+	case anthropicToolUseBlock:
+		b.CacheControl = cc
+		blocks[len(blocks)-1] = b
+	case anthropicToolResultBlock:
+		b.CacheControl = cc
+		blocks[len(blocks)-1] = b
+	}
+	t.blocks = blocks
+	return t
 }
 
 // anthropicEncodeParts converts user (or tool result) content parts to
@@ -554,7 +601,7 @@ func anthropicEncodeParts(i int, parts []Part, inToolResult bool) ([]any, error)
 		switch p.Type {
 		case "text":
 			if p.Text != "" {
-				out = append(out, anthropicTextBlock{Type: "text", Text: p.Text})
+				out = append(out, anthropicTextBlock{Type: "text", Text: p.Text, CacheControl: cacheControlOf(p.CacheControl)})
 			}
 		case "image_url":
 			if p.ImageURL == nil || p.ImageURL.URL == "" {
@@ -564,7 +611,7 @@ func anthropicEncodeParts(i int, parts []Part, inToolResult bool) ([]any, error)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, anthropicImageBlock{Type: "image", Source: src})
+			out = append(out, anthropicImageBlock{Type: "image", Source: src, CacheControl: cacheControlOf(p.CacheControl)})
 		case "input_audio", "file":
 			return nil, Unsupported(param+"."+p.Type, anthropicName)
 		default:

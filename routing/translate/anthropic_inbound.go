@@ -15,11 +15,16 @@ package translate
 //   - Dropped: "thinking" (the canonical form has no thinking budget, and
 //     the thinking blocks Anthropic returns could not be sent back on a
 //     later turn), thinking and redacted_thinking blocks in the history,
-//     cache_control breakpoints (so a request routed back to Anthropic is
-//     not prompt-cached), tool_result "is_error" (OpenAI's tool messages
+//     tool_result "is_error" (OpenAI's tool messages
 //     have no error flag; the result's text, which describes the error, is
 //     kept), service_tier, container, context_management, and the other
 //     settings of output_config.
+//   - Carried: cache_control breakpoints, on system blocks, content blocks,
+//     tool results and tools, so that a request translated to Bedrock (as
+//     cachePoint blocks) or to Anthropic is still prompt-cached. One on an
+//     assistant block moves to the end of that turn (the canonical form
+//     joins an assistant turn's text), which keeps the cached prefix a
+//     prefix.
 //   - Mapped: output_config.format (or the beta output_format) of type
 //     json_schema becomes response_format json_schema; stream requests ask
 //     for usage (stream_options.include_usage) so that message_delta can
@@ -75,11 +80,12 @@ type anthropicTurnIn struct {
 
 // anthropicToolIn is a tool definition of a client's request.
 type anthropicToolIn struct {
-	Type        string          `json:"type"`
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	InputSchema json.RawMessage `json:"input_schema"`
-	Strict      *bool           `json:"strict"`
+	Type         string          `json:"type"`
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	Strict       *bool           `json:"strict"`
+	CacheControl json.RawMessage `json:"cache_control"`
 }
 
 // anthropicInvalid is a 400 whose message starts with the offending path,
@@ -167,7 +173,8 @@ func anthropicDecodeRequest(body []byte, needMaxTokens bool) (*ChatRequest, erro
 			return nil, anthropicInvalid(path+".input_schema", "Field required")
 		}
 		out.Tools = append(out.Tools, Tool{Type: "function", Function: FunctionDecl{
-			Name: t.Name, Description: t.Description, Parameters: schema, Strict: t.Strict}})
+			Name: t.Name, Description: t.Description, Parameters: schema, Strict: t.Strict},
+			CacheControl: cacheControlOf(t.CacheControl)})
 	}
 	if tc := in.ToolChoice; tc != nil {
 		switch tc.Type {
@@ -244,7 +251,7 @@ func anthropicDecodeSystem(raw json.RawMessage) (*Message, error) {
 		if b.Type != "text" {
 			return nil, anthropicInvalid(fmt.Sprintf("system.%d.type", j), "Input should be 'text'")
 		}
-		parts = append(parts, Part{Type: "text", Text: b.Text})
+		parts = append(parts, Part{Type: "text", Text: b.Text, CacheControl: cacheControlOf(b.CacheControl)})
 	}
 	if len(parts) == 0 {
 		return nil, nil
@@ -294,7 +301,7 @@ func anthropicDecodeTurn(i int, t anthropicTurnIn) ([]Message, error) {
 			if err != nil {
 				return nil, err
 			}
-			tools = append(tools, Message{Role: "tool", ToolCallID: b.ToolUseID, Content: content})
+			tools = append(tools, Message{Role: "tool", ToolCallID: b.ToolUseID, Content: content, CacheControl: cacheControlOf(b.CacheControl)})
 		case "tool_use":
 			return nil, anthropicInvalid(bpath+".type", "tool_use blocks may only appear in assistant messages")
 		case "thinking", "redacted_thinking":
@@ -320,8 +327,12 @@ func anthropicDecodeTurn(i int, t anthropicTurnIn) ([]Message, error) {
 func anthropicDecodeAssistant(path string, blocks []anthropicBlockIn) ([]Message, error) {
 	var text strings.Builder
 	var calls []ToolCall
+	var cc json.RawMessage
 	for j, b := range blocks {
 		bpath := fmt.Sprintf("%s.content.%d", path, j)
+		if c := cacheControlOf(b.CacheControl); c != nil && b.Type != "thinking" && b.Type != "redacted_thinking" {
+			cc = c
+		}
 		switch b.Type {
 		case "text":
 			text.WriteString(b.Text)
@@ -344,7 +355,7 @@ func anthropicDecodeAssistant(path string, blocks []anthropicBlockIn) ([]Message
 			return nil, anthropicInvalid(bpath+".type", "The block type '%s' is not supported in assistant messages by this gateway", b.Type)
 		}
 	}
-	m := Message{Role: "assistant", ToolCalls: calls}
+	m := Message{Role: "assistant", ToolCalls: calls, CacheControl: cc}
 	if text.Len() == 0 && len(calls) > 0 {
 		m.Content = Content{Null: true}
 	} else {
@@ -355,6 +366,12 @@ func anthropicDecodeAssistant(path string, blocks []anthropicBlockIn) ([]Message
 
 // anthropicDecodePart turns a text or image block into a content part.
 func anthropicDecodePart(path string, b anthropicBlockIn) (Part, error) {
+	p, err := anthropicDecodePartOnly(path, b)
+	p.CacheControl = cacheControlOf(b.CacheControl)
+	return p, err
+}
+
+func anthropicDecodePartOnly(path string, b anthropicBlockIn) (Part, error) {
 	switch b.Type {
 	case "text":
 		return Part{Type: "text", Text: b.Text}, nil

@@ -412,7 +412,7 @@ func anthNormRequest(t testing.TB, b []byte) string {
 	strip = func(x any) {
 		switch x := x.(type) {
 		case map[string]any:
-			delete(x, "cache_control")
+			// cache_control is carried: compared as is
 			delete(x, "is_error")
 			delete(x, "strict") // a tool's strict flag is not sent to Anthropic
 			if x["type"] == "custom" {

@@ -97,7 +97,16 @@ type brBlock struct {
 	Image      *brImage      `json:"image,omitempty"`
 	ToolUse    *brToolUse    `json:"toolUse,omitempty"`
 	ToolResult *brToolResult `json:"toolResult,omitempty"`
+	CachePoint *brCachePoint `json:"cachePoint,omitempty"`
 }
+
+// brCachePoint marks the end of a prompt prefix to cache: Converse's form
+// of Anthropic's cache_control.
+type brCachePoint struct {
+	Type string `json:"type"` // "default"
+}
+
+var brDefaultCachePoint = &brCachePoint{Type: "default"}
 
 type brImage struct {
 	Format string        `json:"format"`
@@ -126,7 +135,8 @@ type brToolResultBlock struct {
 }
 
 type brSystemBlock struct {
-	Text string `json:"text"`
+	Text       string        `json:"text,omitempty"`
+	CachePoint *brCachePoint `json:"cachePoint,omitempty"`
 }
 
 type brInferenceConfig struct {
@@ -142,7 +152,8 @@ type brToolConfig struct {
 }
 
 type brTool struct {
-	ToolSpec brToolSpec `json:"toolSpec"`
+	ToolSpec   *brToolSpec   `json:"toolSpec,omitempty"`
+	CachePoint *brCachePoint `json:"cachePoint,omitempty"`
 }
 
 type brToolSpec struct {
@@ -216,7 +227,7 @@ func (bedrockProvider) NewRequest(req *ChatRequest, t *Target, stream bool) (*ht
 		return nil, err
 	}
 
-	wire, err := bedrockEncodeRequest(req)
+	wire, err := bedrockEncode(req, bedrockCaches(t.UpstreamModel))
 	if err != nil {
 		return nil, err
 	}
@@ -291,7 +302,19 @@ func bedrockValidRegion(r string) bool {
 }
 
 // bedrockEncodeRequest maps the canonical request to a Converse body.
-func bedrockEncodeRequest(req *ChatRequest) (*brRequest, error) {
+func bedrockEncodeRequest(req *ChatRequest) (*brRequest, error) { return bedrockEncode(req, true) }
+
+// bedrockCaches reports whether a Bedrock model takes cachePoint blocks:
+// Anthropic's Claude and Amazon's Nova do; other models may refuse them, so
+// their requests go without (uncached).
+func bedrockCaches(model string) bool {
+	m := strings.ToLower(model)
+	return strings.Contains(m, "claude") || strings.Contains(m, "nova")
+}
+
+// bedrockEncode encodes req; cache writes its prompt-cache breakpoints as
+// cachePoint blocks.
+func bedrockEncode(req *ChatRequest, cache bool) (*brRequest, error) {
 	if req.N != nil && *req.N > 1 {
 		return nil, Unsupported("n", bedrockName)
 	}
@@ -303,13 +326,13 @@ func bedrockEncodeRequest(req *ChatRequest) (*brRequest, error) {
 	}
 
 	out := &brRequest{}
-	toolConfig, err := bedrockToolConfig(req)
+	toolConfig, err := bedrockToolConfig(req, cache)
 	if err != nil {
 		return nil, err
 	}
 	out.ToolConfig = toolConfig
 
-	b := bedrockMessageBuilder{flattenTools: toolConfig == nil}
+	b := bedrockMessageBuilder{flattenTools: toolConfig == nil, cache: cache}
 	for i := range req.Messages {
 		if err := b.add(&req.Messages[i], i); err != nil {
 			return nil, err
@@ -370,7 +393,7 @@ func bedrockCheckResponseFormat(raw json.RawMessage) error {
 
 // bedrockToolConfig builds toolConfig, or nil when no tools are to be
 // sent (none defined, or tool_choice "none").
-func bedrockToolConfig(req *ChatRequest) (*brToolConfig, error) {
+func bedrockToolConfig(req *ChatRequest, cache bool) (*brToolConfig, error) {
 	choice := req.ToolChoice
 	if len(req.Tools) == 0 {
 		if choice != nil && (choice.Function != "" || choice.Mode == "required") {
@@ -397,11 +420,14 @@ func bedrockToolConfig(req *ChatRequest) (*brToolConfig, error) {
 			return nil, Invalid(fmt.Sprintf("tools[%d].function.parameters", i), "The parameters of tool %q are not valid JSON.", t.Function.Name)
 		}
 		names[t.Function.Name] = true
-		tc.Tools = append(tc.Tools, brTool{ToolSpec: brToolSpec{
+		tc.Tools = append(tc.Tools, brTool{ToolSpec: &brToolSpec{
 			Name:        t.Function.Name,
 			Description: t.Function.Description,
 			InputSchema: brInputSchema{JSON: schema},
 		}})
+		if cache && cacheControlOf(t.CacheControl) != nil {
+			tc.Tools = append(tc.Tools, brTool{CachePoint: brDefaultCachePoint})
+		}
 	}
 	switch {
 	case choice == nil:
@@ -433,8 +459,26 @@ func bedrockChoiceName(c *ToolChoice) string {
 // consecutive messages of the same role.
 type bedrockMessageBuilder struct {
 	flattenTools bool // write tool calls and results as text (no toolConfig)
+	cache        bool // write breakpoints as cachePoint blocks
 	msgs         []brMessage
 	system       []brSystemBlock
+}
+
+// cachePoint appends a cachePoint to blocks when cc is a breakpoint and
+// there is content before it to cache.
+func (b *bedrockMessageBuilder) cachePoint(blocks []brBlock, cc json.RawMessage) []brBlock {
+	if !b.cache || cacheControlOf(cc) == nil || len(blocks) == 0 || blocks[len(blocks)-1].CachePoint != nil {
+		return blocks
+	}
+	return append(blocks, brBlock{CachePoint: brDefaultCachePoint})
+}
+
+// systemCachePoint is cachePoint for the system blocks.
+func (b *bedrockMessageBuilder) systemCachePoint(cc json.RawMessage) {
+	if !b.cache || cacheControlOf(cc) == nil || len(b.system) == 0 || b.system[len(b.system)-1].CachePoint != nil {
+		return
+	}
+	b.system = append(b.system, brSystemBlock{CachePoint: brDefaultCachePoint})
 }
 
 func (b *bedrockMessageBuilder) push(role string, blocks []brBlock) {
@@ -456,6 +500,7 @@ func (b *bedrockMessageBuilder) add(m *Message, i int) error {
 			if m.Content.Text != "" {
 				b.system = append(b.system, brSystemBlock{Text: m.Content.Text})
 			}
+			b.systemCachePoint(m.CacheControl)
 			return nil
 		}
 		for j, p := range m.Content.Parts {
@@ -465,15 +510,17 @@ func (b *bedrockMessageBuilder) add(m *Message, i int) error {
 			if p.Text != "" {
 				b.system = append(b.system, brSystemBlock{Text: p.Text})
 			}
+			b.systemCachePoint(p.CacheControl)
 		}
+		b.systemCachePoint(m.CacheControl)
 		return nil
 
 	case "user":
-		blocks, err := bedrockUserBlocks(m.Content, param)
+		blocks, err := b.userBlocks(m.Content, param)
 		if err != nil {
 			return err
 		}
-		b.push("user", blocks)
+		b.push("user", b.cachePoint(blocks, m.CacheControl))
 		return nil
 
 	case "assistant":
@@ -484,7 +531,7 @@ func (b *bedrockMessageBuilder) add(m *Message, i int) error {
 			for j, p := range m.Content.Parts {
 				switch p.Type {
 				case "text":
-					blocks = bedrockAppendText(blocks, p.Text)
+					blocks = b.cachePoint(bedrockAppendText(blocks, p.Text), p.CacheControl)
 				case "refusal":
 					// An assistant refusal part carries no text the
 					// canonical Part keeps; Refusal below covers it.
@@ -517,7 +564,7 @@ func (b *bedrockMessageBuilder) add(m *Message, i int) error {
 			}
 			blocks = append(blocks, brBlock{ToolUse: &brToolUse{ToolUseID: bedrockToolID(tc.ID), Name: tc.Function.Name, Input: json.RawMessage(args)}})
 		}
-		b.push("assistant", blocks)
+		b.push("assistant", b.cachePoint(blocks, m.CacheControl))
 		return nil
 
 	case "tool":
@@ -545,10 +592,10 @@ func (b *bedrockMessageBuilder) add(m *Message, i int) error {
 					blocks = append(blocks, brBlock{Image: c.Image})
 				}
 			}
-			b.push("user", blocks)
+			b.push("user", b.cachePoint(blocks, toolCacheControl(m)))
 			return nil
 		}
-		b.push("user", []brBlock{{ToolResult: &brToolResult{ToolUseID: bedrockToolID(m.ToolCallID), Content: content}}})
+		b.push("user", b.cachePoint([]brBlock{{ToolResult: &brToolResult{ToolUseID: bedrockToolID(m.ToolCallID), Content: content}}}, toolCacheControl(m)))
 		return nil
 
 	default:
@@ -572,8 +619,21 @@ func bedrockAppendText(blocks []brBlock, s string) []brBlock {
 	return append(blocks, brBlock{Text: &s})
 }
 
-// bedrockUserBlocks maps user content to text and image blocks.
-func bedrockUserBlocks(c Content, param string) ([]brBlock, error) {
+// toolCacheControl is a tool message's breakpoint: its own, or one on any
+// of its parts (a tool result is one block in Converse).
+func toolCacheControl(m *Message) json.RawMessage {
+	cc := cacheControlOf(m.CacheControl)
+	for _, p := range m.Content.Parts {
+		if c := cacheControlOf(p.CacheControl); c != nil {
+			cc = c
+		}
+	}
+	return cc
+}
+
+// userBlocks maps user content to text and image blocks, with a cachePoint
+// after each part that is a breakpoint.
+func (b *bedrockMessageBuilder) userBlocks(c Content, param string) ([]brBlock, error) {
 	if !c.IsParts {
 		return bedrockAppendText(nil, c.Text), nil
 	}
@@ -582,13 +642,13 @@ func bedrockUserBlocks(c Content, param string) ([]brBlock, error) {
 		pp := fmt.Sprintf("%s[%d]", param, j)
 		switch p.Type {
 		case "text":
-			blocks = bedrockAppendText(blocks, p.Text)
+			blocks = b.cachePoint(bedrockAppendText(blocks, p.Text), p.CacheControl)
 		case "image_url":
 			img, err := bedrockImage(p.ImageURL, pp+".image_url")
 			if err != nil {
 				return nil, err
 			}
-			blocks = append(blocks, brBlock{Image: img})
+			blocks = b.cachePoint(append(blocks, brBlock{Image: img}), p.CacheControl)
 		case "input_audio", "file":
 			return nil, Unsupported(pp+"."+p.Type, bedrockName)
 		default:

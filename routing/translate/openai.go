@@ -62,6 +62,7 @@ func (openAIProvider) NewRequest(req *ChatRequest, t *Target, stream bool) (*htt
 		out.MaxCompletionTokens, out.MaxTokens = out.MaxTokens, nil
 	}
 	out.Messages = openAIToolImages(out.Messages)
+	out.Messages, out.Tools = withoutCacheControl(out.Messages, out.Tools)
 	out.StreamOptions = nil
 	if stream && t.Options["preset"] != "mistral" && t.Options["preset"] != "perplexity" {
 		out.StreamOptions = &StreamOptions{IncludeUsage: true}
@@ -77,6 +78,48 @@ func (openAIProvider) NewRequest(req *ChatRequest, t *Target, stream bool) (*htt
 	hr.Header["Content-Type"] = []string{"application/json"}
 	SetOpenAIAuth(hr.Header, t)
 	return hr, nil
+}
+
+// withoutCacheControl returns msgs and tools without prompt-cache
+// breakpoints, which OpenAI's format lacks (OpenAI caches prompts by
+// itself). They are copied only when one has a breakpoint; the caller's
+// are not modified.
+func withoutCacheControl(msgs []Message, tools []Tool) ([]Message, []Tool) {
+	has := false
+	for i := range msgs {
+		has = has || msgs[i].CacheControl != nil
+		for _, p := range msgs[i].Content.Parts {
+			has = has || p.CacheControl != nil
+		}
+	}
+	for _, t := range tools {
+		has = has || t.CacheControl != nil
+	}
+	if !has {
+		return msgs, tools
+	}
+	outM := make([]Message, len(msgs))
+	for i, m := range msgs {
+		m.CacheControl = nil
+		if m.Content.IsParts {
+			parts := make([]Part, len(m.Content.Parts))
+			for j, p := range m.Content.Parts {
+				p.CacheControl = nil
+				parts[j] = p
+			}
+			m.Content.Parts = parts
+		}
+		outM[i] = m
+	}
+	var outT []Tool
+	if tools != nil {
+		outT = make([]Tool, len(tools))
+		for i, t := range tools {
+			t.CacheControl = nil
+			outT[i] = t
+		}
+	}
+	return outM, outT
 }
 
 // openAIToolImages moves images out of tool messages, which take text

@@ -98,6 +98,12 @@ type Message struct {
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 	// Refusal is set on assistant messages that refused.
 	Refusal string `json:"refusal,omitempty"`
+	// CacheControl is a prompt-cache breakpoint on the message as a whole
+	// (Anthropic's cache_control, e.g. {"type":"ephemeral"}): the cache
+	// covers the prompt up to the end of this message. Providers that
+	// cache by breakpoint (Anthropic, Bedrock) get it on the message's last
+	// block; the others do not see it. See also Part and Tool.
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
 }
 
 // Content is a message's content: a string, an array of parts, or null.
@@ -172,6 +178,10 @@ type Part struct {
 	// Other part kinds are kept raw so that pass-through loses nothing.
 	InputAudio json.RawMessage `json:"input_audio,omitempty"`
 	File       json.RawMessage `json:"file,omitempty"`
+	// CacheControl is a prompt-cache breakpoint after this part (see
+	// Message.CacheControl); OpenAI-format clients set it as LiteLLM's
+	// convention has it.
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
 }
 
 // ImageURL is an image by URL or as a data: URL (base64).
@@ -184,6 +194,9 @@ type ImageURL struct {
 type Tool struct {
 	Type     string       `json:"type"` // "function"
 	Function FunctionDecl `json:"function"`
+	// CacheControl is a prompt-cache breakpoint after this tool's
+	// definition (see Message.CacheControl).
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
 }
 
 // FunctionDecl describes a function the model may call.
