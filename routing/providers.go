@@ -182,9 +182,12 @@ func NormalizeDeployment(d *pb.Deployment) error {
 			}
 		}
 	case ProviderBedrock:
-		allowed = []string{"region"}
+		allowed = []string{"region", "prompt_caching"}
 		if opts["region"] == "" {
 			return fmt.Errorf("provider %s needs the AWS region: --option region=us-east-1", d.GetProvider())
+		}
+		if v, ok := opts["prompt_caching"]; ok && v != "on" && v != "off" {
+			return fmt.Errorf("option prompt_caching is on or off, not %q (default: on for the models Bedrock caches for)", v)
 		}
 		if d.GetBaseUrl() == "" {
 			d.BaseUrl = "https://bedrock-runtime." + opts["region"] + ".amazonaws.com"

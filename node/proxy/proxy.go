@@ -916,26 +916,12 @@ func outputCapField(ep routing.Endpoint, d *raftstore.Deployment) string {
 	case ep == routing.EndpointChat && d.Provider == routing.ProviderOpenAI:
 		return "max_completion_tokens" // reasoning models refuse max_tokens
 	case ep == routing.EndpointChat && d.Provider == routing.ProviderAzureOpenAI:
-		if azureBeforeCompletionTokens(d.Options["api_version"]) {
+		if translate.AzureBeforeCompletionTokens(d.Options["api_version"]) {
 			return "max_tokens" // the field is unknown there: 400
 		}
 		return "max_completion_tokens"
 	}
 	return "max_tokens"
-}
-
-// azureBeforeCompletionTokens reports whether an Azure OpenAI api-version
-// predates max_completion_tokens (2024-09-01-preview): a dated version
-// before 2024-09-01. The default, and versions that are not dates (the v1
-// API's "preview" and "latest"), know it.
-func azureBeforeCompletionTokens(v string) bool {
-	if len(v) < 10 {
-		return false
-	}
-	if _, err := time.Parse(time.DateOnly, v[:10]); err != nil {
-		return false
-	}
-	return v[:10] < "2024-09-01"
 }
 
 // upstreamModel is the model name sent to d: its upstream model, or for

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -227,7 +228,14 @@ func (bedrockProvider) NewRequest(req *ChatRequest, t *Target, stream bool) (*ht
 		return nil, err
 	}
 
-	wire, err := bedrockEncode(req, bedrockCaches(t.UpstreamModel))
+	caching := bedrockCaches(t.UpstreamModel)
+	switch t.Options["prompt_caching"] {
+	case "on":
+		caching = true
+	case "off":
+		caching = false
+	}
+	wire, err := bedrockEncode(req, caching, caching && bedrockCachesTools(t.UpstreamModel, t.Options["prompt_caching"]))
 	if err != nil {
 		return nil, err
 	}
@@ -302,19 +310,38 @@ func bedrockValidRegion(r string) bool {
 }
 
 // bedrockEncodeRequest maps the canonical request to a Converse body.
-func bedrockEncodeRequest(req *ChatRequest) (*brRequest, error) { return bedrockEncode(req, true) }
+func bedrockEncodeRequest(req *ChatRequest) (*brRequest, error) {
+	return bedrockEncode(req, true, true)
+}
 
-// bedrockCaches reports whether a Bedrock model takes cachePoint blocks:
-// Anthropic's Claude and Amazon's Nova do; other models may refuse them, so
-// their requests go without (uncached).
+// bedrockCachingClaude matches the Claude model ids Bedrock caches prompts
+// for: 3.7 Sonnet, 3.5 Haiku, and the 4-and-later names (claude-sonnet-4,
+// claude-opus-4-1, claude-haiku-4-5, ...). Claude 3 and 3.5 Sonnet, v2 and
+// Instant refuse a cachePoint (AccessDeniedException).
+var bedrockCachingClaude = regexp.MustCompile(`claude-3-7-sonnet|claude-3-5-haiku|claude-(sonnet|opus|haiku)-[4-9]`)
+
+// bedrockCachingNova matches the Nova models with prompt caching.
+var bedrockCachingNova = regexp.MustCompile(`nova-(micro|lite|pro|premier)`)
+
+// bedrockCaches reports whether a Bedrock model id (or inference profile)
+// takes cachePoint blocks. Requests to other models go without: uncached,
+// but not refused. The deployment option prompt_caching overrides it
+// (application inference profile ARNs do not name their model).
 func bedrockCaches(model string) bool {
 	m := strings.ToLower(model)
-	return strings.Contains(m, "claude") || strings.Contains(m, "nova")
+	return bedrockCachingClaude.MatchString(m) || bedrockCachingNova.MatchString(m)
+}
+
+// bedrockCachesTools reports whether a model takes a cachePoint among its
+// tools: Claude does, Nova caches only system and messages.
+func bedrockCachesTools(model, option string) bool {
+	m := strings.ToLower(model)
+	return !bedrockCachingNova.MatchString(m) && (option == "on" || bedrockCachingClaude.MatchString(m))
 }
 
 // bedrockEncode encodes req; cache writes its prompt-cache breakpoints as
-// cachePoint blocks.
-func bedrockEncode(req *ChatRequest, cache bool) (*brRequest, error) {
+// cachePoint blocks, and cacheTools those after tool definitions too.
+func bedrockEncode(req *ChatRequest, cache, cacheTools bool) (*brRequest, error) {
 	if req.N != nil && *req.N > 1 {
 		return nil, Unsupported("n", bedrockName)
 	}
@@ -326,7 +353,7 @@ func bedrockEncode(req *ChatRequest, cache bool) (*brRequest, error) {
 	}
 
 	out := &brRequest{}
-	toolConfig, err := bedrockToolConfig(req, cache)
+	toolConfig, err := bedrockToolConfig(req, cacheTools)
 	if err != nil {
 		return nil, err
 	}

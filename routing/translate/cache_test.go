@@ -33,7 +33,9 @@ func decodeClaudeCodeLike(t *testing.T) *ChatRequest {
 // prefixes; a model without prompt caching gets none.
 func TestCacheControlToBedrock(t *testing.T) {
 	req := decodeClaudeCodeLike(t)
-	hr, err := Bedrock.NewRequest(req, bedrockTarget(), false)
+	sonnet45 := bedrockTarget()
+	sonnet45.UpstreamModel = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+	hr, err := Bedrock.NewRequest(req, sonnet45, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,15 +81,51 @@ func TestCacheControlToBedrock(t *testing.T) {
 		t.Errorf("cachePoint form: %s", body)
 	}
 
-	// Llama on Bedrock has no prompt caching: no cachePoint at all.
-	tg := bedrockTarget()
-	tg.UpstreamModel = "meta.llama3-1-70b-instruct-v1:0"
-	hr, err = Bedrock.NewRequest(decodeClaudeCodeLike(t), tg, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body, _ := io.ReadAll(hr.Body); strings.Contains(string(body), "cachePoint") {
-		t.Errorf("a model without prompt caching got cachePoint blocks: %s", body)
+	// Which models get cachePoint blocks, and where: Bedrock refuses them
+	// (AccessDeniedException) for models without prompt caching, and Nova
+	// takes none among its tools. The option prompt_caching overrides the
+	// model's default (an application inference profile ARN names none).
+	for _, c := range []struct {
+		model, option string
+		system, tools bool
+	}{
+		{"anthropic.claude-3-7-sonnet-20250219-v1:0", "", true, true},
+		{"us.anthropic.claude-3-5-haiku-20241022-v1:0", "", true, true},
+		{"global.anthropic.claude-opus-4-1-20250805-v1:0", "", true, true},
+		{"anthropic.claude-haiku-4-5-20251001-v1:0", "", true, true},
+		{"us.amazon.nova-pro-v1:0", "", true, false},
+		{"anthropic.claude-3-haiku-20240307-v1:0", "", false, false},
+		{"anthropic.claude-3-5-sonnet-20240620-v1:0", "", false, false},
+		{"anthropic.claude-3-opus-20240229-v1:0", "", false, false},
+		{"anthropic.claude-v2:1", "", false, false},
+		{"meta.llama3-1-70b-instruct-v1:0", "", false, false},
+		{"anthropic.claude-sonnet-4-20250514-v1:0", "off", false, false},
+		{"arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/abc123", "", false, false},
+		{"arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/abc123", "on", true, true},
+	} {
+		tg := bedrockTarget()
+		tg.UpstreamModel = c.model
+		if c.option != "" {
+			tg.Options = map[string]string{"region": "us-west-2", "prompt_caching": c.option}
+		}
+		hr, err := Bedrock.NewRequest(decodeClaudeCodeLike(t), tg, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			System     []map[string]any `json:"system"`
+			ToolConfig struct {
+				Tools []map[string]any `json:"tools"`
+			} `json:"toolConfig"`
+		}
+		body, _ := io.ReadAll(hr.Body)
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatal(err)
+		}
+		system, tools := strings.Contains(kinds(got.System), "cachePoint"), strings.Contains(kinds(got.ToolConfig.Tools), "cachePoint")
+		if system != c.system || tools != c.tools || (!c.system && strings.Contains(string(body), "cachePoint")) {
+			t.Errorf("%s (prompt_caching %q): cachePoint in system %v, tools %v; want %v, %v", c.model, c.option, system, tools, c.system, c.tools)
+		}
 	}
 }
 

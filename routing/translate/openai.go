@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // OpenAIChat is the OpenAI chat completions wire format as a provider: the
@@ -58,7 +59,9 @@ func (openAIProvider) NewRequest(req *ChatRequest, t *Target, stream bool) (*htt
 	// OpenAI's reasoning models (o-series, gpt-5) refuse max_tokens; every
 	// current OpenAI chat model takes max_completion_tokens. Servers that
 	// only copy the API (vLLM, Ollama, ...) may know max_tokens alone.
-	if (t.Provider == "openai" || t.Provider == "azure-openai") && out.MaxCompletionTokens == nil && out.MaxTokens != nil {
+	// Azure api-versions before 2024-09-01 refuse max_completion_tokens.
+	if (t.Provider == "openai" || (t.Provider == "azure-openai" && !AzureBeforeCompletionTokens(t.Options["api_version"]))) &&
+		out.MaxCompletionTokens == nil && out.MaxTokens != nil {
 		out.MaxCompletionTokens, out.MaxTokens = out.MaxTokens, nil
 	}
 	out.Messages = openAIToolImages(out.Messages)
@@ -78,6 +81,20 @@ func (openAIProvider) NewRequest(req *ChatRequest, t *Target, stream bool) (*htt
 	hr.Header["Content-Type"] = []string{"application/json"}
 	SetOpenAIAuth(hr.Header, t)
 	return hr, nil
+}
+
+// AzureBeforeCompletionTokens reports whether an Azure OpenAI api-version
+// predates max_completion_tokens (2024-09-01-preview): a dated version
+// before 2024-09-01. The default, and versions that are not dates (the v1
+// API's "preview" and "latest"), know it.
+func AzureBeforeCompletionTokens(v string) bool {
+	if len(v) < 10 {
+		return false
+	}
+	if _, err := time.Parse(time.DateOnly, v[:10]); err != nil {
+		return false
+	}
+	return v[:10] < "2024-09-01"
 }
 
 // withoutCacheControl returns msgs and tools without prompt-cache

@@ -36,6 +36,15 @@ func TestOpenAIMaxCompletionTokens(t *testing.T) {
 	if req.MaxTokens == nil || req.MaxCompletionTokens != nil {
 		t.Error("the caller's request was modified")
 	}
+	// Azure api-versions before 2024-09-01 refuse max_completion_tokens.
+	for v, want := range map[string]string{"2024-06-01": "max_tokens", "2024-08-01-preview": "max_tokens",
+		"2024-09-01-preview": "max_completion_tokens", "2024-10-21": "max_completion_tokens", "preview": "max_completion_tokens"} {
+		m := openAIBody(t, req, &Target{Provider: "azure-openai", BaseURL: "http://x", UpstreamModel: "gpt-4o",
+			Options: map[string]string{"api_version": v}})
+		if m[want] != float64(32000) || len(m) != 3 {
+			t.Errorf("azure %s: %v, want %s", v, m, want)
+		}
+	}
 }
 
 // Images in tool results (an Anthropic tool_result with a screenshot)
