@@ -90,6 +90,9 @@ type Config struct {
 	MaxBodyBytes int64
 	// UpstreamTimeout bounds an upstream call (see proxy.Config).
 	UpstreamTimeout time.Duration
+	// UpstreamHTTP2 speaks HTTP/2 to HTTPS upstreams that offer it,
+	// through net/http, instead of the gateway's HTTP/1.1 client.
+	UpstreamHTTP2 bool
 	// MaxAttempts, RetryBackoff and Cooldown tune retries and deployment
 	// cooldowns (see proxy.Config); zero values take its defaults.
 	MaxAttempts  uint32
@@ -280,7 +283,8 @@ func New(cfg Config) (*Node, error) {
 		State: n.store, MaxBodyBytes: cfg.MaxBodyBytes, UpstreamTimeout: cfg.UpstreamTimeout,
 		Recorders: []proxy.Recorder{ledgerRecorder{n.ledger, n.cfg.NodeID, cfg.Logger}, proxy.NewMetrics(reg)},
 		Pricing:   n.pricing, Budgets: n.budgets, Limiter: n.limiter, OutputCap: cfg.BudgetOutputCap, Logger: cfg.Logger,
-		MaxAttempts: cfg.MaxAttempts, RetryBackoff: cfg.RetryBackoff, Cooldown: cfg.Cooldown,
+		UpstreamHTTP2: cfg.UpstreamHTTP2,
+		MaxAttempts:   cfg.MaxAttempts, RetryBackoff: cfg.RetryBackoff, Cooldown: cfg.Cooldown,
 	})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })

@@ -98,6 +98,7 @@ Flags:
 	str(&cfg.TLSCert, "tls-cert", "TOLLGATE_TLS_CERT", "", "PEM certificate of this node, signed by the cluster CA; with --tls-key and --tls-ca: Raft over mutual TLS, admin API over TLS")
 	str(&cfg.TLSKey, "tls-key", "TOLLGATE_TLS_KEY", "", "PEM private key of --tls-cert")
 	str(&cfg.TLSCA, "tls-ca", "TOLLGATE_TLS_CA", "", "PEM certificate of the cluster CA: other nodes must present a certificate it signed")
+	fs.BoolVar(&cfg.UpstreamHTTP2, "upstream-http2", envBool("TOLLGATE_UPSTREAM_HTTP2"), "speak HTTP/2 to HTTPS upstreams that offer it (through Go's net/http) instead of the gateway's HTTP/1.1 client, which costs less CPU per request [TOLLGATE_UPSTREAM_HTTP2]")
 	fs.BoolVar(&cfg.HTTPTLS, "http-tls", envBool("TOLLGATE_HTTP_TLS"), "serve the OpenAI-compatible API over TLS too, with --tls-cert [TOLLGATE_HTTP_TLS]")
 	var gossipKey, secretsKey, secretsOldKeys string
 	str(&secretsOldKeys, "secrets-old-keys", "TOLLGATE_SECRETS_OLD_KEYS", "", "comma-separated base64 secrets keys being rotated out: values sealed with them still open, and the leader reseals them with --secrets-key")

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -17,16 +18,16 @@ import (
 
 // Transport carries the gateway's upstream requests.
 //
-// Plain-HTTP upstreams (self-hosted servers such as vLLM, Ollama or a
-// sidecar, and the benchmark's mock) go through a small HTTP/1.1 client
-// that writes the request and reads the answer on the caller's goroutine:
-// net/http's Transport hands every request to a write goroutine and every
-// answer back from a read goroutine, two goroutine wake-ups per request
-// that cost about a fifth of the gateway's CPU under load, and it writes a
-// request's headers and body in two system calls where this client uses
-// one. HTTPS upstreams, and every upstream reached through a proxy from
-// HTTP_PROXY and friends, go through net/http (HTTP/2 where the server
-// offers it).
+// Upstreams go through a small HTTP/1.1 client that writes the request
+// and reads the answer on the caller's goroutine: net/http's Transport
+// hands every request to a write goroutine and every answer back from a
+// read goroutine, two goroutine wake-ups per request that cost about a
+// fifth of the gateway's CPU under load, and it writes a request's headers
+// and body in two system calls where this client uses one. HTTPS
+// upstreams (the providers' APIs) use it too, over TLS with ALPN
+// "http/1.1" and resumed sessions, unless SetHTTP2 sends them through
+// net/http (HTTP/2 where the server offers it). Every upstream reached
+// through a proxy from HTTP_PROXY and friends goes through net/http.
 //
 // The HTTP/1.1 client keeps idle connections per host, newest first. Before
 // a connection is reused it is checked, with one non-blocking peek, for a
@@ -40,13 +41,36 @@ type Transport struct {
 	fallback *http.Transport
 	dialer   net.Dialer
 
+	// tlsConfig is the base TLS configuration of HTTPS upstreams (nil:
+	// the system roots); sessions resumes their TLS sessions. http2 sends
+	// HTTPS through net/http instead.
+	tlsConfig *tls.Config
+	sessions  tls.ClientSessionCache
+	http2     bool
+
 	// MaxIdlePerHost bounds the idle connections kept per host; default
 	// 1024. IdleTimeout closes connections idle longer; default 90s.
 	maxIdlePerHost int
 	idleTimeout    time.Duration
 
-	pools sync.Map // "host:port" -> *h1Pool
+	pools    sync.Map // URL host -> *h1Pool, plain HTTP
+	tlsPools sync.Map // URL host -> *h1Pool, HTTPS
 }
+
+// SetTLSClientConfig sets the TLS configuration of HTTPS upstreams (roots,
+// client certificates); the client sets the server name and ALPN itself.
+// Call it before the first request.
+func (t *Transport) SetTLSClientConfig(c *tls.Config) {
+	t.tlsConfig = c.Clone()
+	t.fallback.TLSClientConfig = c.Clone()
+}
+
+// SetHTTP2 sends HTTPS upstreams through net/http, which speaks HTTP/2 to
+// servers that offer it. Call it before the first request.
+func (t *Transport) SetHTTP2(on bool) { t.http2 = on }
+
+// tlsHandshakeTimeout bounds a TLS handshake with an upstream.
+const tlsHandshakeTimeout = 10 * time.Second
 
 // NewTransport returns the transport tuned for upstream LLM APIs: many idle
 // connections per host, no transparent compression, dial timeouts.
@@ -65,6 +89,7 @@ func NewTransport() *Transport {
 			DisableCompression:    true,
 		},
 		dialer:         d,
+		sessions:       tls.NewLRUClientSessionCache(1024),
 		maxIdlePerHost: 1024,
 		idleTimeout:    90 * time.Second,
 	}
@@ -73,10 +98,12 @@ func NewTransport() *Transport {
 // CloseIdleConnections closes every idle upstream connection.
 func (t *Transport) CloseIdleConnections() {
 	t.fallback.CloseIdleConnections()
-	t.pools.Range(func(_, v any) bool {
-		v.(*h1Pool).closeIdle()
-		return true
-	})
+	for _, m := range []*sync.Map{&t.pools, &t.tlsPools} {
+		m.Range(func(_, v any) bool {
+			v.(*h1Pool).closeIdle()
+			return true
+		})
+	}
 }
 
 // maxResponseHeaderBytes bounds an upstream answer's status line and headers.
@@ -90,7 +117,7 @@ var errUpstreamHeaderTooLarge = errors.New("upstream response headers exceed 1 M
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL == nil || req.URL.Scheme != "http" || req.URL.Host == "" {
+	if req.URL == nil || req.URL.Host == "" || (req.URL.Scheme != "http" && (req.URL.Scheme != "https" || t.http2)) {
 		return t.fallback.RoundTrip(req)
 	}
 	p := t.pool(req)
@@ -147,21 +174,37 @@ func connectionClose(vs []string) bool {
 	return false
 }
 
-// pool returns the pool of req's host, deciding once per host whether a
-// proxy from the environment applies.
+// pool returns the pool of req's scheme and host, deciding once per host
+// whether a proxy from the environment applies.
 func (t *Transport) pool(req *http.Request) *h1Pool {
-	if v, ok := t.pools.Load(req.URL.Host); ok {
+	pools, port := &t.pools, "80"
+	if req.URL.Scheme == "https" {
+		pools, port = &t.tlsPools, "443"
+	}
+	if v, ok := pools.Load(req.URL.Host); ok {
 		return v.(*h1Pool)
 	}
 	addr := req.URL.Host
 	if req.URL.Port() == "" {
-		addr = net.JoinHostPort(req.URL.Hostname(), "80")
+		addr = net.JoinHostPort(req.URL.Hostname(), port)
 	}
 	p := &h1Pool{addr: addr, max: t.maxIdlePerHost, idleTimeout: t.idleTimeout}
+	if req.URL.Scheme == "https" {
+		cfg := t.tlsConfig.Clone()
+		if cfg == nil {
+			cfg = &tls.Config{}
+		}
+		cfg.ServerName = req.URL.Hostname()
+		cfg.NextProtos = []string{"http/1.1"}
+		if cfg.ClientSessionCache == nil {
+			cfg.ClientSessionCache = t.sessions
+		}
+		p.tls = cfg
+	}
 	if u, err := http.ProxyFromEnvironment(req); err != nil || u != nil {
 		p.proxied = true
 	}
-	v, _ := t.pools.LoadOrStore(req.URL.Host, p)
+	v, _ := pools.LoadOrStore(req.URL.Host, p)
 	return v.(*h1Pool)
 }
 
@@ -261,6 +304,7 @@ func validHeaderValue(v string) bool {
 // h1Pool holds one host's idle connections, newest last.
 type h1Pool struct {
 	addr        string
+	tls         *tls.Config // HTTPS: the connections speak TLS
 	proxied     bool
 	max         int
 	idleTimeout time.Duration
@@ -290,6 +334,17 @@ func (p *h1Pool) get(ctx context.Context, t *Transport) (c *h1Conn, reused bool,
 	nc, err := t.dialer.DialContext(ctx, "tcp", p.addr)
 	if err != nil {
 		return nil, false, err
+	}
+	if p.tls != nil {
+		tc := tls.Client(nc, p.tls)
+		hctx, cancel := context.WithTimeout(ctx, tlsHandshakeTimeout)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			_ = nc.Close()
+			return nil, false, err
+		}
+		nc = tc
 	}
 	return newH1Conn(p, nc), false, nil
 }
@@ -375,7 +430,13 @@ func newH1Conn(p *h1Pool, nc net.Conn) *h1Conn {
 	c := &h1Conn{pool: p, nc: nc, limit: -1}
 	c.br = bufio.NewReaderSize(c, 4<<10) // as net/http: bigger reads bypass it
 	c.interrupt = func() { _ = nc.SetDeadline(aLongTimeAgo) }
-	if sc, ok := nc.(syscall.Conn); ok {
+	// The liveness peek looks at the TCP connection: under TLS any byte
+	// while idle (a close_notify, most likely) means "do not reuse".
+	raw := nc
+	if tc, ok := nc.(*tls.Conn); ok {
+		raw = tc.NetConn()
+	}
+	if sc, ok := raw.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			c.raw = raw
 			c.peek = func(fd uintptr) bool {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net"
@@ -354,22 +355,113 @@ func TestH1RefusesHeaderInjection(t *testing.T) {
 	}
 }
 
-// HTTPS goes through net/http.
-func TestH1FallbackForHTTPS(t *testing.T) {
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte(r.Proto)) //nolint:errcheck
-	}))
-	defer srv.Close()
+// tlsServer is h1Server over TLS (HTTP/1.1 only, as httptest's default),
+// with the roots a client needs to trust it.
+func tlsServer(t *testing.T, h http.HandlerFunc, h2 bool) (*httptest.Server, *connCounter, *x509.CertPool) {
+	t.Helper()
+	cc := &connCounter{}
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = cc.hook
+	srv.EnableHTTP2 = h2
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv, cc, srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+}
+
+// HTTPS upstreams go through the HTTP/1.1 client over TLS: one connection
+// for a run of requests (resumed, verified against the given roots), a
+// fresh one after the server closes it while idle; SetHTTP2 sends them
+// through net/http.
+func TestH1OverTLS(t *testing.T) {
+	srv, cc, roots := tlsServer(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Write([]byte(r.Proto + " " + r.Host + " " + string(b))) //nolint:errcheck
+	}, false)
 	tr := NewTransport()
-	tr.fallback.TLSClientConfig = &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
+	tr.SetTLSClientConfig(&tls.Config{RootCAs: roots})
 	defer tr.CloseIdleConnections()
-	if code, body, _ := post(t, tr, srv.URL, "x"); code != 200 || !strings.HasPrefix(body, "HTTP/") {
-		t.Fatalf("%d %q", code, body)
+	for i := range 10 {
+		if code, body, _ := post(t, tr, srv.URL+"/v1/x", "ping"); code != 200 || body != "HTTP/1.1 "+srv.Listener.Addr().String()+" ping" {
+			t.Fatalf("request %d: %d %q", i, code, body)
+		}
 	}
 	n := 0
-	tr.pools.Range(func(_, _ any) bool { n++; return true })
-	if n != 0 {
-		t.Errorf("%d HTTP/1.1 pools for an HTTPS upstream", n)
+	tr.tlsPools.Range(func(_, _ any) bool { n++; return true })
+	if n != 1 || cc.n.Load() != 1 {
+		t.Errorf("%d TLS pools and %d connections for 10 requests; want 1 and 1", n, cc.n.Load())
+	}
+
+	// The server closes the idle connection (a close_notify and a FIN):
+	// the next request sees it gone and dials again.
+	srv.CloseClientConnections()
+	time.Sleep(50 * time.Millisecond)
+	if code, body, _ := post(t, tr, srv.URL+"/v1/x", "again"); code != 200 || !strings.HasSuffix(body, " again") {
+		t.Fatalf("after the server closed: %d %q", code, body)
+	}
+	if cc.n.Load() != 2 {
+		t.Errorf("%d connections; want 2", cc.n.Load())
+	}
+
+	// Not trusted: the request fails with the certificate error.
+	plain := NewTransport()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/x", strings.NewReader("x"))
+	if _, err := plain.RoundTrip(req); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("untrusted server: %v", err)
+	}
+
+	// SetHTTP2: net/http, which takes HTTP/2 where the server offers it.
+	srv2, _, roots2 := tlsServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(r.Proto)) //nolint:errcheck
+	}, true)
+	h2 := NewTransport()
+	h2.SetTLSClientConfig(&tls.Config{RootCAs: roots2})
+	h2.SetHTTP2(true)
+	defer h2.CloseIdleConnections()
+	if code, body, _ := post(t, h2, srv2.URL, "x"); code != 200 || body != "HTTP/2.0" {
+		t.Errorf("SetHTTP2: %d %q; want HTTP/2.0", code, body)
+	}
+	// Without it, the same server is spoken to in HTTP/1.1.
+	h1 := NewTransport()
+	h1.SetTLSClientConfig(&tls.Config{RootCAs: roots2})
+	defer h1.CloseIdleConnections()
+	if code, body, _ := post(t, h1, srv2.URL, "x"); code != 200 || body != "HTTP/1.1" {
+		t.Errorf("default: %d %q; want HTTP/1.1", code, body)
+	}
+}
+
+// A TLS handshake that never completes fails within the request's
+// context, and a server that is not TLS at all fails at once.
+func TestH1TLSHandshakeFailures(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // silent: never answers the ClientHello
+		}
+	}()
+	tr := NewTransport()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+ln.Addr().String()+"/v1/x", strings.NewReader("x"))
+	start := time.Now()
+	if _, err := tr.RoundTrip(req); err == nil {
+		t.Fatal("a silent server answered")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the handshake with a silent server took %v", d)
+	}
+
+	plainSrv, _ := h1Server(t, func(w http.ResponseWriter, r *http.Request) {})
+	req, _ = http.NewRequest(http.MethodPost, strings.Replace(plainSrv.URL, "http://", "https://", 1), strings.NewReader("x"))
+	if _, err := tr.RoundTrip(req); err == nil {
+		t.Error("a plain-HTTP server passed a TLS handshake")
 	}
 }
 

@@ -114,9 +114,13 @@ type Config struct {
 	// a stream's response headers, unless the deployment sets its own;
 	// default 10 minutes.
 	UpstreamTimeout time.Duration
-	// Transport carries upstream requests; default NewTransport().
+	// Transport carries upstream requests; default NewTransport(), with
+	// SetHTTP2(UpstreamHTTP2).
 	Transport http.RoundTripper
-	Recorders []Recorder
+	// UpstreamHTTP2 sends HTTPS upstreams through net/http, which speaks
+	// HTTP/2 to servers that offer it, instead of the HTTP/1.1 client.
+	UpstreamHTTP2 bool
+	Recorders     []Recorder
 	// Pricing and Budgets may be nil: then nothing is priced and no budget
 	// is enforced.
 	Pricing Pricing
@@ -183,7 +187,9 @@ func New(cfg Config) *Handler {
 	h := &Handler{cfg: cfg, transport: cfg.Transport, log: cfg.Logger, rnd: rand.Uint64N}
 	h.health.Cooldown, h.health.MaxCooldown = cfg.Cooldown, cfg.MaxCooldown
 	if h.transport == nil {
-		h.transport = NewTransport()
+		tr := NewTransport()
+		tr.SetHTTP2(cfg.UpstreamHTTP2)
+		h.transport = tr
 	}
 	h.idPrefix = "req_" + randomHex(6) + "_"
 	return h
