@@ -350,7 +350,7 @@ func (p *h1Pool) get(ctx context.Context, t *Transport) (c *h1Conn, reused bool,
 }
 
 func (p *h1Pool) put(c *h1Conn) {
-	if c.br.Buffered() > 0 { // bytes nobody asked for: not a clean connection
+	if c.br.Buffered() > 0 || !c.tlsClean() { // bytes nobody asked for: not a clean connection
 		c.close()
 		return
 	}
@@ -477,6 +477,28 @@ func (c *h1Conn) alive() bool {
 }
 
 func (c *h1Conn) close() { _ = c.nc.Close() }
+
+// tlsClean reports whether a TLS connection holds nothing unread: no
+// record (an unasked answer, a close_notify) already taken off the socket
+// into the TLS layer, where neither the bufio.Reader nor the socket peek
+// sees it. A read with a deadline in the past returns what the TLS layer
+// holds, or a timeout without a system call; a timeout leaves the
+// connection usable. Plain connections are clean.
+func (c *h1Conn) tlsClean() bool {
+	tc, ok := c.nc.(*tls.Conn)
+	if !ok {
+		return true
+	}
+	if tc.SetReadDeadline(aLongTimeAgo) != nil {
+		return false
+	}
+	n, err := tc.Read(c.peekBuf[:])
+	var ne net.Error
+	if n > 0 || !errors.As(err, &ne) || !ne.Timeout() {
+		return false
+	}
+	return tc.SetReadDeadline(time.Time{}) == nil
+}
 
 // roundTrip writes the request (wire holds it whole) and reads the answer's
 // headers. again reports a write that failed on a connection the server

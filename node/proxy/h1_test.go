@@ -624,3 +624,109 @@ func TestH1ConnectionCloseHeader(t *testing.T) {
 		t.Errorf("%d connections, want 3 (one per request)", n)
 	}
 }
+
+// holdConn gathers a server's writes while hold is set and sends them in
+// one write: TLS records that arrive in one TCP segment.
+type holdConn struct {
+	net.Conn
+	hold bool
+	buf  []byte
+}
+
+func (h *holdConn) Write(p []byte) (int, error) {
+	if h.hold {
+		h.buf = append(h.buf, p...)
+		return len(p), nil
+	}
+	return h.Conn.Write(p)
+}
+
+func (h *holdConn) flush() {
+	h.hold = false
+	_ = h.Conn.SetWriteDeadline(time.Time{}) // tls.Conn.CloseWrite sets one in the past
+	_, _ = h.Conn.Write(h.buf)
+	h.buf = nil
+}
+
+// rawTLSServer serves TLS (HTTP/1.1 by ALPN) with serve on each
+// connection, and returns its URL and a transport that trusts it.
+func rawTLSServer(t *testing.T, serve func(c net.Conn, hc *holdConn, tc *tls.Conn)) (string, *Transport) {
+	t.Helper()
+	hs := httptest.NewTLSServer(http.NotFoundHandler())
+	t.Cleanup(hs.Close)
+	cfg := hs.TLS.Clone()
+	cfg.NextProtos = []string{"http/1.1"}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			hc := &holdConn{Conn: c}
+			go serve(c, hc, tls.Server(hc, cfg))
+		}
+	}()
+	tr := NewTransport()
+	tr.SetTLSClientConfig(&tls.Config{RootCAs: hs.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs})
+	t.Cleanup(tr.CloseIdleConnections)
+	return "https://" + ln.Addr().String(), tr
+}
+
+// Over TLS as over plain HTTP, an unasked answer that came in with the
+// asked one (in its own record, in the same segment) keeps the connection
+// out of the pool: the next request must not read it as its answer.
+func TestH1TLSExtraRecordNotReused(t *testing.T) {
+	url, tr := rawTLSServer(t, func(c net.Conn, hc *holdConn, tc *tls.Conn) {
+		defer c.Close()
+		br := bufio.NewReader(tc)
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, req.Body)
+			hc.hold = true
+			_, _ = tc.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+			if req.URL.Path == "/extra" {
+				_, _ = tc.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nSTALE"))
+			}
+			hc.flush()
+		}
+	})
+	for _, path := range []string{"/extra", "/plain", "/plain"} {
+		time.Sleep(20 * time.Millisecond)
+		if code, body, _ := post(t, tr, url+path, "x"); code != 200 || body != "ok" {
+			t.Fatalf("%s: %d %q; want 200 \"ok\"", path, code, body)
+		}
+	}
+}
+
+// A server that ends keep-alive with a close_notify right after an answer
+// (in the same segment) and closes the socket later: the connection is
+// not reused, so the next request does not fail on it.
+func TestH1TLSCloseNotifyWithAnswer(t *testing.T) {
+	url, tr := rawTLSServer(t, func(c net.Conn, hc *holdConn, tc *tls.Conn) {
+		defer c.Close()
+		req, err := http.ReadRequest(bufio.NewReader(tc))
+		if err != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, req.Body)
+		hc.hold = true
+		_, _ = tc.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+		_ = tc.CloseWrite() // close_notify
+		hc.flush()
+		time.Sleep(2 * time.Second) // the FIN comes much later
+	})
+	for i := range 3 {
+		time.Sleep(20 * time.Millisecond)
+		if code, body, _ := post(t, tr, url+"/v1/x", "x"); code != 200 || body != "ok" {
+			t.Fatalf("request %d: %d %q", i, code, body)
+		}
+	}
+}
