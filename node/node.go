@@ -171,7 +171,8 @@ type Node struct {
 	meta             memberMeta // this node's gossip metadata as at start; gossip holds the current one
 	bootstrapPending atomic.Bool
 	fresh            atomic.Bool // no Raft state yet, as told to gossip
-	rateSaveMu       sync.Mutex  // one saveRateState at a time
+	rateSaveMu       sync.Mutex  // one saveRateState at a time; guards rateFile
+	rateFile         *os.File    // ratelimit.state, open once saved
 	peers            peers
 }
 
@@ -613,6 +614,7 @@ func (n *Node) Close() {
 		n.grpcSrv.Stop()
 		n.gossip.shutdown()
 		n.peers.close()
+		n.closeRateState()
 		if err := n.ledger.Close(); err != nil {
 			n.log.Warn("ledger close", "err", err)
 		}

@@ -41,19 +41,39 @@ func (n *Node) restoreRateState() {
 	}
 }
 
-// saveRateState writes the usage to rateStateFile through a temporary
-// file and a rename, so that a crash leaves the old file or the new one.
-// It does not fsync: a process crash keeps what the kernel has, and a
+// saveRateState overwrites rateStateFile in place: one write and a
+// truncate to the new length, with no fsync. A file replaced by a rename
+// every second would reach the disk every second (ext4 flushes a file
+// renamed over another); pages overwritten in place reach it at the
+// kernel's writeback pace. A process crash keeps what the kernel has. A
+// crash between the write and the truncate leaves a file Restore refuses
+// (the next start counts from zero, as before saving existed), and a
 // machine crash loses at most a minute of rate-limit history.
 func (n *Node) saveRateState() error {
 	n.rateSaveMu.Lock()
 	defer n.rateSaveMu.Unlock()
-	path := filepath.Join(n.cfg.DataDir, rateStateFile)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, n.limiter.Save(), 0o600); err != nil {
+	if n.rateFile == nil {
+		f, err := os.OpenFile(filepath.Join(n.cfg.DataDir, rateStateFile), os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return err
+		}
+		n.rateFile = f
+	}
+	b := n.limiter.Save()
+	if _, err := n.rateFile.WriteAt(b, 0); err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	return n.rateFile.Truncate(int64(len(b)))
+}
+
+// closeRateState closes the file saveRateState keeps open.
+func (n *Node) closeRateState() {
+	n.rateSaveMu.Lock()
+	defer n.rateSaveMu.Unlock()
+	if n.rateFile != nil {
+		_ = n.rateFile.Close()
+		n.rateFile = nil
+	}
 }
 
 // runRateStateSaves saves the usage every rateSaveInterval until ctx ends.

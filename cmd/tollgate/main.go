@@ -71,7 +71,7 @@ Flags:
 		fs.StringVar(p, name, envOr(env, def), usage+" ["+env+"]")
 	}
 	str(&cfg.NodeID, "node-id", "TOLLGATE_NODE_ID", "", "node id (default: the id saved in the data dir, else the host name)")
-	str(&cfg.DataDir, "data-dir", "TOLLGATE_DATA_DIR", "tollgate-data", "directory for the Raft log, snapshots and the admin token")
+	str(&cfg.DataDir, "data-dir", "TOLLGATE_DATA_DIR", "tollgate-data", "directory for the Raft log, snapshots, the admin token, the spend ledger and the rate-limit usage")
 	str(&cfg.HTTPAddr, "http-addr", "TOLLGATE_HTTP_ADDR", ":4000", "listen address of the OpenAI-compatible API")
 	str(&cfg.AdminAddr, "admin-addr", "TOLLGATE_ADMIN_ADDR", ":4100", "listen address of the admin gRPC API")
 	str(&cfg.RaftAddr, "raft-addr", "TOLLGATE_RAFT_ADDR", ":4200", "listen address of the Raft transport")

@@ -59,9 +59,16 @@ func (openAIProvider) NewRequest(req *ChatRequest, t *Target, stream bool) (*htt
 	// OpenAI's reasoning models (o-series, gpt-5) refuse max_tokens; every
 	// current OpenAI chat model takes max_completion_tokens. Servers that
 	// only copy the API (vLLM, Ollama, ...) may know max_tokens alone.
-	// Azure api-versions before 2024-09-01 refuse max_completion_tokens.
-	if (t.Provider == "openai" || (t.Provider == "azure-openai" && !AzureBeforeCompletionTokens(t.Options["api_version"]))) &&
-		out.MaxCompletionTokens == nil && out.MaxTokens != nil {
+	// Azure api-versions before 2024-09-01 refuse max_completion_tokens:
+	// there the limit goes as max_tokens (a Responses client's
+	// max_output_tokens arrives as max_completion_tokens).
+	oldAzure := t.Provider == "azure-openai" && AzureBeforeCompletionTokens(t.Options["api_version"])
+	switch {
+	case oldAzure:
+		if out.MaxTokens == nil && out.MaxCompletionTokens != nil {
+			out.MaxTokens, out.MaxCompletionTokens = out.MaxCompletionTokens, nil
+		}
+	case (t.Provider == "openai" || t.Provider == "azure-openai") && out.MaxCompletionTokens == nil && out.MaxTokens != nil:
 		out.MaxCompletionTokens, out.MaxTokens = out.MaxTokens, nil
 	}
 	out.Messages = openAIToolImages(out.Messages)

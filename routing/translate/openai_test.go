@@ -45,6 +45,17 @@ func TestOpenAIMaxCompletionTokens(t *testing.T) {
 			t.Errorf("azure %s: %v, want %s", v, m, want)
 		}
 	}
+	// A Responses client's max_output_tokens arrives as max_completion_tokens:
+	// an old api-version gets it as max_tokens.
+	resp := &ChatRequest{Messages: req.Messages, MaxCompletionTokens: &n}
+	m := openAIBody(t, resp, &Target{Provider: "azure-openai", BaseURL: "http://x", UpstreamModel: "gpt-4o",
+		Options: map[string]string{"api_version": "2024-06-01"}})
+	if m["max_tokens"] != float64(32000) || len(m) != 3 {
+		t.Errorf("azure 2024-06-01, max_completion_tokens from the client: %v, want max_tokens", m)
+	}
+	if resp.MaxTokens != nil || resp.MaxCompletionTokens == nil {
+		t.Error("the caller's request was modified")
+	}
 }
 
 // Images in tool results (an Anthropic tool_result with a screenshot)
