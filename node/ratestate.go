@@ -76,13 +76,18 @@ func (n *Node) closeRateState() {
 	}
 }
 
+// orDefault is d, or def when d is not positive: a test-only Config
+// interval overriding its default.
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
 // runRateStateSaves saves the usage every rateSaveInterval until ctx ends.
 func (n *Node) runRateStateSaves(ctx context.Context) {
-	every := rateSaveInterval
-	if n.cfg.rateSaveInterval > 0 {
-		every = n.cfg.rateSaveInterval
-	}
-	t := time.NewTicker(every)
+	t := time.NewTicker(orDefault(n.cfg.rateSaveInterval, rateSaveInterval))
 	defer t.Stop()
 	failing := false
 	for {

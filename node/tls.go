@@ -169,11 +169,7 @@ const tlsReloadInterval = 30 * time.Second
 
 // watchTLS reloads the TLS files when they change, until ctx ends.
 func (n *Node) watchTLS(ctx context.Context) {
-	every := tlsReloadInterval
-	if n.cfg.tlsReloadInterval > 0 {
-		every = n.cfg.tlsReloadInterval
-	}
-	t := time.NewTicker(every)
+	t := time.NewTicker(orDefault(n.cfg.tlsReloadInterval, tlsReloadInterval))
 	defer t.Stop()
 	for {
 		select {

@@ -91,7 +91,7 @@ type Tokens struct {
 // rates is one set of per-token prices with the zero cache rates resolved.
 type rates struct{ in, out, cachedIn, cacheWrite int64 }
 
-func resolve(in, out, cachedIn, cacheWrite int64) rates {
+func ratesOf(in, out, cachedIn, cacheWrite int64) rates {
 	r := rates{in: max(in, 0), out: max(out, 0), cachedIn: max(cachedIn, 0), cacheWrite: max(cacheWrite, 0)}
 	if r.cachedIn == 0 {
 		r.cachedIn = r.in
@@ -102,14 +102,24 @@ func resolve(in, out, cachedIn, cacheWrite int64) rates {
 	return r
 }
 
+// baseRates are p's rates below its first tier.
+func (p *Price) baseRates() rates {
+	return ratesOf(p.InputMicros, p.OutputMicros, p.CachedInputMicros, p.CacheWriteMicros)
+}
+
+// rates are the tier's rates.
+func (t *Tier) rates() rates {
+	return ratesOf(t.InputMicros, t.OutputMicros, t.CachedInputMicros, t.CacheWriteMicros)
+}
+
 // ratesFor returns the rates of a call with prompt tokens.
 func (p *Price) ratesFor(prompt int64) rates {
 	for i := len(p.Tiers) - 1; i >= 0; i-- {
 		if t := &p.Tiers[i]; prompt > t.Above {
-			return resolve(t.InputMicros, t.OutputMicros, t.CachedInputMicros, t.CacheWriteMicros)
+			return t.rates()
 		}
 	}
-	return resolve(p.InputMicros, p.OutputMicros, p.CachedInputMicros, p.CacheWriteMicros)
+	return p.baseRates()
 }
 
 // Cost returns the cost in nano-dollars (1e-9 USD) of a call with usage t,
@@ -140,10 +150,10 @@ func (p *Price) Cost(t Tokens) int64 {
 // dearest input rate of every tier the prompt can reach.
 func (p *Price) MaxCost(prompt, completion int64) int64 {
 	prompt, completion = max(prompt, 0), max(completion, 0)
-	most := maxCostAt(resolve(p.InputMicros, p.OutputMicros, p.CachedInputMicros, p.CacheWriteMicros), prompt, completion)
+	most := maxCostAt(p.baseRates(), prompt, completion)
 	for i := range p.Tiers {
 		if t := &p.Tiers[i]; prompt > t.Above {
-			most = max(most, maxCostAt(resolve(t.InputMicros, t.OutputMicros, t.CachedInputMicros, t.CacheWriteMicros), prompt, completion))
+			most = max(most, maxCostAt(t.rates(), prompt, completion))
 		}
 	}
 	return most
