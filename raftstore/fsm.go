@@ -139,13 +139,9 @@ func snapshotOf(st *State) *pb.Snapshot {
 		snap.Rollups = append(snap.Rollups, r)
 		return true
 	})
-	pks := make([]string, 0, len(st.periods))
-	for k := range st.periods {
-		pks = append(pks, k)
-	}
-	sort.Strings(pks)
-	for _, k := range pks {
-		snap.BudgetPeriods = append(snap.BudgetPeriods, st.periods[k])
+	it := st.periods.Root().Iterator()
+	for _, v, ok := it.Next(); ok; _, v, ok = it.Next() {
+		snap.BudgetPeriods = append(snap.BudgetPeriods, v.(*pb.BudgetPeriod))
 	}
 	nodes := make([]string, 0, len(st.nodeSeqs))
 	for n := range st.nodeSeqs {
@@ -169,13 +165,15 @@ func stateFromSnapshot(snap *pb.Snapshot, sealer *Sealer) (*State, error) {
 	st.sealer = sealer
 	st.Index = snap.GetIndex()
 	for _, k := range snap.GetKeys() {
-		h, err := hash32(k.GetSecretHash())
-		if err != nil {
+		if _, err := hash32(k.GetSecretHash()); err != nil {
 			return nil, fmt.Errorf("snapshot key %q: %w", k.GetKey().GetId(), err)
 		}
-		st.keys[k.GetKey().GetId()] = k
-		st.keysByHash[h] = newKeyView(k)
 	}
+	st = st.withKeys(func(kw *keyWriter) {
+		for _, k := range snap.GetKeys() {
+			kw.put(k)
+		}
+	})
 	for _, c := range snap.GetCredentials() {
 		st.creds[c.GetName()] = c
 	}
@@ -183,17 +181,21 @@ func stateFromSnapshot(snap *pb.Snapshot, sealer *Sealer) (*State, error) {
 		st.routeSrc[r.GetName()] = r
 	}
 	st.rebuildRoutes()
+	teams := st.teams.Txn()
 	for _, t := range snap.GetTeams() {
-		st.putTeam(t)
+		teams.Insert([]byte(t.GetId()), newTeamEntry(t))
 	}
+	st.teams = teams.CommitOnly()
 	txn := st.rollups.Txn()
 	for _, r := range snap.GetRollups() {
 		txn.Insert(rollupKey(r), r)
 	}
 	st.rollups = txn.Commit()
+	pw := st.periodWriter()
 	for _, bp := range snap.GetBudgetPeriods() {
-		st.periods[periodKey(bp.GetBudget(), bp.GetPeriodStart())] = bp
+		pw.put(periodKey(bp.GetBudget(), bp.GetPeriodStart()), bp)
 	}
+	pw.commit(st)
 	for _, ns := range snap.GetNodeSeqs() {
 		st.nodeSeqs[ns.GetNode()] = ns.GetSeq()
 	}

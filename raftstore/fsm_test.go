@@ -272,8 +272,8 @@ func keyCases() []cmdCase {
 			if !proto.Equal(after.Key("k1"), sk) {
 				t.Error("Key(k1) is not the result")
 			}
-			if len(after.keys) != 2 || len(after.keysByHash) != 2 {
-				t.Errorf("%d keys / %d hashes, want 2 / 2", len(after.keys), len(after.keysByHash))
+			if after.keys.Len() != 2 || after.keysByHash.Len() != 2 || after.keysByCreated.Len() != 2 {
+				t.Errorf("%d keys / %d hashes / %d by time, want 2 / 2 / 2", after.keys.Len(), after.keysByHash.Len(), after.keysByCreated.Len())
 			}
 			old := before.Key("k1").Key
 			if !proto.Equal(sk.Key.CreatedAt, old.CreatedAt) || len(sk.Key.Metadata) != 2 || !slices.Equal(sk.Key.Models, old.Models) {

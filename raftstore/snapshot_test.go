@@ -75,13 +75,14 @@ func compareStates(t *testing.T, got, want *State) {
 	if !proto.Equal(snapshotOf(got), snapshotOf(want)) {
 		t.Errorf("contents differ:\n got %v\nwant %v", snapshotOf(got), snapshotOf(want))
 	}
-	for id, sk := range want.keys {
+	for _, sk := range want.Keys() {
+		id := sk.GetKey().GetId()
 		if !proto.Equal(got.Key(id), sk) {
 			t.Errorf("Key(%q) = %v, want %v", id, got.Key(id), sk)
 		}
 	}
-	if len(got.keys) != len(want.keys) {
-		t.Errorf("%d keys, want %d", len(got.keys), len(want.keys))
+	if got.KeyCount() != want.KeyCount() {
+		t.Errorf("%d keys, want %d", got.KeyCount(), want.KeyCount())
 	}
 	if !reflect.DeepEqual(viewsOf(got), viewsOf(want)) {
 		t.Errorf("views differ:\n got %+v\nwant %+v", viewsOf(got), viewsOf(want))
