@@ -443,4 +443,3 @@ func restoreState(cur *State, snap *pb.Snapshot) (*State, error) {
 	}
 	return next, nil
 }
-

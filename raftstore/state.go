@@ -24,13 +24,13 @@ type State struct {
 	keysByHash    *iradix.Tree // SHA-256 of the secret → *Key
 	keysByCreated *iradix.Tree // createdKey → *pb.StoredKey
 	keysByTeam    *iradix.Tree // team "\x00" key id → struct{}
-	routeSrc    map[string]*pb.ModelRoute
-	routes      map[string]*Route // derived from routeSrc and creds
-	routeNames  []string          // sorted
-	aliases     map[string]*Route // alias → route
-	wildcards   []*Route          // most specific first
-	creds       map[string]*pb.StoredCredential
-	adminTokens map[[32]byte]struct{}
+	routeSrc      map[string]*pb.ModelRoute
+	routes        map[string]*Route // derived from routeSrc and creds
+	routeNames    []string          // sorted
+	aliases       map[string]*Route // alias → route
+	wildcards     []*Route          // most specific first
+	creds         map[string]*pb.StoredCredential
+	adminTokens   map[[32]byte]struct{}
 
 	teams         *iradix.Tree      // team id → *teamEntry
 	rollups       *iradix.Tree      // rollupKey → *pb.SpendRollup
