@@ -34,6 +34,10 @@ type applyResult struct {
 type fsm struct {
 	state  atomic.Pointer[State]
 	sealer *Sealer
+	// onFatal is told, once, that the FSM stopped (see ApplyBatch); failed
+	// is the reason. Both are used on Raft's apply goroutine only.
+	onFatal func(error)
+	failed  error
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every publish
@@ -64,28 +68,6 @@ func (f *fsm) changedCh() <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.changed
-}
-
-// Apply implements raft.FSM.
-func (f *fsm) Apply(l *raft.Log) any {
-	cur := f.state.Load()
-	var res applyResult
-	var next *State
-	if l.Type == raft.LogCommand {
-		var cmd pb.Command
-		if err := proto.Unmarshal(l.Data, &cmd); err != nil {
-			res.err = fmt.Errorf("decode command at index %d: %v: %w", l.Index, err, ErrInvalid)
-		} else {
-			next, res = applyCommand(cur, &cmd)
-		}
-	}
-	if next == nil {
-		cp := *cur
-		next = &cp
-	}
-	next.Index = l.Index
-	f.publish(next)
-	return &res
 }
 
 // Snapshot implements raft.FSM. The published state is immutable, so the
@@ -154,6 +136,7 @@ func snapshotOf(st *State) *pb.Snapshot {
 	for h := range st.adminTokens {
 		snap.AdminTokenHashes = append(snap.AdminTokenHashes, append([]byte(nil), h[:]...))
 	}
+	snap.AppliedRequests = appliedRequestsOf(st)
 	sort.Slice(snap.AdminTokenHashes, func(i, j int) bool {
 		return string(snap.AdminTokenHashes[i]) < string(snap.AdminTokenHashes[j])
 	})
@@ -200,6 +183,7 @@ func stateFromSnapshot(snap *pb.Snapshot, sealer *Sealer) (*State, error) {
 		st.nodeSeqs[ns.GetNode()] = ns.GetSeq()
 	}
 	st.clusterSecret = snap.GetClusterSecret()
+	st.putAppliedRequests(snap.GetAppliedRequests())
 	for _, b := range snap.GetAdminTokenHashes() {
 		h, err := hash32(b)
 		if err != nil {
@@ -266,6 +250,8 @@ func applyCommand(cur *State, cmd *pb.Command) (*State, applyResult) {
 		next, err = spendReport(cur, op.SpendReport)
 	case *pb.Command_GrantLease:
 		next, val, err = grantLease(cur, op.GrantLease)
+	case *pb.Command_GrantLeases:
+		next, val = grantLeases(cur, op.GrantLeases)
 	case *pb.Command_ReturnLease:
 		next, err = returnLease(cur, op.ReturnLease)
 	case *pb.Command_ReleaseNode:

@@ -410,6 +410,30 @@ func pruneOldPeriods(cur *State, pw *periodWriter, budget string, keepFrom int64
 	}
 }
 
+// grantLeases applies many lease requests in order, each as grantLease
+// does; one failing does not stop the others.
+func grantLeases(cur *State, c *pb.GrantLeasesCommand) (*State, proto.Message) {
+	res := &pb.GrantLeasesResult{Outcomes: make([]*pb.GrantLeaseOutcome, 0, len(c.GetGrants()))}
+	st := cur
+	for _, g := range c.GetGrants() {
+		next, val, err := grantLease(st, g)
+		o := &pb.GrantLeaseOutcome{}
+		if err != nil {
+			o.Error = err.Error()
+		} else {
+			o.Period, _ = val.(*pb.BudgetPeriod)
+		}
+		if next != nil {
+			st = next
+		}
+		res.Outcomes = append(res.Outcomes, o)
+	}
+	if st == cur {
+		return nil, res
+	}
+	return st, res
+}
+
 func previousPeriodStart(period string, start int64) int64 {
 	t := time.Unix(start, 0).UTC()
 	switch period {

@@ -37,6 +37,8 @@ type State struct {
 	periods       *iradix.Tree      // periodKey → *pb.BudgetPeriod
 	leasesByNode  *iradix.Tree      // leaseKey → struct{}: the periods a node has a lease entry in
 	nodeSeqs      map[string]uint64 // last spend report per node
+	requests      *iradix.Tree      // request id → *appliedReq
+	requestsByAge *iradix.Tree      // requestAgeKey → request id
 	clusterSecret string
 	sealer        *Sealer // opens sealed credentials; nil when none are
 }
@@ -147,6 +149,8 @@ func emptyState() *State {
 		periods:       iradix.New(),
 		leasesByNode:  iradix.New(),
 		nodeSeqs:      map[string]uint64{},
+		requests:      iradix.New(),
+		requestsByAge: iradix.New(),
 	}
 }
 

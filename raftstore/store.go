@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -60,6 +61,12 @@ type Config struct {
 	// Secrets, when set, opens sealed credential values for the data
 	// plane (see Sealer); SealCredential seals new ones with it.
 	Secrets *Sealer
+	// OnFatal is called, once, when the state machine meets a log entry
+	// this release cannot apply (one it cannot decode, or a command type it
+	// does not know that is not marked ignorable). The state machine then
+	// applies nothing more: the node must stop (log the error and exit) and
+	// be upgraded. Nil: the error is logged and the process panics with it.
+	OnFatal func(error)
 	// TLSServer and TLSClient, when both set, carry Raft over mutual TLS:
 	// TLSServer should demand and verify client certificates, TLSClient
 	// present this node's certificate and verify the peer's.
@@ -83,6 +90,24 @@ type Store struct {
 	// reached it. (Only commands reach the FSM, so State.Index never
 	// reaches a trailing no-op or configuration entry.)
 	lastIndexAtOpen uint64
+	// gate, when set, decides whether this leader may propose a command
+	// type (see SetProposeGate).
+	gate atomic.Pointer[func(cmdType string) error]
+}
+
+// ErrCommandRefused is returned by Apply for a command the propose gate
+// refused (typically: not every member supports its type yet).
+var ErrCommandRefused = errors.New("command refused")
+
+// SetProposeGate sets a check Apply runs on the leader before proposing a
+// command, with the command's type as CommandName names it; an error
+// refuses the command (wrapped with ErrCommandRefused). Nil removes it.
+func (s *Store) SetProposeGate(gate func(cmdType string) error) {
+	if gate == nil {
+		s.gate.Store(nil)
+		return
+	}
+	s.gate.Store(&gate)
 }
 
 // Open opens (or creates) the Raft store in cfg.Dir and starts Raft.
@@ -122,6 +147,15 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("raftstore: open raft.db: %w", err)
 	}
 	s := &Store{cfg: cfg, fsm: newSealedFSM(cfg.Secrets), boltStore: bolt}
+	s.fsm.onFatal = cfg.OnFatal
+	if s.fsm.onFatal == nil {
+		s.fsm.onFatal = func(err error) {
+			if cfg.Logger != nil {
+				cfg.Logger.Error("raft state machine stopped", "err", err)
+			}
+			panic(err)
+		}
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -246,6 +280,12 @@ func (s *Store) Apply(ctx context.Context, cmd *pb.Command) (proto.Message, erro
 		return nil, ErrClosed
 	default:
 		return nil, ErrNotLeader
+	}
+	if g := s.gate.Load(); g != nil {
+		name := CommandName(cmd)
+		if err := (*g)(name); err != nil {
+			return nil, fmt.Errorf("raftstore: %s: %w: %w", name, ErrCommandRefused, err)
+		}
 	}
 	if cmd.UnixNanos == 0 {
 		cmd.UnixNanos = time.Now().UnixNano()
