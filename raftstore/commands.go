@@ -431,7 +431,7 @@ func restoreState(cur *State, snap *pb.Snapshot) (*State, error) {
 	if snap == nil {
 		return nil, fmt.Errorf("restore: no snapshot: %w", ErrInvalid)
 	}
-	next, err := stateFromSnapshot(snap, cur.sealer)
+	next, err := stateFromSnapshot(snap, cur.sealer, cur.retention)
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}

@@ -212,24 +212,6 @@ func rollupKey(r *pb.SpendRollup) []byte {
 	return append(b, r.GetModel()...)
 }
 
-// WalkRollups calls fn for every hourly rollup with since <= hour < until
-// (Unix seconds), in time order, until fn returns false. The rollups must
-// not be modified.
-func (s *State) WalkRollups(since, until int64, fn func(*pb.SpendRollup) bool) {
-	it := s.rollups.Root().Iterator()
-	var lo [8]byte
-	binary.BigEndian.PutUint64(lo[:], uint64(max(since, 0)))
-	it.SeekLowerBound(lo[:])
-	for k, v, ok := it.Next(); ok; k, v, ok = it.Next() {
-		if len(k) >= 8 && int64(binary.BigEndian.Uint64(k[:8])) >= until {
-			return
-		}
-		if !fn(v.(*pb.SpendRollup)) {
-			return
-		}
-	}
-}
-
 // putTeam returns a copy of s with t stored.
 func (s *State) putTeam(t *pb.Team) *State {
 	n := *s
@@ -316,7 +298,7 @@ func deleteTeam(cur *State, id string) (*State, error) {
 
 // spendReport adds a node's rollup deltas to the totals and settles its
 // budget spend against its leases, once per seq.
-func spendReport(cur *State, c *pb.SpendReportCommand) (*State, error) {
+func spendReport(cur *State, c *pb.SpendReportCommand, nowNanos int64) (*State, error) {
 	if c.GetNode() == "" || c.GetSeq() == 0 {
 		return nil, fmt.Errorf("spend report needs a node and a seq: %w", ErrInvalid)
 	}
@@ -333,16 +315,10 @@ func spendReport(cur *State, c *pb.SpendReportCommand) (*State, error) {
 		if old, ok := txn.Get(k); ok {
 			r = proto.Clone(old.(*pb.SpendRollup)).(*pb.SpendRollup)
 		}
-		r.Requests += d.GetRequests()
-		r.PromptTokens += d.GetPromptTokens()
-		r.CompletionTokens += d.GetCompletionTokens()
-		r.CachedTokens += d.GetCachedTokens()
-		r.CacheWriteTokens += d.GetCacheWriteTokens()
-		r.CostNanos += d.GetCostNanos()
-		r.UnpricedRequests += d.GetUnpricedRequests()
+		addRollup(r, d)
 		txn.Insert(k, r)
 	}
-	next.rollups = txn.Commit()
+	compactRollups(&next, txn, nowNanos)
 	pw := cur.periodWriter()
 	for _, u := range c.GetBudgets() {
 		pk := periodKey(u.GetBudget(), u.GetPeriodStart())

@@ -32,8 +32,10 @@ type State struct {
 	creds         map[string]*pb.StoredCredential
 	adminTokens   map[[32]byte]struct{}
 
-	teams         *iradix.Tree      // team id → *teamEntry
-	rollups       *iradix.Tree      // rollupKey → *pb.SpendRollup
+	teams         *iradix.Tree // team id → *teamEntry
+	rollups       *iradix.Tree // rollupKey → *pb.SpendRollup, hourly
+	daily         *iradix.Tree // rollupKey (day start) → *pb.SpendRollup
+	retention     Retention
 	periods       *iradix.Tree      // periodKey → *pb.BudgetPeriod
 	leasesByNode  *iradix.Tree      // leaseKey → struct{}: the periods a node has a lease entry in
 	nodeSeqs      map[string]uint64 // last spend report per node
@@ -146,6 +148,8 @@ func emptyState() *State {
 		adminTokens:   map[[32]byte]struct{}{},
 		teams:         iradix.New(),
 		rollups:       iradix.New(),
+		daily:         iradix.New(),
+		retention:     DefaultRetention,
 		periods:       iradix.New(),
 		leasesByNode:  iradix.New(),
 		nodeSeqs:      map[string]uint64{},

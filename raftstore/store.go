@@ -25,6 +25,15 @@ import (
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 )
 
+// Snapshot defaults: entries are small (a key, a grant) to a few hundred KB
+// (a spend report), so every node snapshots after a few thousand of them,
+// which bounds both raft.db and the log a restart or a joiner replays.
+const (
+	DefaultSnapshotThreshold = 8192
+	DefaultSnapshotInterval  = 2 * time.Minute
+	DefaultTrailingLogs      = 4096
+)
+
 // ErrNotLeader is returned by Apply on a node that is not the leader.
 var ErrNotLeader = errors.New("not the raft leader")
 
@@ -55,9 +64,18 @@ type Config struct {
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
 	CommitTimeout      time.Duration
-	// SnapshotThreshold is how many log entries trigger a snapshot; zero
-	// takes Raft's default.
+	// SnapshotThreshold is how many log entries since the last snapshot
+	// trigger one (checked every SnapshotInterval); TrailingLogs is how many
+	// entries a snapshot leaves in the log, for followers that lag a little
+	// to catch up without a snapshot install. Zero values take
+	// DefaultSnapshotThreshold, DefaultSnapshotInterval and
+	// DefaultTrailingLogs.
 	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
+	// Retention bounds the spend history kept in the state (zero fields:
+	// DefaultRetention). Every node must use the same.
+	Retention Retention
 	// Secrets, when set, opens sealed credential values for the data
 	// plane (see Sealer); SealCredential seals new ones with it.
 	Secrets *Sealer
@@ -138,8 +156,15 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.CommitTimeout > 0 {
 		rc.CommitTimeout = cfg.CommitTimeout
 	}
+	rc.SnapshotThreshold, rc.SnapshotInterval, rc.TrailingLogs = DefaultSnapshotThreshold, DefaultSnapshotInterval, DefaultTrailingLogs
 	if cfg.SnapshotThreshold > 0 {
 		rc.SnapshotThreshold = cfg.SnapshotThreshold
+	}
+	if cfg.SnapshotInterval > 0 {
+		rc.SnapshotInterval = cfg.SnapshotInterval
+	}
+	if cfg.TrailingLogs > 0 {
+		rc.TrailingLogs = cfg.TrailingLogs
 	}
 
 	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")})
@@ -147,6 +172,7 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("raftstore: open raft.db: %w", err)
 	}
 	s := &Store{cfg: cfg, fsm: newSealedFSM(cfg.Secrets), boltStore: bolt}
+	s.fsm.setRetention(cfg.Retention.orDefault())
 	s.fsm.onFatal = cfg.OnFatal
 	if s.fsm.onFatal == nil {
 		s.fsm.onFatal = func(err error) {
@@ -532,13 +558,10 @@ func completeOnDisk(nodeID string, logs raft.LogStore, snaps raft.SnapshotStore,
 	return voters == 1 && self, nil
 }
 
-// SnapshotForRestart takes a snapshot when this node is the cluster's only
-// voter, so that its next start is ready without waiting for an election.
+// SnapshotForRestart takes a snapshot of what this node applied, whether
+// leader or follower, so that its next start restores it instead of
+// replaying the log; a single voter is then also ready without waiting for
+// an election.
 func (s *Store) SnapshotForRestart() {
-	srvs, err := s.Servers()
-	if err != nil || len(srvs) != 1 || srvs[0].ID != s.cfg.NodeID {
-		return
-	}
 	_ = s.raft.Snapshot().Error() // ErrNothingNewToSnapshot is fine too
-
 }
