@@ -27,6 +27,12 @@ const (
 type Command struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	UnixNanos int64                  `protobuf:"varint,1,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	// The admin call's request id (x-tollgate-request-id): a retried call
+	// carries the same one, so the state machine applies it once.
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// A replica that does not know this command's type skips it instead of
+	// stopping.
+	Ignorable bool `protobuf:"varint,3,opt,name=ignorable,proto3" json:"ignorable,omitempty"`
 	// Types that are valid to be assigned to Op:
 	//
 	//	*Command_CreateKey
@@ -90,6 +96,20 @@ func (x *Command) GetUnixNanos() int64 {
 		return x.UnixNanos
 	}
 	return 0
+}
+
+func (x *Command) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *Command) GetIgnorable() bool {
+	if x != nil {
+		return x.Ignorable
+	}
+	return false
 }
 
 func (x *Command) GetOp() isCommand_Op {
@@ -1851,10 +1871,13 @@ var File_tollgate_v1_raft_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\n" +
-	"\x16tollgate/v1/raft.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17tollgate/v1/admin.proto\x1a\x1btollgate/v1/resources.proto\x1a\x17tollgate/v1/spend.proto\"\x98\f\n" +
+	"\x16tollgate/v1/raft.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17tollgate/v1/admin.proto\x1a\x1btollgate/v1/resources.proto\x1a\x17tollgate/v1/spend.proto\"\xd5\f\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
-	"unix_nanos\x18\x01 \x01(\x03R\tunixNanos\x12>\n" +
+	"unix_nanos\x18\x01 \x01(\x03R\tunixNanos\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x1c\n" +
+	"\tignorable\x18\x03 \x01(\bR\tignorable\x12>\n" +
 	"\n" +
 	"create_key\x18\n" +
 	" \x01(\v2\x1d.tollgate.v1.CreateKeyCommandH\x00R\tcreateKey\x12>\n" +
