@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tollgate/tollgate/node/admin"
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 	"github.com/tollgate/tollgate/raftstore"
 )
@@ -132,7 +133,11 @@ func (c *clusterAPI) RestoreSnapshot(ctx context.Context, req *pb.RestoreSnapsho
 	if err := sealSnapshot(c.n.store.State(), &snap); err != nil {
 		return nil, err
 	}
-	if _, err := c.n.store.Apply(ctx, &pb.Command{Op: &pb.Command_Restore{Restore: &pb.RestoreCommand{Snapshot: &snap}}}); err != nil {
+	rid, err := admin.RequestID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.n.store.Apply(ctx, &pb.Command{RequestId: rid, Op: &pb.Command_Restore{Restore: &pb.RestoreCommand{Snapshot: &snap}}}); err != nil {
 		return nil, storeStatus(err)
 	}
 	return &pb.RestoreSnapshotResponse{Keys: uint64(len(snap.GetKeys())), Routes: uint64(len(snap.GetRoutes())),
