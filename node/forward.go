@@ -41,6 +41,7 @@ func init() {
 	for _, m := range []string{
 		pb.KeyService_CreateKey_FullMethodName, pb.KeyService_UpdateKey_FullMethodName,
 		pb.KeyService_RevokeKey_FullMethodName, pb.KeyService_RotateKey_FullMethodName,
+		pb.KeyService_ImportKeys_FullMethodName,
 		pb.ModelService_AddDeployment_FullMethodName, pb.ModelService_UpdateDeployment_FullMethodName,
 		pb.ModelService_RemoveDeployment_FullMethodName, pb.ModelService_DeleteModel_FullMethodName,
 		pb.ModelService_SetRouteOptions_FullMethodName,

@@ -268,6 +268,8 @@ func applyCommand(cur *State, cmd *pb.Command) (*State, applyResult) {
 		next, err = returnLease(cur, op.ReturnLease)
 	case *pb.Command_ReleaseNode:
 		next, err = releaseNode(cur, op.ReleaseNode.GetNode())
+	case *pb.Command_ImportKeys:
+		next, val, err = importKeys(cur, op.ImportKeys, ts)
 	case *pb.Command_SetClusterSecret:
 		next, err = setClusterSecret(cur, op.SetClusterSecret)
 	default:

@@ -25,9 +25,10 @@ rotated.`,
 		`  tollctl key create --name ci --models gpt-4o,gpt-4o-mini --expires-in 30d
   tollctl key create --name notebook --team team_3f2a9c --budget 25 --period week
   tollctl key create --name batch --rpm 600 --tpm 100000 --max-parallel 8
-  tollctl key list --all`)
+  tollctl key list --all
+  tollctl key import customers.jsonl --secrets-out new-secrets.jsonl`)
 	cmd.AddCommand(a.keyCreateCommand(), a.keyListCommand(), a.keyGetCommand(),
-		a.keyUpdateCommand(), a.keyRevokeCommand(), a.keyRotateCommand())
+		a.keyUpdateCommand(), a.keyRevokeCommand(), a.keyRotateCommand(), a.keyImportCommand())
 	return cmd
 }
 

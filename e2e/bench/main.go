@@ -71,6 +71,8 @@ func run() error {
 		maxWork   = flag.Int("max-workers", 4000, "bound on the workers (and connections) of an open loop")
 		keep      = flag.Bool("keep", false, "keep the temp dir with the binaries, data dir and process logs")
 		devBuild  = flag.Bool("dev-build", false, "measure a plain `go build` of tollgate (cgo) instead of the release build of deploy/Dockerfile")
+		scale     = flag.String("scale", "", "run only the scale scenario (issue 12) with these key counts, e.g. 1000,100000,1000000 (quick: 1000,10000,50000 when empty and -quick)")
+		creates   = flag.Int("scale-creates", 500, "key creates measured per scale step")
 	)
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -91,6 +93,13 @@ func run() error {
 		def("rate-dur", func() { *rateDur = 2 * time.Second })
 		def("soak", func() { *soakDur = 20 * time.Second })
 		def("clients", func() { *clients = "1,10,50" })
+	}
+	if *scale != "" {
+		steps, err := parseInts(*scale)
+		if err != nil {
+			return fmt.Errorf("-scale: %w", err)
+		}
+		return mainScale(start, ScaleConfig{Steps: steps, Creates: *creates, CreateTime: 20 * time.Second}, *out, *devBuild)
 	}
 	cfg := Config{Quick: *quick, Reps: *reps, Warmup: *warmup, Dur: *dur, OpenDur: *openDur, RateDur: *rateDur,
 		SoakDur: *soakDur, SmallConc: *small, MaxRequests: *maxReq, MaxWorkers: *maxWork, ReadyReps: 3}
@@ -349,4 +358,43 @@ func machineInfo(root string) Machine {
 		m.LoadAvgStart = strings.Join(strings.Fields(string(ld))[:3], " ")
 	}
 	return m
+}
+
+// mainScale builds the binaries and runs the scale scenario alone.
+func mainScale(start time.Time, cfg ScaleConfig, out string, dev bool) error {
+	if !slices.IsSorted(cfg.Steps) || cfg.Steps[0] < 1 || cfg.Steps[len(cfg.Steps)-1] > 2_000_000 || cfg.Creates < 1 {
+		return fmt.Errorf("-scale: key counts must rise, from 1 to at most 2,000,000; -scale-creates ≥ 1")
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	if out == "" {
+		out = filepath.Join(root, "e2e", "bench", "results")
+	}
+	logf := func(format string, args ...any) {
+		fmt.Printf("%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+	}
+	tmp, err := os.MkdirTemp("", "tollgate-scale-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	defer killChildren()
+	logf("building tollgate and tollctl into %s", tmp)
+	bin, err := build(root, filepath.Join(tmp, "bin"), dev)
+	if err != nil {
+		return err
+	}
+	res := &ScaleResults{Date: start.Format("2006-01-02"), Command: "go run ./e2e/bench " + strings.Join(os.Args[1:], " "),
+		Machine: machineInfo(root), Config: cfg}
+	res.Machine.Build = bin.Build
+	runErr := runScale(bin, tmp, cfg, res, logf)
+	res.Seconds = time.Since(start).Seconds()
+	dir := filepath.Join(out, res.Date+"-scale")
+	if err := res.write(dir); err != nil {
+		return err
+	}
+	fmt.Printf("\nReport: %s\n", filepath.Join(dir, "REPORT.md"))
+	return runErr
 }

@@ -91,3 +91,9 @@ func secretFromSeed(seed []byte) (secret string, hash []byte, prefix string, err
 	h := raftstore.HashSecret(secret)
 	return secret, h[:], secret[:secretPrefixLen], nil
 }
+
+// newSecret returns a fresh key secret, its SHA-256 and its display prefix.
+func newSecret() (secret string, hash []byte, prefix string) {
+	secret, hash, prefix, _ = secretFromSeed(nil)
+	return secret, hash, prefix
+}

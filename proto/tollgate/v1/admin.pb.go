@@ -22,6 +22,287 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ImportKeysRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the import; with a key's name it makes the key's id, so the same
+	// key imported again is recognised and skipped.
+	ImportId      string         `protobuf:"bytes,1,opt,name=import_id,json=importId,proto3" json:"import_id,omitempty"`
+	Keys          []*ImportedKey `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportKeysRequest) Reset() {
+	*x = ImportKeysRequest{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportKeysRequest) ProtoMessage() {}
+
+func (x *ImportKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportKeysRequest.ProtoReflect.Descriptor instead.
+func (*ImportKeysRequest) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ImportKeysRequest) GetImportId() string {
+	if x != nil {
+		return x.ImportId
+	}
+	return ""
+}
+
+func (x *ImportKeysRequest) GetKeys() []*ImportedKey {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+// ImportedKey is one key of an import.
+type ImportedKey struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Name      string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Models    []string               `protobuf:"bytes,2,rep,name=models,proto3" json:"models,omitempty"`
+	TeamId    string                 `protobuf:"bytes,3,opt,name=team_id,json=teamId,proto3" json:"team_id,omitempty"`
+	Budget    *Budget                `protobuf:"bytes,4,opt,name=budget,proto3" json:"budget,omitempty"`
+	Limits    *RateLimits            `protobuf:"bytes,5,opt,name=limits,proto3" json:"limits,omitempty"`
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	Metadata  map[string]string      `protobuf:"bytes,7,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// An existing secret to keep (a key migrated from another gateway);
+	// empty: the gateway draws one and returns it.
+	Secret        string `protobuf:"bytes,8,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportedKey) Reset() {
+	*x = ImportedKey{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportedKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportedKey) ProtoMessage() {}
+
+func (x *ImportedKey) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportedKey.ProtoReflect.Descriptor instead.
+func (*ImportedKey) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ImportedKey) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ImportedKey) GetModels() []string {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+func (x *ImportedKey) GetTeamId() string {
+	if x != nil {
+		return x.TeamId
+	}
+	return ""
+}
+
+func (x *ImportedKey) GetBudget() *Budget {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+func (x *ImportedKey) GetLimits() *RateLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *ImportedKey) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *ImportedKey) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *ImportedKey) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+type ImportKeysResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per key of the request, in its order.
+	Results       []*ImportKeyResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	Imported      int32              `protobuf:"varint,2,opt,name=imported,proto3" json:"imported,omitempty"`
+	Skipped       int32              `protobuf:"varint,3,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportKeysResponse) Reset() {
+	*x = ImportKeysResponse{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportKeysResponse) ProtoMessage() {}
+
+func (x *ImportKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportKeysResponse.ProtoReflect.Descriptor instead.
+func (*ImportKeysResponse) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ImportKeysResponse) GetResults() []*ImportKeyResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *ImportKeysResponse) GetImported() int32 {
+	if x != nil {
+		return x.Imported
+	}
+	return 0
+}
+
+func (x *ImportKeysResponse) GetSkipped() int32 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+type ImportKeyResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Set when the key was already there from an earlier run of the import.
+	Skipped bool `protobuf:"varint,2,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// The secret the gateway drew for a newly created key without one of its
+	// own; empty otherwise. Shown once.
+	Secret        string `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportKeyResult) Reset() {
+	*x = ImportKeyResult{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportKeyResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportKeyResult) ProtoMessage() {}
+
+func (x *ImportKeyResult) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportKeyResult.ProtoReflect.Descriptor instead.
+func (*ImportKeyResult) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ImportKeyResult) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ImportKeyResult) GetSkipped() bool {
+	if x != nil {
+		return x.Skipped
+	}
+	return false
+}
+
+func (x *ImportKeyResult) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
 type CreateKeyRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -45,7 +326,7 @@ type CreateKeyRequest struct {
 
 func (x *CreateKeyRequest) Reset() {
 	*x = CreateKeyRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[0]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -57,7 +338,7 @@ func (x *CreateKeyRequest) String() string {
 func (*CreateKeyRequest) ProtoMessage() {}
 
 func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[0]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -70,7 +351,7 @@ func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateKeyRequest) GetName() string {
@@ -140,7 +421,7 @@ type CreateKeyResponse struct {
 
 func (x *CreateKeyResponse) Reset() {
 	*x = CreateKeyResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[1]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -152,7 +433,7 @@ func (x *CreateKeyResponse) String() string {
 func (*CreateKeyResponse) ProtoMessage() {}
 
 func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[1]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -165,7 +446,7 @@ func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateKeyResponse) GetKey() *Key {
@@ -192,7 +473,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[2]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -204,7 +485,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[2]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -217,7 +498,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListKeysRequest) GetIncludeRevoked() bool {
@@ -236,7 +517,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[3]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -248,7 +529,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[3]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -261,7 +542,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListKeysResponse) GetKeys() []*Key {
@@ -280,7 +561,7 @@ type GetKeyRequest struct {
 
 func (x *GetKeyRequest) Reset() {
 	*x = GetKeyRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[4]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -292,7 +573,7 @@ func (x *GetKeyRequest) String() string {
 func (*GetKeyRequest) ProtoMessage() {}
 
 func (x *GetKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[4]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -305,7 +586,7 @@ func (x *GetKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetKeyRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetKeyRequest) GetId() string {
@@ -328,7 +609,7 @@ type GetKeyResponse struct {
 
 func (x *GetKeyResponse) Reset() {
 	*x = GetKeyResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[5]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -340,7 +621,7 @@ func (x *GetKeyResponse) String() string {
 func (*GetKeyResponse) ProtoMessage() {}
 
 func (x *GetKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[5]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -353,7 +634,7 @@ func (x *GetKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKeyResponse.ProtoReflect.Descriptor instead.
 func (*GetKeyResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetKeyResponse) GetKey() *Key {
@@ -398,7 +679,7 @@ type BudgetStatus struct {
 
 func (x *BudgetStatus) Reset() {
 	*x = BudgetStatus{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[6]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -410,7 +691,7 @@ func (x *BudgetStatus) String() string {
 func (*BudgetStatus) ProtoMessage() {}
 
 func (x *BudgetStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[6]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -423,7 +704,7 @@ func (x *BudgetStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetStatus.ProtoReflect.Descriptor instead.
 func (*BudgetStatus) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *BudgetStatus) GetLimitNanos() int64 {
@@ -485,7 +766,7 @@ type StringList struct {
 
 func (x *StringList) Reset() {
 	*x = StringList{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[7]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -497,7 +778,7 @@ func (x *StringList) String() string {
 func (*StringList) ProtoMessage() {}
 
 func (x *StringList) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[7]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -510,7 +791,7 @@ func (x *StringList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StringList.ProtoReflect.Descriptor instead.
 func (*StringList) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StringList) GetValues() []string {
@@ -546,7 +827,7 @@ type UpdateKeyRequest struct {
 
 func (x *UpdateKeyRequest) Reset() {
 	*x = UpdateKeyRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[8]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -558,7 +839,7 @@ func (x *UpdateKeyRequest) String() string {
 func (*UpdateKeyRequest) ProtoMessage() {}
 
 func (x *UpdateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[8]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -571,7 +852,7 @@ func (x *UpdateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKeyRequest.ProtoReflect.Descriptor instead.
 func (*UpdateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *UpdateKeyRequest) GetId() string {
@@ -653,7 +934,7 @@ type UpdateKeyResponse struct {
 
 func (x *UpdateKeyResponse) Reset() {
 	*x = UpdateKeyResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[9]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +946,7 @@ func (x *UpdateKeyResponse) String() string {
 func (*UpdateKeyResponse) ProtoMessage() {}
 
 func (x *UpdateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[9]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +959,7 @@ func (x *UpdateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKeyResponse.ProtoReflect.Descriptor instead.
 func (*UpdateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *UpdateKeyResponse) GetKey() *Key {
@@ -697,7 +978,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[10]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -709,7 +990,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[10]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -722,7 +1003,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RevokeKeyRequest) GetId() string {
@@ -741,7 +1022,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[11]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -753,7 +1034,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[11]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -766,7 +1047,7 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RevokeKeyResponse) GetKey() *Key {
@@ -787,7 +1068,7 @@ type RotateKeyRequest struct {
 
 func (x *RotateKeyRequest) Reset() {
 	*x = RotateKeyRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[12]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -799,7 +1080,7 @@ func (x *RotateKeyRequest) String() string {
 func (*RotateKeyRequest) ProtoMessage() {}
 
 func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[12]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -812,7 +1093,7 @@ func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RotateKeyRequest) GetId() string {
@@ -839,7 +1120,7 @@ type RotateKeyResponse struct {
 
 func (x *RotateKeyResponse) Reset() {
 	*x = RotateKeyResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[13]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +1132,7 @@ func (x *RotateKeyResponse) String() string {
 func (*RotateKeyResponse) ProtoMessage() {}
 
 func (x *RotateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[13]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +1145,7 @@ func (x *RotateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeyResponse.ProtoReflect.Descriptor instead.
 func (*RotateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RotateKeyResponse) GetKey() *Key {
@@ -893,7 +1174,7 @@ type TestModelRequest struct {
 
 func (x *TestModelRequest) Reset() {
 	*x = TestModelRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[14]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +1186,7 @@ func (x *TestModelRequest) String() string {
 func (*TestModelRequest) ProtoMessage() {}
 
 func (x *TestModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[14]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +1199,7 @@ func (x *TestModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestModelRequest.ProtoReflect.Descriptor instead.
 func (*TestModelRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TestModelRequest) GetModel() string {
@@ -962,7 +1243,7 @@ type TestModelResponse struct {
 
 func (x *TestModelResponse) Reset() {
 	*x = TestModelResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[15]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1255,7 @@ func (x *TestModelResponse) String() string {
 func (*TestModelResponse) ProtoMessage() {}
 
 func (x *TestModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[15]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1268,7 @@ func (x *TestModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestModelResponse.ProtoReflect.Descriptor instead.
 func (*TestModelResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TestModelResponse) GetStatus() int32 {
@@ -1063,7 +1344,7 @@ type SetRouteOptionsRequest struct {
 
 func (x *SetRouteOptionsRequest) Reset() {
 	*x = SetRouteOptionsRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[16]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1075,7 +1356,7 @@ func (x *SetRouteOptionsRequest) String() string {
 func (*SetRouteOptionsRequest) ProtoMessage() {}
 
 func (x *SetRouteOptionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[16]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1088,7 +1369,7 @@ func (x *SetRouteOptionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRouteOptionsRequest.ProtoReflect.Descriptor instead.
 func (*SetRouteOptionsRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SetRouteOptionsRequest) GetModel() string {
@@ -1114,7 +1395,7 @@ type SetRouteOptionsResponse struct {
 
 func (x *SetRouteOptionsResponse) Reset() {
 	*x = SetRouteOptionsResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[17]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1407,7 @@ func (x *SetRouteOptionsResponse) String() string {
 func (*SetRouteOptionsResponse) ProtoMessage() {}
 
 func (x *SetRouteOptionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[17]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1420,7 @@ func (x *SetRouteOptionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRouteOptionsResponse.ProtoReflect.Descriptor instead.
 func (*SetRouteOptionsResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SetRouteOptionsResponse) GetRoute() *ModelRoute {
@@ -1159,7 +1440,7 @@ type ListPricesRequest struct {
 
 func (x *ListPricesRequest) Reset() {
 	*x = ListPricesRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[18]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1171,7 +1452,7 @@ func (x *ListPricesRequest) String() string {
 func (*ListPricesRequest) ProtoMessage() {}
 
 func (x *ListPricesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[18]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1184,7 +1465,7 @@ func (x *ListPricesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPricesRequest.ProtoReflect.Descriptor instead.
 func (*ListPricesRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListPricesRequest) GetModel() string {
@@ -1210,7 +1491,7 @@ type PriceRow struct {
 
 func (x *PriceRow) Reset() {
 	*x = PriceRow{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[19]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1222,7 +1503,7 @@ func (x *PriceRow) String() string {
 func (*PriceRow) ProtoMessage() {}
 
 func (x *PriceRow) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[19]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1235,7 +1516,7 @@ func (x *PriceRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PriceRow.ProtoReflect.Descriptor instead.
 func (*PriceRow) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PriceRow) GetModel() string {
@@ -1289,7 +1570,7 @@ type ListPricesResponse struct {
 
 func (x *ListPricesResponse) Reset() {
 	*x = ListPricesResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[20]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1301,7 +1582,7 @@ func (x *ListPricesResponse) String() string {
 func (*ListPricesResponse) ProtoMessage() {}
 
 func (x *ListPricesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[20]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1314,7 +1595,7 @@ func (x *ListPricesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPricesResponse.ProtoReflect.Descriptor instead.
 func (*ListPricesResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListPricesResponse) GetPrices() []*PriceRow {
@@ -1334,7 +1615,7 @@ type AddDeploymentRequest struct {
 
 func (x *AddDeploymentRequest) Reset() {
 	*x = AddDeploymentRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[21]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1346,7 +1627,7 @@ func (x *AddDeploymentRequest) String() string {
 func (*AddDeploymentRequest) ProtoMessage() {}
 
 func (x *AddDeploymentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[21]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1359,7 +1640,7 @@ func (x *AddDeploymentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddDeploymentRequest.ProtoReflect.Descriptor instead.
 func (*AddDeploymentRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AddDeploymentRequest) GetModel() string {
@@ -1385,7 +1666,7 @@ type AddDeploymentResponse struct {
 
 func (x *AddDeploymentResponse) Reset() {
 	*x = AddDeploymentResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[22]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1397,7 +1678,7 @@ func (x *AddDeploymentResponse) String() string {
 func (*AddDeploymentResponse) ProtoMessage() {}
 
 func (x *AddDeploymentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[22]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1410,7 +1691,7 @@ func (x *AddDeploymentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddDeploymentResponse.ProtoReflect.Descriptor instead.
 func (*AddDeploymentResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AddDeploymentResponse) GetRoute() *ModelRoute {
@@ -1443,7 +1724,7 @@ type UpdateDeploymentRequest struct {
 
 func (x *UpdateDeploymentRequest) Reset() {
 	*x = UpdateDeploymentRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[23]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1736,7 @@ func (x *UpdateDeploymentRequest) String() string {
 func (*UpdateDeploymentRequest) ProtoMessage() {}
 
 func (x *UpdateDeploymentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[23]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1749,7 @@ func (x *UpdateDeploymentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateDeploymentRequest.ProtoReflect.Descriptor instead.
 func (*UpdateDeploymentRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *UpdateDeploymentRequest) GetModel() string {
@@ -1571,7 +1852,7 @@ type UpdateDeploymentResponse struct {
 
 func (x *UpdateDeploymentResponse) Reset() {
 	*x = UpdateDeploymentResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[24]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +1864,7 @@ func (x *UpdateDeploymentResponse) String() string {
 func (*UpdateDeploymentResponse) ProtoMessage() {}
 
 func (x *UpdateDeploymentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[24]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +1877,7 @@ func (x *UpdateDeploymentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateDeploymentResponse.ProtoReflect.Descriptor instead.
 func (*UpdateDeploymentResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *UpdateDeploymentResponse) GetRoute() *ModelRoute {
@@ -1616,7 +1897,7 @@ type RemoveDeploymentRequest struct {
 
 func (x *RemoveDeploymentRequest) Reset() {
 	*x = RemoveDeploymentRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[25]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1628,7 +1909,7 @@ func (x *RemoveDeploymentRequest) String() string {
 func (*RemoveDeploymentRequest) ProtoMessage() {}
 
 func (x *RemoveDeploymentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[25]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +1922,7 @@ func (x *RemoveDeploymentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveDeploymentRequest.ProtoReflect.Descriptor instead.
 func (*RemoveDeploymentRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RemoveDeploymentRequest) GetModel() string {
@@ -1668,7 +1949,7 @@ type RemoveDeploymentResponse struct {
 
 func (x *RemoveDeploymentResponse) Reset() {
 	*x = RemoveDeploymentResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[26]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1680,7 +1961,7 @@ func (x *RemoveDeploymentResponse) String() string {
 func (*RemoveDeploymentResponse) ProtoMessage() {}
 
 func (x *RemoveDeploymentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[26]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1693,7 +1974,7 @@ func (x *RemoveDeploymentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveDeploymentResponse.ProtoReflect.Descriptor instead.
 func (*RemoveDeploymentResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RemoveDeploymentResponse) GetRoute() *ModelRoute {
@@ -1712,7 +1993,7 @@ type DeleteModelRequest struct {
 
 func (x *DeleteModelRequest) Reset() {
 	*x = DeleteModelRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[27]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1724,7 +2005,7 @@ func (x *DeleteModelRequest) String() string {
 func (*DeleteModelRequest) ProtoMessage() {}
 
 func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[27]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1737,7 +2018,7 @@ func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelRequest.ProtoReflect.Descriptor instead.
 func (*DeleteModelRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeleteModelRequest) GetModel() string {
@@ -1755,7 +2036,7 @@ type DeleteModelResponse struct {
 
 func (x *DeleteModelResponse) Reset() {
 	*x = DeleteModelResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[28]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1767,7 +2048,7 @@ func (x *DeleteModelResponse) String() string {
 func (*DeleteModelResponse) ProtoMessage() {}
 
 func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[28]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1780,7 +2061,7 @@ func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelResponse.ProtoReflect.Descriptor instead.
 func (*DeleteModelResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 type ListModelsRequest struct {
@@ -1791,7 +2072,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[29]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1803,7 +2084,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[29]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1816,7 +2097,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 type ListModelsResponse struct {
@@ -1828,7 +2109,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[30]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +2121,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[30]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +2134,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListModelsResponse) GetRoutes() []*ModelRoute {
@@ -1872,7 +2153,7 @@ type GetModelRequest struct {
 
 func (x *GetModelRequest) Reset() {
 	*x = GetModelRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[31]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1884,7 +2165,7 @@ func (x *GetModelRequest) String() string {
 func (*GetModelRequest) ProtoMessage() {}
 
 func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[31]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1897,7 +2178,7 @@ func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
 func (*GetModelRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetModelRequest) GetModel() string {
@@ -1916,7 +2197,7 @@ type GetModelResponse struct {
 
 func (x *GetModelResponse) Reset() {
 	*x = GetModelResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[32]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1928,7 +2209,7 @@ func (x *GetModelResponse) String() string {
 func (*GetModelResponse) ProtoMessage() {}
 
 func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[32]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1941,7 +2222,7 @@ func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelResponse.ProtoReflect.Descriptor instead.
 func (*GetModelResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetModelResponse) GetRoute() *ModelRoute {
@@ -1961,7 +2242,7 @@ type SetCredentialRequest struct {
 
 func (x *SetCredentialRequest) Reset() {
 	*x = SetCredentialRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[33]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2254,7 @@ func (x *SetCredentialRequest) String() string {
 func (*SetCredentialRequest) ProtoMessage() {}
 
 func (x *SetCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[33]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2267,7 @@ func (x *SetCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCredentialRequest.ProtoReflect.Descriptor instead.
 func (*SetCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SetCredentialRequest) GetName() string {
@@ -2012,7 +2293,7 @@ type SetCredentialResponse struct {
 
 func (x *SetCredentialResponse) Reset() {
 	*x = SetCredentialResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[34]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2024,7 +2305,7 @@ func (x *SetCredentialResponse) String() string {
 func (*SetCredentialResponse) ProtoMessage() {}
 
 func (x *SetCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[34]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2037,7 +2318,7 @@ func (x *SetCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCredentialResponse.ProtoReflect.Descriptor instead.
 func (*SetCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SetCredentialResponse) GetCredential() *Credential {
@@ -2055,7 +2336,7 @@ type ListCredentialsRequest struct {
 
 func (x *ListCredentialsRequest) Reset() {
 	*x = ListCredentialsRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[35]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2067,7 +2348,7 @@ func (x *ListCredentialsRequest) String() string {
 func (*ListCredentialsRequest) ProtoMessage() {}
 
 func (x *ListCredentialsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[35]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2080,7 +2361,7 @@ func (x *ListCredentialsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCredentialsRequest.ProtoReflect.Descriptor instead.
 func (*ListCredentialsRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 type ListCredentialsResponse struct {
@@ -2092,7 +2373,7 @@ type ListCredentialsResponse struct {
 
 func (x *ListCredentialsResponse) Reset() {
 	*x = ListCredentialsResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[36]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2104,7 +2385,7 @@ func (x *ListCredentialsResponse) String() string {
 func (*ListCredentialsResponse) ProtoMessage() {}
 
 func (x *ListCredentialsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[36]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2117,7 +2398,7 @@ func (x *ListCredentialsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCredentialsResponse.ProtoReflect.Descriptor instead.
 func (*ListCredentialsResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListCredentialsResponse) GetCredentials() []*Credential {
@@ -2136,7 +2417,7 @@ type DeleteCredentialRequest struct {
 
 func (x *DeleteCredentialRequest) Reset() {
 	*x = DeleteCredentialRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[37]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2148,7 +2429,7 @@ func (x *DeleteCredentialRequest) String() string {
 func (*DeleteCredentialRequest) ProtoMessage() {}
 
 func (x *DeleteCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[37]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2161,7 +2442,7 @@ func (x *DeleteCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCredentialRequest.ProtoReflect.Descriptor instead.
 func (*DeleteCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DeleteCredentialRequest) GetName() string {
@@ -2179,7 +2460,7 @@ type DeleteCredentialResponse struct {
 
 func (x *DeleteCredentialResponse) Reset() {
 	*x = DeleteCredentialResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[38]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2472,7 @@ func (x *DeleteCredentialResponse) String() string {
 func (*DeleteCredentialResponse) ProtoMessage() {}
 
 func (x *DeleteCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[38]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2485,7 @@ func (x *DeleteCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCredentialResponse.ProtoReflect.Descriptor instead.
 func (*DeleteCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 type CreateTeamRequest struct {
@@ -2219,7 +2500,7 @@ type CreateTeamRequest struct {
 
 func (x *CreateTeamRequest) Reset() {
 	*x = CreateTeamRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[39]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2231,7 +2512,7 @@ func (x *CreateTeamRequest) String() string {
 func (*CreateTeamRequest) ProtoMessage() {}
 
 func (x *CreateTeamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[39]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2244,7 +2525,7 @@ func (x *CreateTeamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTeamRequest.ProtoReflect.Descriptor instead.
 func (*CreateTeamRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CreateTeamRequest) GetName() string {
@@ -2284,7 +2565,7 @@ type CreateTeamResponse struct {
 
 func (x *CreateTeamResponse) Reset() {
 	*x = CreateTeamResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[40]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2296,7 +2577,7 @@ func (x *CreateTeamResponse) String() string {
 func (*CreateTeamResponse) ProtoMessage() {}
 
 func (x *CreateTeamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[40]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2309,7 +2590,7 @@ func (x *CreateTeamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTeamResponse.ProtoReflect.Descriptor instead.
 func (*CreateTeamResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CreateTeamResponse) GetTeam() *Team {
@@ -2327,7 +2608,7 @@ type ListTeamsRequest struct {
 
 func (x *ListTeamsRequest) Reset() {
 	*x = ListTeamsRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[41]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2339,7 +2620,7 @@ func (x *ListTeamsRequest) String() string {
 func (*ListTeamsRequest) ProtoMessage() {}
 
 func (x *ListTeamsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[41]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2352,7 +2633,7 @@ func (x *ListTeamsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTeamsRequest.ProtoReflect.Descriptor instead.
 func (*ListTeamsRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 type ListTeamsResponse struct {
@@ -2364,7 +2645,7 @@ type ListTeamsResponse struct {
 
 func (x *ListTeamsResponse) Reset() {
 	*x = ListTeamsResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[42]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2376,7 +2657,7 @@ func (x *ListTeamsResponse) String() string {
 func (*ListTeamsResponse) ProtoMessage() {}
 
 func (x *ListTeamsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[42]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2389,7 +2670,7 @@ func (x *ListTeamsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTeamsResponse.ProtoReflect.Descriptor instead.
 func (*ListTeamsResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListTeamsResponse) GetTeams() []*Team {
@@ -2408,7 +2689,7 @@ type GetTeamRequest struct {
 
 func (x *GetTeamRequest) Reset() {
 	*x = GetTeamRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[43]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2420,7 +2701,7 @@ func (x *GetTeamRequest) String() string {
 func (*GetTeamRequest) ProtoMessage() {}
 
 func (x *GetTeamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[43]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2433,7 +2714,7 @@ func (x *GetTeamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTeamRequest.ProtoReflect.Descriptor instead.
 func (*GetTeamRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetTeamRequest) GetId() string {
@@ -2455,7 +2736,7 @@ type GetTeamResponse struct {
 
 func (x *GetTeamResponse) Reset() {
 	*x = GetTeamResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[44]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2467,7 +2748,7 @@ func (x *GetTeamResponse) String() string {
 func (*GetTeamResponse) ProtoMessage() {}
 
 func (x *GetTeamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[44]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2480,7 +2761,7 @@ func (x *GetTeamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTeamResponse.ProtoReflect.Descriptor instead.
 func (*GetTeamResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetTeamResponse) GetTeam() *Team {
@@ -2521,7 +2802,7 @@ type UpdateTeamRequest struct {
 
 func (x *UpdateTeamRequest) Reset() {
 	*x = UpdateTeamRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[45]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2533,7 +2814,7 @@ func (x *UpdateTeamRequest) String() string {
 func (*UpdateTeamRequest) ProtoMessage() {}
 
 func (x *UpdateTeamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[45]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2546,7 +2827,7 @@ func (x *UpdateTeamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTeamRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTeamRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{45}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *UpdateTeamRequest) GetId() string {
@@ -2600,7 +2881,7 @@ type UpdateTeamResponse struct {
 
 func (x *UpdateTeamResponse) Reset() {
 	*x = UpdateTeamResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[46]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2612,7 +2893,7 @@ func (x *UpdateTeamResponse) String() string {
 func (*UpdateTeamResponse) ProtoMessage() {}
 
 func (x *UpdateTeamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[46]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2625,7 +2906,7 @@ func (x *UpdateTeamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTeamResponse.ProtoReflect.Descriptor instead.
 func (*UpdateTeamResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{46}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *UpdateTeamResponse) GetTeam() *Team {
@@ -2644,7 +2925,7 @@ type DeleteTeamRequest struct {
 
 func (x *DeleteTeamRequest) Reset() {
 	*x = DeleteTeamRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[47]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2656,7 +2937,7 @@ func (x *DeleteTeamRequest) String() string {
 func (*DeleteTeamRequest) ProtoMessage() {}
 
 func (x *DeleteTeamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[47]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2669,7 +2950,7 @@ func (x *DeleteTeamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTeamRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTeamRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{47}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DeleteTeamRequest) GetId() string {
@@ -2687,7 +2968,7 @@ type DeleteTeamResponse struct {
 
 func (x *DeleteTeamResponse) Reset() {
 	*x = DeleteTeamResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[48]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2699,7 +2980,7 @@ func (x *DeleteTeamResponse) String() string {
 func (*DeleteTeamResponse) ProtoMessage() {}
 
 func (x *DeleteTeamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[48]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2712,7 +2993,7 @@ func (x *DeleteTeamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTeamResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTeamResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{48}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{52}
 }
 
 type SpendReportRequest struct {
@@ -2731,7 +3012,7 @@ type SpendReportRequest struct {
 
 func (x *SpendReportRequest) Reset() {
 	*x = SpendReportRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[49]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2743,7 +3024,7 @@ func (x *SpendReportRequest) String() string {
 func (*SpendReportRequest) ProtoMessage() {}
 
 func (x *SpendReportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[49]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2756,7 +3037,7 @@ func (x *SpendReportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendReportRequest.ProtoReflect.Descriptor instead.
 func (*SpendReportRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{49}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SpendReportRequest) GetKeyId() string {
@@ -2812,7 +3093,7 @@ type SpendReportRow struct {
 
 func (x *SpendReportRow) Reset() {
 	*x = SpendReportRow{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[50]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2824,7 +3105,7 @@ func (x *SpendReportRow) String() string {
 func (*SpendReportRow) ProtoMessage() {}
 
 func (x *SpendReportRow) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[50]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2837,7 +3118,7 @@ func (x *SpendReportRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendReportRow.ProtoReflect.Descriptor instead.
 func (*SpendReportRow) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{50}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SpendReportRow) GetGroup() string {
@@ -2906,7 +3187,7 @@ type SpendReportResponse struct {
 
 func (x *SpendReportResponse) Reset() {
 	*x = SpendReportResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[51]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2918,7 +3199,7 @@ func (x *SpendReportResponse) String() string {
 func (*SpendReportResponse) ProtoMessage() {}
 
 func (x *SpendReportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[51]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2931,7 +3212,7 @@ func (x *SpendReportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendReportResponse.ProtoReflect.Descriptor instead.
 func (*SpendReportResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{51}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SpendReportResponse) GetRows() []*SpendReportRow {
@@ -2962,7 +3243,7 @@ type SpendLogsRequest struct {
 
 func (x *SpendLogsRequest) Reset() {
 	*x = SpendLogsRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[52]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2974,7 +3255,7 @@ func (x *SpendLogsRequest) String() string {
 func (*SpendLogsRequest) ProtoMessage() {}
 
 func (x *SpendLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[52]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2987,7 +3268,7 @@ func (x *SpendLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendLogsRequest.ProtoReflect.Descriptor instead.
 func (*SpendLogsRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{52}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SpendLogsRequest) GetKeyId() string {
@@ -3030,7 +3311,7 @@ type SpendLogsResponse struct {
 
 func (x *SpendLogsResponse) Reset() {
 	*x = SpendLogsResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[53]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3042,7 +3323,7 @@ func (x *SpendLogsResponse) String() string {
 func (*SpendLogsResponse) ProtoMessage() {}
 
 func (x *SpendLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[53]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3055,7 +3336,7 @@ func (x *SpendLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendLogsResponse.ProtoReflect.Descriptor instead.
 func (*SpendLogsResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{53}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SpendLogsResponse) GetRecords() []*SpendRecord {
@@ -3081,7 +3362,7 @@ type NodeLogsRequest struct {
 
 func (x *NodeLogsRequest) Reset() {
 	*x = NodeLogsRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[54]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3093,7 +3374,7 @@ func (x *NodeLogsRequest) String() string {
 func (*NodeLogsRequest) ProtoMessage() {}
 
 func (x *NodeLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[54]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3106,7 +3387,7 @@ func (x *NodeLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLogsRequest.ProtoReflect.Descriptor instead.
 func (*NodeLogsRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{54}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *NodeLogsRequest) GetQuery() *SpendLogsRequest {
@@ -3125,7 +3406,7 @@ type NodeLogsResponse struct {
 
 func (x *NodeLogsResponse) Reset() {
 	*x = NodeLogsResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[55]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3137,7 +3418,7 @@ func (x *NodeLogsResponse) String() string {
 func (*NodeLogsResponse) ProtoMessage() {}
 
 func (x *NodeLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[55]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3150,7 +3431,7 @@ func (x *NodeLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLogsResponse.ProtoReflect.Descriptor instead.
 func (*NodeLogsResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{55}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *NodeLogsResponse) GetRecords() []*SpendRecord {
@@ -3164,7 +3445,31 @@ var File_tollgate_v1_admin_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x17tollgate/v1/admin.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btollgate/v1/resources.proto\x1a\x17tollgate/v1/spend.proto\"\x97\x03\n" +
+	"\x17tollgate/v1/admin.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btollgate/v1/resources.proto\x1a\x17tollgate/v1/spend.proto\"^\n" +
+	"\x11ImportKeysRequest\x12\x1b\n" +
+	"\timport_id\x18\x01 \x01(\tR\bimportId\x12,\n" +
+	"\x04keys\x18\x02 \x03(\v2\x18.tollgate.v1.ImportedKeyR\x04keys\"\x84\x03\n" +
+	"\vImportedKey\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06models\x18\x02 \x03(\tR\x06models\x12\x17\n" +
+	"\ateam_id\x18\x03 \x01(\tR\x06teamId\x12+\n" +
+	"\x06budget\x18\x04 \x01(\v2\x13.tollgate.v1.BudgetR\x06budget\x12/\n" +
+	"\x06limits\x18\x05 \x01(\v2\x17.tollgate.v1.RateLimitsR\x06limits\x129\n" +
+	"\n" +
+	"expires_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12B\n" +
+	"\bmetadata\x18\a \x03(\v2&.tollgate.v1.ImportedKey.MetadataEntryR\bmetadata\x12\x16\n" +
+	"\x06secret\x18\b \x01(\tR\x06secret\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x82\x01\n" +
+	"\x12ImportKeysResponse\x126\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.tollgate.v1.ImportKeyResultR\aresults\x12\x1a\n" +
+	"\bimported\x18\x02 \x01(\x05R\bimported\x12\x18\n" +
+	"\askipped\x18\x03 \x01(\x05R\askipped\"S\n" +
+	"\x0fImportKeyResult\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\askipped\x18\x02 \x01(\bR\askipped\x12\x16\n" +
+	"\x06secret\x18\x03 \x01(\tR\x06secret\"\x97\x03\n" +
 	"\x10CreateKeyRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06models\x18\x02 \x03(\tR\x06models\x129\n" +
@@ -3404,7 +3709,7 @@ const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"\x0fNodeLogsRequest\x123\n" +
 	"\x05query\x18\x01 \x01(\v2\x1d.tollgate.v1.SpendLogsRequestR\x05query\"F\n" +
 	"\x10NodeLogsResponse\x122\n" +
-	"\arecords\x18\x01 \x03(\v2\x18.tollgate.v1.SpendRecordR\arecords2\xc8\x03\n" +
+	"\arecords\x18\x01 \x03(\v2\x18.tollgate.v1.SpendRecordR\arecords2\x97\x04\n" +
 	"\n" +
 	"KeyService\x12J\n" +
 	"\tCreateKey\x12\x1d.tollgate.v1.CreateKeyRequest\x1a\x1e.tollgate.v1.CreateKeyResponse\x12G\n" +
@@ -3412,7 +3717,9 @@ const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"\x06GetKey\x12\x1a.tollgate.v1.GetKeyRequest\x1a\x1b.tollgate.v1.GetKeyResponse\x12J\n" +
 	"\tUpdateKey\x12\x1d.tollgate.v1.UpdateKeyRequest\x1a\x1e.tollgate.v1.UpdateKeyResponse\x12J\n" +
 	"\tRevokeKey\x12\x1d.tollgate.v1.RevokeKeyRequest\x1a\x1e.tollgate.v1.RevokeKeyResponse\x12J\n" +
-	"\tRotateKey\x12\x1d.tollgate.v1.RotateKeyRequest\x1a\x1e.tollgate.v1.RotateKeyResponse2\x8b\x06\n" +
+	"\tRotateKey\x12\x1d.tollgate.v1.RotateKeyRequest\x1a\x1e.tollgate.v1.RotateKeyResponse\x12M\n" +
+	"\n" +
+	"ImportKeys\x12\x1e.tollgate.v1.ImportKeysRequest\x1a\x1f.tollgate.v1.ImportKeysResponse2\x8b\x06\n" +
 	"\fModelService\x12V\n" +
 	"\rAddDeployment\x12!.tollgate.v1.AddDeploymentRequest\x1a\".tollgate.v1.AddDeploymentResponse\x12_\n" +
 	"\x10UpdateDeployment\x12$.tollgate.v1.UpdateDeploymentRequest\x1a%.tollgate.v1.UpdateDeploymentResponse\x12_\n" +
@@ -3455,186 +3762,199 @@ func file_tollgate_v1_admin_proto_rawDescGZIP() []byte {
 	return file_tollgate_v1_admin_proto_rawDescData
 }
 
-var file_tollgate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_tollgate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_tollgate_v1_admin_proto_goTypes = []any{
-	(*CreateKeyRequest)(nil),         // 0: tollgate.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),        // 1: tollgate.v1.CreateKeyResponse
-	(*ListKeysRequest)(nil),          // 2: tollgate.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),         // 3: tollgate.v1.ListKeysResponse
-	(*GetKeyRequest)(nil),            // 4: tollgate.v1.GetKeyRequest
-	(*GetKeyResponse)(nil),           // 5: tollgate.v1.GetKeyResponse
-	(*BudgetStatus)(nil),             // 6: tollgate.v1.BudgetStatus
-	(*StringList)(nil),               // 7: tollgate.v1.StringList
-	(*UpdateKeyRequest)(nil),         // 8: tollgate.v1.UpdateKeyRequest
-	(*UpdateKeyResponse)(nil),        // 9: tollgate.v1.UpdateKeyResponse
-	(*RevokeKeyRequest)(nil),         // 10: tollgate.v1.RevokeKeyRequest
-	(*RevokeKeyResponse)(nil),        // 11: tollgate.v1.RevokeKeyResponse
-	(*RotateKeyRequest)(nil),         // 12: tollgate.v1.RotateKeyRequest
-	(*RotateKeyResponse)(nil),        // 13: tollgate.v1.RotateKeyResponse
-	(*TestModelRequest)(nil),         // 14: tollgate.v1.TestModelRequest
-	(*TestModelResponse)(nil),        // 15: tollgate.v1.TestModelResponse
-	(*SetRouteOptionsRequest)(nil),   // 16: tollgate.v1.SetRouteOptionsRequest
-	(*SetRouteOptionsResponse)(nil),  // 17: tollgate.v1.SetRouteOptionsResponse
-	(*ListPricesRequest)(nil),        // 18: tollgate.v1.ListPricesRequest
-	(*PriceRow)(nil),                 // 19: tollgate.v1.PriceRow
-	(*ListPricesResponse)(nil),       // 20: tollgate.v1.ListPricesResponse
-	(*AddDeploymentRequest)(nil),     // 21: tollgate.v1.AddDeploymentRequest
-	(*AddDeploymentResponse)(nil),    // 22: tollgate.v1.AddDeploymentResponse
-	(*UpdateDeploymentRequest)(nil),  // 23: tollgate.v1.UpdateDeploymentRequest
-	(*UpdateDeploymentResponse)(nil), // 24: tollgate.v1.UpdateDeploymentResponse
-	(*RemoveDeploymentRequest)(nil),  // 25: tollgate.v1.RemoveDeploymentRequest
-	(*RemoveDeploymentResponse)(nil), // 26: tollgate.v1.RemoveDeploymentResponse
-	(*DeleteModelRequest)(nil),       // 27: tollgate.v1.DeleteModelRequest
-	(*DeleteModelResponse)(nil),      // 28: tollgate.v1.DeleteModelResponse
-	(*ListModelsRequest)(nil),        // 29: tollgate.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),       // 30: tollgate.v1.ListModelsResponse
-	(*GetModelRequest)(nil),          // 31: tollgate.v1.GetModelRequest
-	(*GetModelResponse)(nil),         // 32: tollgate.v1.GetModelResponse
-	(*SetCredentialRequest)(nil),     // 33: tollgate.v1.SetCredentialRequest
-	(*SetCredentialResponse)(nil),    // 34: tollgate.v1.SetCredentialResponse
-	(*ListCredentialsRequest)(nil),   // 35: tollgate.v1.ListCredentialsRequest
-	(*ListCredentialsResponse)(nil),  // 36: tollgate.v1.ListCredentialsResponse
-	(*DeleteCredentialRequest)(nil),  // 37: tollgate.v1.DeleteCredentialRequest
-	(*DeleteCredentialResponse)(nil), // 38: tollgate.v1.DeleteCredentialResponse
-	(*CreateTeamRequest)(nil),        // 39: tollgate.v1.CreateTeamRequest
-	(*CreateTeamResponse)(nil),       // 40: tollgate.v1.CreateTeamResponse
-	(*ListTeamsRequest)(nil),         // 41: tollgate.v1.ListTeamsRequest
-	(*ListTeamsResponse)(nil),        // 42: tollgate.v1.ListTeamsResponse
-	(*GetTeamRequest)(nil),           // 43: tollgate.v1.GetTeamRequest
-	(*GetTeamResponse)(nil),          // 44: tollgate.v1.GetTeamResponse
-	(*UpdateTeamRequest)(nil),        // 45: tollgate.v1.UpdateTeamRequest
-	(*UpdateTeamResponse)(nil),       // 46: tollgate.v1.UpdateTeamResponse
-	(*DeleteTeamRequest)(nil),        // 47: tollgate.v1.DeleteTeamRequest
-	(*DeleteTeamResponse)(nil),       // 48: tollgate.v1.DeleteTeamResponse
-	(*SpendReportRequest)(nil),       // 49: tollgate.v1.SpendReportRequest
-	(*SpendReportRow)(nil),           // 50: tollgate.v1.SpendReportRow
-	(*SpendReportResponse)(nil),      // 51: tollgate.v1.SpendReportResponse
-	(*SpendLogsRequest)(nil),         // 52: tollgate.v1.SpendLogsRequest
-	(*SpendLogsResponse)(nil),        // 53: tollgate.v1.SpendLogsResponse
-	(*NodeLogsRequest)(nil),          // 54: tollgate.v1.NodeLogsRequest
-	(*NodeLogsResponse)(nil),         // 55: tollgate.v1.NodeLogsResponse
-	nil,                              // 56: tollgate.v1.CreateKeyRequest.MetadataEntry
-	nil,                              // 57: tollgate.v1.UpdateKeyRequest.MetadataEntry
-	nil,                              // 58: tollgate.v1.UpdateDeploymentRequest.OptionsEntry
-	nil,                              // 59: tollgate.v1.CreateTeamRequest.MetadataEntry
-	nil,                              // 60: tollgate.v1.UpdateTeamRequest.MetadataEntry
-	(*timestamppb.Timestamp)(nil),    // 61: google.protobuf.Timestamp
-	(*Budget)(nil),                   // 62: tollgate.v1.Budget
-	(*RateLimits)(nil),               // 63: tollgate.v1.RateLimits
-	(*Key)(nil),                      // 64: tollgate.v1.Key
-	(*RouteOptions)(nil),             // 65: tollgate.v1.RouteOptions
-	(*ModelRoute)(nil),               // 66: tollgate.v1.ModelRoute
-	(*Price)(nil),                    // 67: tollgate.v1.Price
-	(*Deployment)(nil),               // 68: tollgate.v1.Deployment
-	(*Credential)(nil),               // 69: tollgate.v1.Credential
-	(*Team)(nil),                     // 70: tollgate.v1.Team
-	(*SpendRecord)(nil),              // 71: tollgate.v1.SpendRecord
+	(*ImportKeysRequest)(nil),        // 0: tollgate.v1.ImportKeysRequest
+	(*ImportedKey)(nil),              // 1: tollgate.v1.ImportedKey
+	(*ImportKeysResponse)(nil),       // 2: tollgate.v1.ImportKeysResponse
+	(*ImportKeyResult)(nil),          // 3: tollgate.v1.ImportKeyResult
+	(*CreateKeyRequest)(nil),         // 4: tollgate.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),        // 5: tollgate.v1.CreateKeyResponse
+	(*ListKeysRequest)(nil),          // 6: tollgate.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),         // 7: tollgate.v1.ListKeysResponse
+	(*GetKeyRequest)(nil),            // 8: tollgate.v1.GetKeyRequest
+	(*GetKeyResponse)(nil),           // 9: tollgate.v1.GetKeyResponse
+	(*BudgetStatus)(nil),             // 10: tollgate.v1.BudgetStatus
+	(*StringList)(nil),               // 11: tollgate.v1.StringList
+	(*UpdateKeyRequest)(nil),         // 12: tollgate.v1.UpdateKeyRequest
+	(*UpdateKeyResponse)(nil),        // 13: tollgate.v1.UpdateKeyResponse
+	(*RevokeKeyRequest)(nil),         // 14: tollgate.v1.RevokeKeyRequest
+	(*RevokeKeyResponse)(nil),        // 15: tollgate.v1.RevokeKeyResponse
+	(*RotateKeyRequest)(nil),         // 16: tollgate.v1.RotateKeyRequest
+	(*RotateKeyResponse)(nil),        // 17: tollgate.v1.RotateKeyResponse
+	(*TestModelRequest)(nil),         // 18: tollgate.v1.TestModelRequest
+	(*TestModelResponse)(nil),        // 19: tollgate.v1.TestModelResponse
+	(*SetRouteOptionsRequest)(nil),   // 20: tollgate.v1.SetRouteOptionsRequest
+	(*SetRouteOptionsResponse)(nil),  // 21: tollgate.v1.SetRouteOptionsResponse
+	(*ListPricesRequest)(nil),        // 22: tollgate.v1.ListPricesRequest
+	(*PriceRow)(nil),                 // 23: tollgate.v1.PriceRow
+	(*ListPricesResponse)(nil),       // 24: tollgate.v1.ListPricesResponse
+	(*AddDeploymentRequest)(nil),     // 25: tollgate.v1.AddDeploymentRequest
+	(*AddDeploymentResponse)(nil),    // 26: tollgate.v1.AddDeploymentResponse
+	(*UpdateDeploymentRequest)(nil),  // 27: tollgate.v1.UpdateDeploymentRequest
+	(*UpdateDeploymentResponse)(nil), // 28: tollgate.v1.UpdateDeploymentResponse
+	(*RemoveDeploymentRequest)(nil),  // 29: tollgate.v1.RemoveDeploymentRequest
+	(*RemoveDeploymentResponse)(nil), // 30: tollgate.v1.RemoveDeploymentResponse
+	(*DeleteModelRequest)(nil),       // 31: tollgate.v1.DeleteModelRequest
+	(*DeleteModelResponse)(nil),      // 32: tollgate.v1.DeleteModelResponse
+	(*ListModelsRequest)(nil),        // 33: tollgate.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),       // 34: tollgate.v1.ListModelsResponse
+	(*GetModelRequest)(nil),          // 35: tollgate.v1.GetModelRequest
+	(*GetModelResponse)(nil),         // 36: tollgate.v1.GetModelResponse
+	(*SetCredentialRequest)(nil),     // 37: tollgate.v1.SetCredentialRequest
+	(*SetCredentialResponse)(nil),    // 38: tollgate.v1.SetCredentialResponse
+	(*ListCredentialsRequest)(nil),   // 39: tollgate.v1.ListCredentialsRequest
+	(*ListCredentialsResponse)(nil),  // 40: tollgate.v1.ListCredentialsResponse
+	(*DeleteCredentialRequest)(nil),  // 41: tollgate.v1.DeleteCredentialRequest
+	(*DeleteCredentialResponse)(nil), // 42: tollgate.v1.DeleteCredentialResponse
+	(*CreateTeamRequest)(nil),        // 43: tollgate.v1.CreateTeamRequest
+	(*CreateTeamResponse)(nil),       // 44: tollgate.v1.CreateTeamResponse
+	(*ListTeamsRequest)(nil),         // 45: tollgate.v1.ListTeamsRequest
+	(*ListTeamsResponse)(nil),        // 46: tollgate.v1.ListTeamsResponse
+	(*GetTeamRequest)(nil),           // 47: tollgate.v1.GetTeamRequest
+	(*GetTeamResponse)(nil),          // 48: tollgate.v1.GetTeamResponse
+	(*UpdateTeamRequest)(nil),        // 49: tollgate.v1.UpdateTeamRequest
+	(*UpdateTeamResponse)(nil),       // 50: tollgate.v1.UpdateTeamResponse
+	(*DeleteTeamRequest)(nil),        // 51: tollgate.v1.DeleteTeamRequest
+	(*DeleteTeamResponse)(nil),       // 52: tollgate.v1.DeleteTeamResponse
+	(*SpendReportRequest)(nil),       // 53: tollgate.v1.SpendReportRequest
+	(*SpendReportRow)(nil),           // 54: tollgate.v1.SpendReportRow
+	(*SpendReportResponse)(nil),      // 55: tollgate.v1.SpendReportResponse
+	(*SpendLogsRequest)(nil),         // 56: tollgate.v1.SpendLogsRequest
+	(*SpendLogsResponse)(nil),        // 57: tollgate.v1.SpendLogsResponse
+	(*NodeLogsRequest)(nil),          // 58: tollgate.v1.NodeLogsRequest
+	(*NodeLogsResponse)(nil),         // 59: tollgate.v1.NodeLogsResponse
+	nil,                              // 60: tollgate.v1.ImportedKey.MetadataEntry
+	nil,                              // 61: tollgate.v1.CreateKeyRequest.MetadataEntry
+	nil,                              // 62: tollgate.v1.UpdateKeyRequest.MetadataEntry
+	nil,                              // 63: tollgate.v1.UpdateDeploymentRequest.OptionsEntry
+	nil,                              // 64: tollgate.v1.CreateTeamRequest.MetadataEntry
+	nil,                              // 65: tollgate.v1.UpdateTeamRequest.MetadataEntry
+	(*Budget)(nil),                   // 66: tollgate.v1.Budget
+	(*RateLimits)(nil),               // 67: tollgate.v1.RateLimits
+	(*timestamppb.Timestamp)(nil),    // 68: google.protobuf.Timestamp
+	(*Key)(nil),                      // 69: tollgate.v1.Key
+	(*RouteOptions)(nil),             // 70: tollgate.v1.RouteOptions
+	(*ModelRoute)(nil),               // 71: tollgate.v1.ModelRoute
+	(*Price)(nil),                    // 72: tollgate.v1.Price
+	(*Deployment)(nil),               // 73: tollgate.v1.Deployment
+	(*Credential)(nil),               // 74: tollgate.v1.Credential
+	(*Team)(nil),                     // 75: tollgate.v1.Team
+	(*SpendRecord)(nil),              // 76: tollgate.v1.SpendRecord
 }
 var file_tollgate_v1_admin_proto_depIdxs = []int32{
-	61, // 0: tollgate.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	56, // 1: tollgate.v1.CreateKeyRequest.metadata:type_name -> tollgate.v1.CreateKeyRequest.MetadataEntry
-	62, // 2: tollgate.v1.CreateKeyRequest.budget:type_name -> tollgate.v1.Budget
-	63, // 3: tollgate.v1.CreateKeyRequest.limits:type_name -> tollgate.v1.RateLimits
-	64, // 4: tollgate.v1.CreateKeyResponse.key:type_name -> tollgate.v1.Key
-	64, // 5: tollgate.v1.ListKeysResponse.keys:type_name -> tollgate.v1.Key
-	64, // 6: tollgate.v1.GetKeyResponse.key:type_name -> tollgate.v1.Key
-	6,  // 7: tollgate.v1.GetKeyResponse.budget_status:type_name -> tollgate.v1.BudgetStatus
-	6,  // 8: tollgate.v1.GetKeyResponse.team_budget_status:type_name -> tollgate.v1.BudgetStatus
-	7,  // 9: tollgate.v1.UpdateKeyRequest.models:type_name -> tollgate.v1.StringList
-	61, // 10: tollgate.v1.UpdateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	57, // 11: tollgate.v1.UpdateKeyRequest.metadata:type_name -> tollgate.v1.UpdateKeyRequest.MetadataEntry
-	62, // 12: tollgate.v1.UpdateKeyRequest.budget:type_name -> tollgate.v1.Budget
-	63, // 13: tollgate.v1.UpdateKeyRequest.limits:type_name -> tollgate.v1.RateLimits
-	64, // 14: tollgate.v1.UpdateKeyResponse.key:type_name -> tollgate.v1.Key
-	64, // 15: tollgate.v1.RevokeKeyResponse.key:type_name -> tollgate.v1.Key
-	64, // 16: tollgate.v1.RotateKeyResponse.key:type_name -> tollgate.v1.Key
-	65, // 17: tollgate.v1.SetRouteOptionsRequest.options:type_name -> tollgate.v1.RouteOptions
-	66, // 18: tollgate.v1.SetRouteOptionsResponse.route:type_name -> tollgate.v1.ModelRoute
-	67, // 19: tollgate.v1.PriceRow.price:type_name -> tollgate.v1.Price
-	19, // 20: tollgate.v1.ListPricesResponse.prices:type_name -> tollgate.v1.PriceRow
-	68, // 21: tollgate.v1.AddDeploymentRequest.deployment:type_name -> tollgate.v1.Deployment
-	66, // 22: tollgate.v1.AddDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
-	63, // 23: tollgate.v1.UpdateDeploymentRequest.limits:type_name -> tollgate.v1.RateLimits
-	58, // 24: tollgate.v1.UpdateDeploymentRequest.options:type_name -> tollgate.v1.UpdateDeploymentRequest.OptionsEntry
-	66, // 25: tollgate.v1.UpdateDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
-	66, // 26: tollgate.v1.RemoveDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
-	66, // 27: tollgate.v1.ListModelsResponse.routes:type_name -> tollgate.v1.ModelRoute
-	66, // 28: tollgate.v1.GetModelResponse.route:type_name -> tollgate.v1.ModelRoute
-	69, // 29: tollgate.v1.SetCredentialResponse.credential:type_name -> tollgate.v1.Credential
-	69, // 30: tollgate.v1.ListCredentialsResponse.credentials:type_name -> tollgate.v1.Credential
-	62, // 31: tollgate.v1.CreateTeamRequest.budget:type_name -> tollgate.v1.Budget
-	59, // 32: tollgate.v1.CreateTeamRequest.metadata:type_name -> tollgate.v1.CreateTeamRequest.MetadataEntry
-	63, // 33: tollgate.v1.CreateTeamRequest.limits:type_name -> tollgate.v1.RateLimits
-	70, // 34: tollgate.v1.CreateTeamResponse.team:type_name -> tollgate.v1.Team
-	70, // 35: tollgate.v1.ListTeamsResponse.teams:type_name -> tollgate.v1.Team
-	70, // 36: tollgate.v1.GetTeamResponse.team:type_name -> tollgate.v1.Team
-	6,  // 37: tollgate.v1.GetTeamResponse.budget_status:type_name -> tollgate.v1.BudgetStatus
-	62, // 38: tollgate.v1.UpdateTeamRequest.budget:type_name -> tollgate.v1.Budget
-	60, // 39: tollgate.v1.UpdateTeamRequest.metadata:type_name -> tollgate.v1.UpdateTeamRequest.MetadataEntry
-	63, // 40: tollgate.v1.UpdateTeamRequest.limits:type_name -> tollgate.v1.RateLimits
-	70, // 41: tollgate.v1.UpdateTeamResponse.team:type_name -> tollgate.v1.Team
-	50, // 42: tollgate.v1.SpendReportResponse.rows:type_name -> tollgate.v1.SpendReportRow
-	50, // 43: tollgate.v1.SpendReportResponse.total:type_name -> tollgate.v1.SpendReportRow
-	71, // 44: tollgate.v1.SpendLogsResponse.records:type_name -> tollgate.v1.SpendRecord
-	52, // 45: tollgate.v1.NodeLogsRequest.query:type_name -> tollgate.v1.SpendLogsRequest
-	71, // 46: tollgate.v1.NodeLogsResponse.records:type_name -> tollgate.v1.SpendRecord
-	0,  // 47: tollgate.v1.KeyService.CreateKey:input_type -> tollgate.v1.CreateKeyRequest
-	2,  // 48: tollgate.v1.KeyService.ListKeys:input_type -> tollgate.v1.ListKeysRequest
-	4,  // 49: tollgate.v1.KeyService.GetKey:input_type -> tollgate.v1.GetKeyRequest
-	8,  // 50: tollgate.v1.KeyService.UpdateKey:input_type -> tollgate.v1.UpdateKeyRequest
-	10, // 51: tollgate.v1.KeyService.RevokeKey:input_type -> tollgate.v1.RevokeKeyRequest
-	12, // 52: tollgate.v1.KeyService.RotateKey:input_type -> tollgate.v1.RotateKeyRequest
-	21, // 53: tollgate.v1.ModelService.AddDeployment:input_type -> tollgate.v1.AddDeploymentRequest
-	23, // 54: tollgate.v1.ModelService.UpdateDeployment:input_type -> tollgate.v1.UpdateDeploymentRequest
-	25, // 55: tollgate.v1.ModelService.RemoveDeployment:input_type -> tollgate.v1.RemoveDeploymentRequest
-	27, // 56: tollgate.v1.ModelService.DeleteModel:input_type -> tollgate.v1.DeleteModelRequest
-	29, // 57: tollgate.v1.ModelService.ListModels:input_type -> tollgate.v1.ListModelsRequest
-	31, // 58: tollgate.v1.ModelService.GetModel:input_type -> tollgate.v1.GetModelRequest
-	18, // 59: tollgate.v1.ModelService.ListPrices:input_type -> tollgate.v1.ListPricesRequest
-	16, // 60: tollgate.v1.ModelService.SetRouteOptions:input_type -> tollgate.v1.SetRouteOptionsRequest
-	14, // 61: tollgate.v1.ModelService.TestModel:input_type -> tollgate.v1.TestModelRequest
-	33, // 62: tollgate.v1.CredentialService.SetCredential:input_type -> tollgate.v1.SetCredentialRequest
-	35, // 63: tollgate.v1.CredentialService.ListCredentials:input_type -> tollgate.v1.ListCredentialsRequest
-	37, // 64: tollgate.v1.CredentialService.DeleteCredential:input_type -> tollgate.v1.DeleteCredentialRequest
-	39, // 65: tollgate.v1.TeamService.CreateTeam:input_type -> tollgate.v1.CreateTeamRequest
-	41, // 66: tollgate.v1.TeamService.ListTeams:input_type -> tollgate.v1.ListTeamsRequest
-	43, // 67: tollgate.v1.TeamService.GetTeam:input_type -> tollgate.v1.GetTeamRequest
-	45, // 68: tollgate.v1.TeamService.UpdateTeam:input_type -> tollgate.v1.UpdateTeamRequest
-	47, // 69: tollgate.v1.TeamService.DeleteTeam:input_type -> tollgate.v1.DeleteTeamRequest
-	49, // 70: tollgate.v1.SpendService.SpendReport:input_type -> tollgate.v1.SpendReportRequest
-	52, // 71: tollgate.v1.SpendService.SpendLogs:input_type -> tollgate.v1.SpendLogsRequest
-	54, // 72: tollgate.v1.SpendService.NodeLogs:input_type -> tollgate.v1.NodeLogsRequest
-	1,  // 73: tollgate.v1.KeyService.CreateKey:output_type -> tollgate.v1.CreateKeyResponse
-	3,  // 74: tollgate.v1.KeyService.ListKeys:output_type -> tollgate.v1.ListKeysResponse
-	5,  // 75: tollgate.v1.KeyService.GetKey:output_type -> tollgate.v1.GetKeyResponse
-	9,  // 76: tollgate.v1.KeyService.UpdateKey:output_type -> tollgate.v1.UpdateKeyResponse
-	11, // 77: tollgate.v1.KeyService.RevokeKey:output_type -> tollgate.v1.RevokeKeyResponse
-	13, // 78: tollgate.v1.KeyService.RotateKey:output_type -> tollgate.v1.RotateKeyResponse
-	22, // 79: tollgate.v1.ModelService.AddDeployment:output_type -> tollgate.v1.AddDeploymentResponse
-	24, // 80: tollgate.v1.ModelService.UpdateDeployment:output_type -> tollgate.v1.UpdateDeploymentResponse
-	26, // 81: tollgate.v1.ModelService.RemoveDeployment:output_type -> tollgate.v1.RemoveDeploymentResponse
-	28, // 82: tollgate.v1.ModelService.DeleteModel:output_type -> tollgate.v1.DeleteModelResponse
-	30, // 83: tollgate.v1.ModelService.ListModels:output_type -> tollgate.v1.ListModelsResponse
-	32, // 84: tollgate.v1.ModelService.GetModel:output_type -> tollgate.v1.GetModelResponse
-	20, // 85: tollgate.v1.ModelService.ListPrices:output_type -> tollgate.v1.ListPricesResponse
-	17, // 86: tollgate.v1.ModelService.SetRouteOptions:output_type -> tollgate.v1.SetRouteOptionsResponse
-	15, // 87: tollgate.v1.ModelService.TestModel:output_type -> tollgate.v1.TestModelResponse
-	34, // 88: tollgate.v1.CredentialService.SetCredential:output_type -> tollgate.v1.SetCredentialResponse
-	36, // 89: tollgate.v1.CredentialService.ListCredentials:output_type -> tollgate.v1.ListCredentialsResponse
-	38, // 90: tollgate.v1.CredentialService.DeleteCredential:output_type -> tollgate.v1.DeleteCredentialResponse
-	40, // 91: tollgate.v1.TeamService.CreateTeam:output_type -> tollgate.v1.CreateTeamResponse
-	42, // 92: tollgate.v1.TeamService.ListTeams:output_type -> tollgate.v1.ListTeamsResponse
-	44, // 93: tollgate.v1.TeamService.GetTeam:output_type -> tollgate.v1.GetTeamResponse
-	46, // 94: tollgate.v1.TeamService.UpdateTeam:output_type -> tollgate.v1.UpdateTeamResponse
-	48, // 95: tollgate.v1.TeamService.DeleteTeam:output_type -> tollgate.v1.DeleteTeamResponse
-	51, // 96: tollgate.v1.SpendService.SpendReport:output_type -> tollgate.v1.SpendReportResponse
-	53, // 97: tollgate.v1.SpendService.SpendLogs:output_type -> tollgate.v1.SpendLogsResponse
-	55, // 98: tollgate.v1.SpendService.NodeLogs:output_type -> tollgate.v1.NodeLogsResponse
-	73, // [73:99] is the sub-list for method output_type
-	47, // [47:73] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	1,  // 0: tollgate.v1.ImportKeysRequest.keys:type_name -> tollgate.v1.ImportedKey
+	66, // 1: tollgate.v1.ImportedKey.budget:type_name -> tollgate.v1.Budget
+	67, // 2: tollgate.v1.ImportedKey.limits:type_name -> tollgate.v1.RateLimits
+	68, // 3: tollgate.v1.ImportedKey.expires_at:type_name -> google.protobuf.Timestamp
+	60, // 4: tollgate.v1.ImportedKey.metadata:type_name -> tollgate.v1.ImportedKey.MetadataEntry
+	3,  // 5: tollgate.v1.ImportKeysResponse.results:type_name -> tollgate.v1.ImportKeyResult
+	68, // 6: tollgate.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	61, // 7: tollgate.v1.CreateKeyRequest.metadata:type_name -> tollgate.v1.CreateKeyRequest.MetadataEntry
+	66, // 8: tollgate.v1.CreateKeyRequest.budget:type_name -> tollgate.v1.Budget
+	67, // 9: tollgate.v1.CreateKeyRequest.limits:type_name -> tollgate.v1.RateLimits
+	69, // 10: tollgate.v1.CreateKeyResponse.key:type_name -> tollgate.v1.Key
+	69, // 11: tollgate.v1.ListKeysResponse.keys:type_name -> tollgate.v1.Key
+	69, // 12: tollgate.v1.GetKeyResponse.key:type_name -> tollgate.v1.Key
+	10, // 13: tollgate.v1.GetKeyResponse.budget_status:type_name -> tollgate.v1.BudgetStatus
+	10, // 14: tollgate.v1.GetKeyResponse.team_budget_status:type_name -> tollgate.v1.BudgetStatus
+	11, // 15: tollgate.v1.UpdateKeyRequest.models:type_name -> tollgate.v1.StringList
+	68, // 16: tollgate.v1.UpdateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	62, // 17: tollgate.v1.UpdateKeyRequest.metadata:type_name -> tollgate.v1.UpdateKeyRequest.MetadataEntry
+	66, // 18: tollgate.v1.UpdateKeyRequest.budget:type_name -> tollgate.v1.Budget
+	67, // 19: tollgate.v1.UpdateKeyRequest.limits:type_name -> tollgate.v1.RateLimits
+	69, // 20: tollgate.v1.UpdateKeyResponse.key:type_name -> tollgate.v1.Key
+	69, // 21: tollgate.v1.RevokeKeyResponse.key:type_name -> tollgate.v1.Key
+	69, // 22: tollgate.v1.RotateKeyResponse.key:type_name -> tollgate.v1.Key
+	70, // 23: tollgate.v1.SetRouteOptionsRequest.options:type_name -> tollgate.v1.RouteOptions
+	71, // 24: tollgate.v1.SetRouteOptionsResponse.route:type_name -> tollgate.v1.ModelRoute
+	72, // 25: tollgate.v1.PriceRow.price:type_name -> tollgate.v1.Price
+	23, // 26: tollgate.v1.ListPricesResponse.prices:type_name -> tollgate.v1.PriceRow
+	73, // 27: tollgate.v1.AddDeploymentRequest.deployment:type_name -> tollgate.v1.Deployment
+	71, // 28: tollgate.v1.AddDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
+	67, // 29: tollgate.v1.UpdateDeploymentRequest.limits:type_name -> tollgate.v1.RateLimits
+	63, // 30: tollgate.v1.UpdateDeploymentRequest.options:type_name -> tollgate.v1.UpdateDeploymentRequest.OptionsEntry
+	71, // 31: tollgate.v1.UpdateDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
+	71, // 32: tollgate.v1.RemoveDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
+	71, // 33: tollgate.v1.ListModelsResponse.routes:type_name -> tollgate.v1.ModelRoute
+	71, // 34: tollgate.v1.GetModelResponse.route:type_name -> tollgate.v1.ModelRoute
+	74, // 35: tollgate.v1.SetCredentialResponse.credential:type_name -> tollgate.v1.Credential
+	74, // 36: tollgate.v1.ListCredentialsResponse.credentials:type_name -> tollgate.v1.Credential
+	66, // 37: tollgate.v1.CreateTeamRequest.budget:type_name -> tollgate.v1.Budget
+	64, // 38: tollgate.v1.CreateTeamRequest.metadata:type_name -> tollgate.v1.CreateTeamRequest.MetadataEntry
+	67, // 39: tollgate.v1.CreateTeamRequest.limits:type_name -> tollgate.v1.RateLimits
+	75, // 40: tollgate.v1.CreateTeamResponse.team:type_name -> tollgate.v1.Team
+	75, // 41: tollgate.v1.ListTeamsResponse.teams:type_name -> tollgate.v1.Team
+	75, // 42: tollgate.v1.GetTeamResponse.team:type_name -> tollgate.v1.Team
+	10, // 43: tollgate.v1.GetTeamResponse.budget_status:type_name -> tollgate.v1.BudgetStatus
+	66, // 44: tollgate.v1.UpdateTeamRequest.budget:type_name -> tollgate.v1.Budget
+	65, // 45: tollgate.v1.UpdateTeamRequest.metadata:type_name -> tollgate.v1.UpdateTeamRequest.MetadataEntry
+	67, // 46: tollgate.v1.UpdateTeamRequest.limits:type_name -> tollgate.v1.RateLimits
+	75, // 47: tollgate.v1.UpdateTeamResponse.team:type_name -> tollgate.v1.Team
+	54, // 48: tollgate.v1.SpendReportResponse.rows:type_name -> tollgate.v1.SpendReportRow
+	54, // 49: tollgate.v1.SpendReportResponse.total:type_name -> tollgate.v1.SpendReportRow
+	76, // 50: tollgate.v1.SpendLogsResponse.records:type_name -> tollgate.v1.SpendRecord
+	56, // 51: tollgate.v1.NodeLogsRequest.query:type_name -> tollgate.v1.SpendLogsRequest
+	76, // 52: tollgate.v1.NodeLogsResponse.records:type_name -> tollgate.v1.SpendRecord
+	4,  // 53: tollgate.v1.KeyService.CreateKey:input_type -> tollgate.v1.CreateKeyRequest
+	6,  // 54: tollgate.v1.KeyService.ListKeys:input_type -> tollgate.v1.ListKeysRequest
+	8,  // 55: tollgate.v1.KeyService.GetKey:input_type -> tollgate.v1.GetKeyRequest
+	12, // 56: tollgate.v1.KeyService.UpdateKey:input_type -> tollgate.v1.UpdateKeyRequest
+	14, // 57: tollgate.v1.KeyService.RevokeKey:input_type -> tollgate.v1.RevokeKeyRequest
+	16, // 58: tollgate.v1.KeyService.RotateKey:input_type -> tollgate.v1.RotateKeyRequest
+	0,  // 59: tollgate.v1.KeyService.ImportKeys:input_type -> tollgate.v1.ImportKeysRequest
+	25, // 60: tollgate.v1.ModelService.AddDeployment:input_type -> tollgate.v1.AddDeploymentRequest
+	27, // 61: tollgate.v1.ModelService.UpdateDeployment:input_type -> tollgate.v1.UpdateDeploymentRequest
+	29, // 62: tollgate.v1.ModelService.RemoveDeployment:input_type -> tollgate.v1.RemoveDeploymentRequest
+	31, // 63: tollgate.v1.ModelService.DeleteModel:input_type -> tollgate.v1.DeleteModelRequest
+	33, // 64: tollgate.v1.ModelService.ListModels:input_type -> tollgate.v1.ListModelsRequest
+	35, // 65: tollgate.v1.ModelService.GetModel:input_type -> tollgate.v1.GetModelRequest
+	22, // 66: tollgate.v1.ModelService.ListPrices:input_type -> tollgate.v1.ListPricesRequest
+	20, // 67: tollgate.v1.ModelService.SetRouteOptions:input_type -> tollgate.v1.SetRouteOptionsRequest
+	18, // 68: tollgate.v1.ModelService.TestModel:input_type -> tollgate.v1.TestModelRequest
+	37, // 69: tollgate.v1.CredentialService.SetCredential:input_type -> tollgate.v1.SetCredentialRequest
+	39, // 70: tollgate.v1.CredentialService.ListCredentials:input_type -> tollgate.v1.ListCredentialsRequest
+	41, // 71: tollgate.v1.CredentialService.DeleteCredential:input_type -> tollgate.v1.DeleteCredentialRequest
+	43, // 72: tollgate.v1.TeamService.CreateTeam:input_type -> tollgate.v1.CreateTeamRequest
+	45, // 73: tollgate.v1.TeamService.ListTeams:input_type -> tollgate.v1.ListTeamsRequest
+	47, // 74: tollgate.v1.TeamService.GetTeam:input_type -> tollgate.v1.GetTeamRequest
+	49, // 75: tollgate.v1.TeamService.UpdateTeam:input_type -> tollgate.v1.UpdateTeamRequest
+	51, // 76: tollgate.v1.TeamService.DeleteTeam:input_type -> tollgate.v1.DeleteTeamRequest
+	53, // 77: tollgate.v1.SpendService.SpendReport:input_type -> tollgate.v1.SpendReportRequest
+	56, // 78: tollgate.v1.SpendService.SpendLogs:input_type -> tollgate.v1.SpendLogsRequest
+	58, // 79: tollgate.v1.SpendService.NodeLogs:input_type -> tollgate.v1.NodeLogsRequest
+	5,  // 80: tollgate.v1.KeyService.CreateKey:output_type -> tollgate.v1.CreateKeyResponse
+	7,  // 81: tollgate.v1.KeyService.ListKeys:output_type -> tollgate.v1.ListKeysResponse
+	9,  // 82: tollgate.v1.KeyService.GetKey:output_type -> tollgate.v1.GetKeyResponse
+	13, // 83: tollgate.v1.KeyService.UpdateKey:output_type -> tollgate.v1.UpdateKeyResponse
+	15, // 84: tollgate.v1.KeyService.RevokeKey:output_type -> tollgate.v1.RevokeKeyResponse
+	17, // 85: tollgate.v1.KeyService.RotateKey:output_type -> tollgate.v1.RotateKeyResponse
+	2,  // 86: tollgate.v1.KeyService.ImportKeys:output_type -> tollgate.v1.ImportKeysResponse
+	26, // 87: tollgate.v1.ModelService.AddDeployment:output_type -> tollgate.v1.AddDeploymentResponse
+	28, // 88: tollgate.v1.ModelService.UpdateDeployment:output_type -> tollgate.v1.UpdateDeploymentResponse
+	30, // 89: tollgate.v1.ModelService.RemoveDeployment:output_type -> tollgate.v1.RemoveDeploymentResponse
+	32, // 90: tollgate.v1.ModelService.DeleteModel:output_type -> tollgate.v1.DeleteModelResponse
+	34, // 91: tollgate.v1.ModelService.ListModels:output_type -> tollgate.v1.ListModelsResponse
+	36, // 92: tollgate.v1.ModelService.GetModel:output_type -> tollgate.v1.GetModelResponse
+	24, // 93: tollgate.v1.ModelService.ListPrices:output_type -> tollgate.v1.ListPricesResponse
+	21, // 94: tollgate.v1.ModelService.SetRouteOptions:output_type -> tollgate.v1.SetRouteOptionsResponse
+	19, // 95: tollgate.v1.ModelService.TestModel:output_type -> tollgate.v1.TestModelResponse
+	38, // 96: tollgate.v1.CredentialService.SetCredential:output_type -> tollgate.v1.SetCredentialResponse
+	40, // 97: tollgate.v1.CredentialService.ListCredentials:output_type -> tollgate.v1.ListCredentialsResponse
+	42, // 98: tollgate.v1.CredentialService.DeleteCredential:output_type -> tollgate.v1.DeleteCredentialResponse
+	44, // 99: tollgate.v1.TeamService.CreateTeam:output_type -> tollgate.v1.CreateTeamResponse
+	46, // 100: tollgate.v1.TeamService.ListTeams:output_type -> tollgate.v1.ListTeamsResponse
+	48, // 101: tollgate.v1.TeamService.GetTeam:output_type -> tollgate.v1.GetTeamResponse
+	50, // 102: tollgate.v1.TeamService.UpdateTeam:output_type -> tollgate.v1.UpdateTeamResponse
+	52, // 103: tollgate.v1.TeamService.DeleteTeam:output_type -> tollgate.v1.DeleteTeamResponse
+	55, // 104: tollgate.v1.SpendService.SpendReport:output_type -> tollgate.v1.SpendReportResponse
+	57, // 105: tollgate.v1.SpendService.SpendLogs:output_type -> tollgate.v1.SpendLogsResponse
+	59, // 106: tollgate.v1.SpendService.NodeLogs:output_type -> tollgate.v1.NodeLogsResponse
+	80, // [80:107] is the sub-list for method output_type
+	53, // [53:80] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_admin_proto_init() }
@@ -3644,16 +3964,16 @@ func file_tollgate_v1_admin_proto_init() {
 	}
 	file_tollgate_v1_resources_proto_init()
 	file_tollgate_v1_spend_proto_init()
-	file_tollgate_v1_admin_proto_msgTypes[8].OneofWrappers = []any{}
-	file_tollgate_v1_admin_proto_msgTypes[23].OneofWrappers = []any{}
-	file_tollgate_v1_admin_proto_msgTypes[45].OneofWrappers = []any{}
+	file_tollgate_v1_admin_proto_msgTypes[12].OneofWrappers = []any{}
+	file_tollgate_v1_admin_proto_msgTypes[27].OneofWrappers = []any{}
+	file_tollgate_v1_admin_proto_msgTypes[49].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_v1_admin_proto_rawDesc), len(file_tollgate_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   61,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

@@ -19,12 +19,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	KeyService_CreateKey_FullMethodName = "/tollgate.v1.KeyService/CreateKey"
-	KeyService_ListKeys_FullMethodName  = "/tollgate.v1.KeyService/ListKeys"
-	KeyService_GetKey_FullMethodName    = "/tollgate.v1.KeyService/GetKey"
-	KeyService_UpdateKey_FullMethodName = "/tollgate.v1.KeyService/UpdateKey"
-	KeyService_RevokeKey_FullMethodName = "/tollgate.v1.KeyService/RevokeKey"
-	KeyService_RotateKey_FullMethodName = "/tollgate.v1.KeyService/RotateKey"
+	KeyService_CreateKey_FullMethodName  = "/tollgate.v1.KeyService/CreateKey"
+	KeyService_ListKeys_FullMethodName   = "/tollgate.v1.KeyService/ListKeys"
+	KeyService_GetKey_FullMethodName     = "/tollgate.v1.KeyService/GetKey"
+	KeyService_UpdateKey_FullMethodName  = "/tollgate.v1.KeyService/UpdateKey"
+	KeyService_RevokeKey_FullMethodName  = "/tollgate.v1.KeyService/RevokeKey"
+	KeyService_RotateKey_FullMethodName  = "/tollgate.v1.KeyService/RotateKey"
+	KeyService_ImportKeys_FullMethodName = "/tollgate.v1.KeyService/ImportKeys"
 )
 
 // KeyServiceClient is the client API for KeyService service.
@@ -44,6 +45,10 @@ type KeyServiceClient interface {
 	RevokeKey(ctx context.Context, in *RevokeKeyRequest, opts ...grpc.CallOption) (*RevokeKeyResponse, error)
 	// RotateKey replaces the secret; the old one stops working at once.
 	RotateKey(ctx context.Context, in *RotateKeyRequest, opts ...grpc.CallOption) (*RotateKeyResponse, error)
+	// ImportKeys creates many keys in one replicated write, all or none. A
+	// key is identified by import_id and its name: importing it again is
+	// skipped, so re-running an import is safe.
+	ImportKeys(ctx context.Context, in *ImportKeysRequest, opts ...grpc.CallOption) (*ImportKeysResponse, error)
 }
 
 type keyServiceClient struct {
@@ -114,6 +119,16 @@ func (c *keyServiceClient) RotateKey(ctx context.Context, in *RotateKeyRequest, 
 	return out, nil
 }
 
+func (c *keyServiceClient) ImportKeys(ctx context.Context, in *ImportKeysRequest, opts ...grpc.CallOption) (*ImportKeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ImportKeysResponse)
+	err := c.cc.Invoke(ctx, KeyService_ImportKeys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // KeyServiceServer is the server API for KeyService service.
 // All implementations must embed UnimplementedKeyServiceServer
 // for forward compatibility.
@@ -131,6 +146,10 @@ type KeyServiceServer interface {
 	RevokeKey(context.Context, *RevokeKeyRequest) (*RevokeKeyResponse, error)
 	// RotateKey replaces the secret; the old one stops working at once.
 	RotateKey(context.Context, *RotateKeyRequest) (*RotateKeyResponse, error)
+	// ImportKeys creates many keys in one replicated write, all or none. A
+	// key is identified by import_id and its name: importing it again is
+	// skipped, so re-running an import is safe.
+	ImportKeys(context.Context, *ImportKeysRequest) (*ImportKeysResponse, error)
 	mustEmbedUnimplementedKeyServiceServer()
 }
 
@@ -158,6 +177,9 @@ func (UnimplementedKeyServiceServer) RevokeKey(context.Context, *RevokeKeyReques
 }
 func (UnimplementedKeyServiceServer) RotateKey(context.Context, *RotateKeyRequest) (*RotateKeyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RotateKey not implemented")
+}
+func (UnimplementedKeyServiceServer) ImportKeys(context.Context, *ImportKeysRequest) (*ImportKeysResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ImportKeys not implemented")
 }
 func (UnimplementedKeyServiceServer) mustEmbedUnimplementedKeyServiceServer() {}
 func (UnimplementedKeyServiceServer) testEmbeddedByValue()                    {}
@@ -288,6 +310,24 @@ func _KeyService_RotateKey_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _KeyService_ImportKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ImportKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KeyServiceServer).ImportKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KeyService_ImportKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KeyServiceServer).ImportKeys(ctx, req.(*ImportKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // KeyService_ServiceDesc is the grpc.ServiceDesc for KeyService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -318,6 +358,10 @@ var KeyService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RotateKey",
 			Handler:    _KeyService_RotateKey_Handler,
+		},
+		{
+			MethodName: "ImportKeys",
+			Handler:    _KeyService_ImportKeys_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

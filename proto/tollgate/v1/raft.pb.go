@@ -27,11 +27,12 @@ const (
 type Command struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	UnixNanos int64                  `protobuf:"varint,1,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
-	// The admin call's request id (x-tollgate-request-id): a retried call
-	// carries the same one, so the state machine applies it once.
+	// request_id identifies the admin call (or node operation) that proposed
+	// this command; a second command with the same id is applied once and
+	// answered with the first one's result. Empty for none.
 	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	// A replica that does not know this command's type skips it instead of
-	// stopping.
+	// ignorable marks a command that a release which does not know its type
+	// may skip; any other unknown command stops the node.
 	Ignorable bool `protobuf:"varint,3,opt,name=ignorable,proto3" json:"ignorable,omitempty"`
 	// Types that are valid to be assigned to Op:
 	//
@@ -56,6 +57,7 @@ type Command struct {
 	//	*Command_ReturnLease
 	//	*Command_ReleaseNode
 	//	*Command_SetClusterSecret
+	//	*Command_ImportKeys
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -308,6 +310,15 @@ func (x *Command) GetSetClusterSecret() *SetClusterSecretCommand {
 	return nil
 }
 
+func (x *Command) GetImportKeys() *ImportKeysCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_ImportKeys); ok {
+			return x.ImportKeys
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -396,6 +407,10 @@ type Command_SetClusterSecret struct {
 	SetClusterSecret *SetClusterSecretCommand `protobuf:"bytes,80,opt,name=set_cluster_secret,json=setClusterSecret,proto3,oneof"`
 }
 
+type Command_ImportKeys struct {
+	ImportKeys *ImportKeysCommand `protobuf:"bytes,14,opt,name=import_keys,json=importKeys,proto3,oneof"`
+}
+
 func (*Command_CreateKey) isCommand_Op() {}
 
 func (*Command_UpdateKey) isCommand_Op() {}
@@ -437,6 +452,8 @@ func (*Command_ReturnLease) isCommand_Op() {}
 func (*Command_ReleaseNode) isCommand_Op() {}
 
 func (*Command_SetClusterSecret) isCommand_Op() {}
+
+func (*Command_ImportKeys) isCommand_Op() {}
 
 // StoredKey is a key as the state machine keeps it.
 type StoredKey struct {
@@ -1867,11 +1884,102 @@ func (x *SetRouteOptionsCommand) GetOptions() *RouteOptions {
 	return nil
 }
 
+// ImportKeysCommand creates many keys at once, all or none; a key whose id
+// already exists is skipped (an import run again).
+type ImportKeysCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          []*StoredKey           `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportKeysCommand) Reset() {
+	*x = ImportKeysCommand{}
+	mi := &file_tollgate_v1_raft_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportKeysCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportKeysCommand) ProtoMessage() {}
+
+func (x *ImportKeysCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_raft_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportKeysCommand.ProtoReflect.Descriptor instead.
+func (*ImportKeysCommand) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ImportKeysCommand) GetKeys() []*StoredKey {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+// ImportKeysResult says which keys of an ImportKeysCommand were skipped.
+type ImportKeysResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Skipped       []bool                 `protobuf:"varint,1,rep,packed,name=skipped,proto3" json:"skipped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportKeysResult) Reset() {
+	*x = ImportKeysResult{}
+	mi := &file_tollgate_v1_raft_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportKeysResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportKeysResult) ProtoMessage() {}
+
+func (x *ImportKeysResult) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_raft_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportKeysResult.ProtoReflect.Descriptor instead.
+func (*ImportKeysResult) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ImportKeysResult) GetSkipped() []bool {
+	if x != nil {
+		return x.Skipped
+	}
+	return nil
+}
+
 var File_tollgate_v1_raft_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\n" +
-	"\x16tollgate/v1/raft.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17tollgate/v1/admin.proto\x1a\x1btollgate/v1/resources.proto\x1a\x17tollgate/v1/spend.proto\"\xd5\f\n" +
+	"\x16tollgate/v1/raft.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17tollgate/v1/admin.proto\x1a\x1btollgate/v1/resources.proto\x1a\x17tollgate/v1/spend.proto\"\x98\r\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"unix_nanos\x18\x01 \x01(\x03R\tunixNanos\x12\x1d\n" +
@@ -1907,7 +2015,9 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"grantLease\x12D\n" +
 	"\freturn_lease\x18H \x01(\v2\x1f.tollgate.v1.ReturnLeaseCommandH\x00R\vreturnLease\x12D\n" +
 	"\frelease_node\x18I \x01(\v2\x1f.tollgate.v1.ReleaseNodeCommandH\x00R\vreleaseNode\x12T\n" +
-	"\x12set_cluster_secret\x18P \x01(\v2$.tollgate.v1.SetClusterSecretCommandH\x00R\x10setClusterSecretB\x04\n" +
+	"\x12set_cluster_secret\x18P \x01(\v2$.tollgate.v1.SetClusterSecretCommandH\x00R\x10setClusterSecret\x12A\n" +
+	"\vimport_keys\x18\x0e \x01(\v2\x1e.tollgate.v1.ImportKeysCommandH\x00R\n" +
+	"importKeysB\x04\n" +
 	"\x02op\"P\n" +
 	"\tStoredKey\x12\"\n" +
 	"\x03key\x18\x01 \x01(\v2\x10.tollgate.v1.KeyR\x03key\x12\x1f\n" +
@@ -2004,7 +2114,11 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	" \x01(\tR\rclusterSecret\"c\n" +
 	"\x16SetRouteOptionsCommand\x12\x14\n" +
 	"\x05route\x18\x01 \x01(\tR\x05route\x123\n" +
-	"\aoptions\x18\x02 \x01(\v2\x19.tollgate.v1.RouteOptionsR\aoptionsB;Z9github.com/tollgate/tollgate/proto/tollgate/v1;tollgatev1b\x06proto3"
+	"\aoptions\x18\x02 \x01(\v2\x19.tollgate.v1.RouteOptionsR\aoptions\"?\n" +
+	"\x11ImportKeysCommand\x12*\n" +
+	"\x04keys\x18\x01 \x03(\v2\x16.tollgate.v1.StoredKeyR\x04keys\",\n" +
+	"\x10ImportKeysResult\x12\x18\n" +
+	"\askipped\x18\x01 \x03(\bR\askippedB;Z9github.com/tollgate/tollgate/proto/tollgate/v1;tollgatev1b\x06proto3"
 
 var (
 	file_tollgate_v1_raft_proto_rawDescOnce sync.Once
@@ -2018,7 +2132,7 @@ func file_tollgate_v1_raft_proto_rawDescGZIP() []byte {
 	return file_tollgate_v1_raft_proto_rawDescData
 }
 
-var file_tollgate_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_tollgate_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_tollgate_v1_raft_proto_goTypes = []any{
 	(*Command)(nil),                 // 0: tollgate.v1.Command
 	(*StoredKey)(nil),               // 1: tollgate.v1.StoredKey
@@ -2047,18 +2161,20 @@ var file_tollgate_v1_raft_proto_goTypes = []any{
 	(*SetClusterSecretCommand)(nil), // 24: tollgate.v1.SetClusterSecretCommand
 	(*Snapshot)(nil),                // 25: tollgate.v1.Snapshot
 	(*SetRouteOptionsCommand)(nil),  // 26: tollgate.v1.SetRouteOptionsCommand
-	nil,                             // 27: tollgate.v1.BudgetPeriod.LeasesEntry
-	(*Key)(nil),                     // 28: tollgate.v1.Key
-	(*timestamppb.Timestamp)(nil),   // 29: google.protobuf.Timestamp
-	(*UpdateKeyRequest)(nil),        // 30: tollgate.v1.UpdateKeyRequest
-	(*Deployment)(nil),              // 31: tollgate.v1.Deployment
-	(*UpdateDeploymentRequest)(nil), // 32: tollgate.v1.UpdateDeploymentRequest
-	(*Team)(nil),                    // 33: tollgate.v1.Team
-	(*UpdateTeamRequest)(nil),       // 34: tollgate.v1.UpdateTeamRequest
-	(*SpendRollup)(nil),             // 35: tollgate.v1.SpendRollup
-	(*BudgetUse)(nil),               // 36: tollgate.v1.BudgetUse
-	(*ModelRoute)(nil),              // 37: tollgate.v1.ModelRoute
-	(*RouteOptions)(nil),            // 38: tollgate.v1.RouteOptions
+	(*ImportKeysCommand)(nil),       // 27: tollgate.v1.ImportKeysCommand
+	(*ImportKeysResult)(nil),        // 28: tollgate.v1.ImportKeysResult
+	nil,                             // 29: tollgate.v1.BudgetPeriod.LeasesEntry
+	(*Key)(nil),                     // 30: tollgate.v1.Key
+	(*timestamppb.Timestamp)(nil),   // 31: google.protobuf.Timestamp
+	(*UpdateKeyRequest)(nil),        // 32: tollgate.v1.UpdateKeyRequest
+	(*Deployment)(nil),              // 33: tollgate.v1.Deployment
+	(*UpdateDeploymentRequest)(nil), // 34: tollgate.v1.UpdateDeploymentRequest
+	(*Team)(nil),                    // 35: tollgate.v1.Team
+	(*UpdateTeamRequest)(nil),       // 36: tollgate.v1.UpdateTeamRequest
+	(*SpendRollup)(nil),             // 37: tollgate.v1.SpendRollup
+	(*BudgetUse)(nil),               // 38: tollgate.v1.BudgetUse
+	(*ModelRoute)(nil),              // 39: tollgate.v1.ModelRoute
+	(*RouteOptions)(nil),            // 40: tollgate.v1.RouteOptions
 }
 var file_tollgate_v1_raft_proto_depIdxs = []int32{
 	3,  // 0: tollgate.v1.Command.create_key:type_name -> tollgate.v1.CreateKeyCommand
@@ -2082,31 +2198,33 @@ var file_tollgate_v1_raft_proto_depIdxs = []int32{
 	20, // 18: tollgate.v1.Command.return_lease:type_name -> tollgate.v1.ReturnLeaseCommand
 	21, // 19: tollgate.v1.Command.release_node:type_name -> tollgate.v1.ReleaseNodeCommand
 	24, // 20: tollgate.v1.Command.set_cluster_secret:type_name -> tollgate.v1.SetClusterSecretCommand
-	28, // 21: tollgate.v1.StoredKey.key:type_name -> tollgate.v1.Key
-	29, // 22: tollgate.v1.StoredCredential.updated_at:type_name -> google.protobuf.Timestamp
-	1,  // 23: tollgate.v1.CreateKeyCommand.key:type_name -> tollgate.v1.StoredKey
-	30, // 24: tollgate.v1.UpdateKeyCommand.update:type_name -> tollgate.v1.UpdateKeyRequest
-	31, // 25: tollgate.v1.AddDeploymentCommand.deployment:type_name -> tollgate.v1.Deployment
-	32, // 26: tollgate.v1.UpdateDeploymentCommand.update:type_name -> tollgate.v1.UpdateDeploymentRequest
-	25, // 27: tollgate.v1.RestoreCommand.snapshot:type_name -> tollgate.v1.Snapshot
-	33, // 28: tollgate.v1.CreateTeamCommand.team:type_name -> tollgate.v1.Team
-	34, // 29: tollgate.v1.UpdateTeamCommand.update:type_name -> tollgate.v1.UpdateTeamRequest
-	35, // 30: tollgate.v1.SpendReportCommand.rollups:type_name -> tollgate.v1.SpendRollup
-	36, // 31: tollgate.v1.SpendReportCommand.budgets:type_name -> tollgate.v1.BudgetUse
-	27, // 32: tollgate.v1.BudgetPeriod.leases:type_name -> tollgate.v1.BudgetPeriod.LeasesEntry
-	1,  // 33: tollgate.v1.Snapshot.keys:type_name -> tollgate.v1.StoredKey
-	37, // 34: tollgate.v1.Snapshot.routes:type_name -> tollgate.v1.ModelRoute
-	2,  // 35: tollgate.v1.Snapshot.credentials:type_name -> tollgate.v1.StoredCredential
-	33, // 36: tollgate.v1.Snapshot.teams:type_name -> tollgate.v1.Team
-	35, // 37: tollgate.v1.Snapshot.rollups:type_name -> tollgate.v1.SpendRollup
-	22, // 38: tollgate.v1.Snapshot.budget_periods:type_name -> tollgate.v1.BudgetPeriod
-	23, // 39: tollgate.v1.Snapshot.node_seqs:type_name -> tollgate.v1.NodeSeq
-	38, // 40: tollgate.v1.SetRouteOptionsCommand.options:type_name -> tollgate.v1.RouteOptions
-	41, // [41:41] is the sub-list for method output_type
-	41, // [41:41] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	27, // 21: tollgate.v1.Command.import_keys:type_name -> tollgate.v1.ImportKeysCommand
+	30, // 22: tollgate.v1.StoredKey.key:type_name -> tollgate.v1.Key
+	31, // 23: tollgate.v1.StoredCredential.updated_at:type_name -> google.protobuf.Timestamp
+	1,  // 24: tollgate.v1.CreateKeyCommand.key:type_name -> tollgate.v1.StoredKey
+	32, // 25: tollgate.v1.UpdateKeyCommand.update:type_name -> tollgate.v1.UpdateKeyRequest
+	33, // 26: tollgate.v1.AddDeploymentCommand.deployment:type_name -> tollgate.v1.Deployment
+	34, // 27: tollgate.v1.UpdateDeploymentCommand.update:type_name -> tollgate.v1.UpdateDeploymentRequest
+	25, // 28: tollgate.v1.RestoreCommand.snapshot:type_name -> tollgate.v1.Snapshot
+	35, // 29: tollgate.v1.CreateTeamCommand.team:type_name -> tollgate.v1.Team
+	36, // 30: tollgate.v1.UpdateTeamCommand.update:type_name -> tollgate.v1.UpdateTeamRequest
+	37, // 31: tollgate.v1.SpendReportCommand.rollups:type_name -> tollgate.v1.SpendRollup
+	38, // 32: tollgate.v1.SpendReportCommand.budgets:type_name -> tollgate.v1.BudgetUse
+	29, // 33: tollgate.v1.BudgetPeriod.leases:type_name -> tollgate.v1.BudgetPeriod.LeasesEntry
+	1,  // 34: tollgate.v1.Snapshot.keys:type_name -> tollgate.v1.StoredKey
+	39, // 35: tollgate.v1.Snapshot.routes:type_name -> tollgate.v1.ModelRoute
+	2,  // 36: tollgate.v1.Snapshot.credentials:type_name -> tollgate.v1.StoredCredential
+	35, // 37: tollgate.v1.Snapshot.teams:type_name -> tollgate.v1.Team
+	37, // 38: tollgate.v1.Snapshot.rollups:type_name -> tollgate.v1.SpendRollup
+	22, // 39: tollgate.v1.Snapshot.budget_periods:type_name -> tollgate.v1.BudgetPeriod
+	23, // 40: tollgate.v1.Snapshot.node_seqs:type_name -> tollgate.v1.NodeSeq
+	40, // 41: tollgate.v1.SetRouteOptionsCommand.options:type_name -> tollgate.v1.RouteOptions
+	1,  // 42: tollgate.v1.ImportKeysCommand.keys:type_name -> tollgate.v1.StoredKey
+	43, // [43:43] is the sub-list for method output_type
+	43, // [43:43] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_raft_proto_init() }
@@ -2139,6 +2257,7 @@ func file_tollgate_v1_raft_proto_init() {
 		(*Command_ReturnLease)(nil),
 		(*Command_ReleaseNode)(nil),
 		(*Command_SetClusterSecret)(nil),
+		(*Command_ImportKeys)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2146,7 +2265,7 @@ func file_tollgate_v1_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_v1_raft_proto_rawDesc), len(file_tollgate_v1_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
