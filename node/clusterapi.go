@@ -103,13 +103,21 @@ func (c *clusterAPI) RemoveNode(ctx context.Context, req *pb.RemoveNodeRequest) 
 		found = found || s.ID == req.GetId()
 	}
 	if !found {
-		return nil, status.Errorf(codes.NotFound, "node %q is not a raft member", req.GetId())
+		// Removed already (after --dead-node-grace, or by an earlier
+		// call): what remains is to return its leases.
+		if err := n.releaseLeases(ctx, req.GetId()); err != nil {
+			return nil, storeStatus(err)
+		}
+		n.log.Info("returned the budget leases of a node that is not a raft member, on request", "node", req.GetId())
+		return &pb.RemoveNodeResponse{NotMember: true}, nil
 	}
 	if err := n.store.RemoveServer(req.GetId()); err != nil {
 		return nil, storeStatus(err)
 	}
 	n.log.Info("removed node on request", "node", req.GetId())
-	n.releaseLeases(req.GetId())
+	if err := n.releaseLeases(ctx, req.GetId()); err != nil {
+		n.log.Warn("release the leases of a removed node; tollctl cluster remove again returns them", "node", req.GetId(), "err", err)
+	}
 	return &pb.RemoveNodeResponse{}, nil
 }
 

@@ -722,7 +722,7 @@ func (s *fakeCluster) RemoveNode(_ context.Context, req *tollgatev1.RemoveNodeRe
 	defer s.mu.Unlock()
 	i := slices.IndexFunc(s.status.Members, func(m *tollgatev1.Member) bool { return m.Id == req.Id && m.Role != "none" })
 	if i < 0 {
-		return nil, status.Errorf(codes.NotFound, "node %q is not a raft member", req.Id)
+		return &tollgatev1.RemoveNodeResponse{NotMember: true}, nil // its leases returned
 	}
 	s.status.Members = slices.Delete(s.status.Members, i, i+1)
 	s.removed = append(s.removed, req.Id)
