@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tollgate/tollgate/node/admin"
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 	"github.com/tollgate/tollgate/raftstore"
 )
@@ -102,13 +103,21 @@ func (c *clusterAPI) RemoveNode(ctx context.Context, req *pb.RemoveNodeRequest) 
 		found = found || s.ID == req.GetId()
 	}
 	if !found {
-		return nil, status.Errorf(codes.NotFound, "node %q is not a raft member", req.GetId())
+		// Removed already (after --dead-node-grace, or by an earlier
+		// call): what remains is to return its leases.
+		if err := n.releaseLeases(ctx, req.GetId()); err != nil {
+			return nil, storeStatus(err)
+		}
+		n.log.Info("returned the budget leases of a node that is not a raft member, on request", "node", req.GetId())
+		return &pb.RemoveNodeResponse{NotMember: true}, nil
 	}
 	if err := n.store.RemoveServer(req.GetId()); err != nil {
 		return nil, storeStatus(err)
 	}
 	n.log.Info("removed node on request", "node", req.GetId())
-	n.releaseLeases(req.GetId())
+	if err := n.releaseLeases(ctx, req.GetId()); err != nil {
+		n.log.Warn("release the leases of a removed node; tollctl cluster remove again returns them", "node", req.GetId(), "err", err)
+	}
 	return &pb.RemoveNodeResponse{}, nil
 }
 
@@ -132,7 +141,11 @@ func (c *clusterAPI) RestoreSnapshot(ctx context.Context, req *pb.RestoreSnapsho
 	if err := sealSnapshot(c.n.store.State(), &snap); err != nil {
 		return nil, err
 	}
-	if _, err := c.n.store.Apply(ctx, &pb.Command{Op: &pb.Command_Restore{Restore: &pb.RestoreCommand{Snapshot: &snap}}}); err != nil {
+	rid, err := admin.RequestID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.n.store.Apply(ctx, &pb.Command{RequestId: rid, Op: &pb.Command_Restore{Restore: &pb.RestoreCommand{Snapshot: &snap}}}); err != nil {
 		return nil, storeStatus(err)
 	}
 	return &pb.RestoreSnapshotResponse{Keys: uint64(len(snap.GetKeys())), Routes: uint64(len(snap.GetRoutes())),

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -89,45 +90,144 @@ func (p *peers) close() {
 // forwardInterceptor runs after authentication. On the leader a write runs
 // locally and then waits until every live node has applied it; on a
 // follower it is forwarded to the leader, and returns once this node has
-// applied it too. Reads always run locally.
+// applied it too. A forwarded write whose leader stops answering or steps
+// down is sent again to the next leader, within the caller's deadline: the
+// write carries one request id (and, for a key's secret, one seed) on
+// every attempt, so that it is applied once. Reads always run locally.
 func (n *Node) forwardInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if !writeMethods[info.FullMethod] {
 		return handler(ctx, req)
 	}
-	if n.store.IsLeader() {
-		resp, err := handler(ctx, req)
-		if err != nil {
-			return resp, err
-		}
-		idx := n.store.State().Index
-		md := metadata.Pairs(mdIndex, strconv.FormatUint(idx, 10))
-		if lag := n.waitAllApplied(ctx, idx); len(lag) > 0 {
-			md.Set(mdLagging, strings.Join(lag, ","))
-		}
-		_ = grpc.SetHeader(ctx, md)
-		return resp, nil
-	}
 	in, _ := metadata.FromIncomingContext(ctx)
 	if len(in.Get(mdForwarded)) > 0 {
-		return nil, status.Error(codes.Unavailable, "this node is no longer the leader; retry")
+		if !n.store.IsLeader() {
+			return nil, status.Error(codes.Unavailable, "this node is no longer the leader; retry")
+		}
+		return n.runOnLeader(ctx, req, handler)
 	}
-	addr := n.leaderAdminAddr()
+	ctx, req, err := prepareWrite(ctx, in, req)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, writeRetryLimit)
+		defer cancel()
+	}
+	delay := forwardRetryDelay
+	for {
+		var resp any
+		if n.store.IsLeader() {
+			resp, err = n.runOnLeader(ctx, req, handler)
+		} else {
+			resp, err = n.forwardOnce(ctx, info.FullMethod, req)
+		}
+		if err == nil || status.Code(err) != codes.Unavailable || n.draining.Load() || noLeader(err) {
+			return resp, err
+		}
+		// The leader stepped down, stopped answering or could not be
+		// reached: look for the leader again.
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+		delay = min(2*delay, maxForwardRetryDelay)
+	}
+}
+
+// Forwarding retries: the first delay and the largest; writeRetryLimit
+// bounds a write whose caller set no deadline.
+const (
+	forwardRetryDelay    = 25 * time.Millisecond
+	maxForwardRetryDelay = 400 * time.Millisecond
+	writeRetryLimit      = 30 * time.Second
+)
+
+// prepareWrite gives a write the request id it keeps on every attempt
+// (the client's, or a new one) and fixes what its handler would otherwise
+// draw at random (a key secret's seed).
+func prepareWrite(ctx context.Context, in metadata.MD, req any) (context.Context, any, error) {
+	rid, err := admin.RequestID(ctx)
+	if err != nil {
+		return ctx, req, err
+	}
+	if rid == "" {
+		md := in.Copy()
+		md.Set(admin.MetadataRequestID, admin.NewRequestID())
+		ctx = metadata.NewIncomingContext(ctx, md)
+	}
+	switch r := req.(type) {
+	case *pb.CreateKeyRequest:
+		if len(r.GetSecretSeed()) == 0 {
+			r = proto.Clone(r).(*pb.CreateKeyRequest)
+			r.SecretSeed = admin.NewSecretSeed()
+			req = r
+		}
+	case *pb.RotateKeyRequest:
+		if len(r.GetSecretSeed()) == 0 {
+			r = proto.Clone(r).(*pb.RotateKeyRequest)
+			r.SecretSeed = admin.NewSecretSeed()
+			req = r
+		}
+	}
+	return ctx, req, nil
+}
+
+// runOnLeader runs a write on this node, the leader, and waits (bounded)
+// until every live node has applied it.
+func (n *Node) runOnLeader(ctx context.Context, req any, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	if err != nil {
+		return resp, err
+	}
+	idx := n.store.State().Index
+	md := metadata.Pairs(mdIndex, strconv.FormatUint(idx, 10))
+	if lag := n.waitAllApplied(ctx, idx); len(lag) > 0 {
+		md.Set(mdLagging, strings.Join(lag, ","))
+	}
+	_ = grpc.SetHeader(ctx, md)
+	return resp, nil
+}
+
+// errNoLeaderPrefix starts the message of a write refused because no
+// leader can be elected where this node is; tollctl retries it only
+// briefly.
+const errNoLeaderPrefix = "no leader:"
+
+func noLeader(err error) bool {
+	return strings.HasPrefix(status.Convert(err).Message(), errNoLeaderPrefix)
+}
+
+// forwardOnce sends a write to the leader. The attempt ends early when
+// this node sees the leader change (it stepped down, or stopped answering
+// and another was elected): the caller then tries the new one.
+func (n *Node) forwardOnce(ctx context.Context, method string, req any) (any, error) {
+	leaderID, err := n.awaitLeader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	addr := n.adminAddrOf(leaderID)
 	if addr == "" {
-		return nil, status.Error(codes.Unavailable, "no leader is known right now (election in progress?); retry")
+		return nil, status.Errorf(codes.Unavailable, "the leader %s has no admin address in gossip yet; retry", leaderID)
 	}
 	conn, err := n.peers.conn(addr)
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "connect to the leader at %s: %v", addr, err)
 	}
-	req, err = n.sealForwarded(req)
+	freq, err := n.sealForwarded(req)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := newResponse(info.FullMethod)
+	resp, err := newResponse(method)
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
+	in, _ := metadata.FromIncomingContext(ctx)
 	out := metadata.Pairs(mdForwarded, n.cfg.NodeID)
+	out.Set(admin.MetadataRequestID, in.Get(admin.MetadataRequestID)...)
 	if a := in.Get("authorization"); len(a) > 0 {
 		out.Set("authorization", a...)
 		if n.isOwnToken(a[0]) {
@@ -139,8 +239,14 @@ func (n *Node) forwardInterceptor(ctx context.Context, req any, info *grpc.Unary
 			}
 		}
 	}
+	actx, cancel := context.WithCancel(metadata.NewOutgoingContext(ctx, out))
+	defer cancel()
+	changed := n.watchLeader(actx, leaderID, cancel)
 	var hdr metadata.MD
-	if err := conn.Invoke(metadata.NewOutgoingContext(ctx, out), info.FullMethod, req, resp, grpc.Header(&hdr)); err != nil {
+	if err := conn.Invoke(actx, method, freq, resp, grpc.Header(&hdr)); err != nil {
+		if changed.Load() && ctx.Err() == nil {
+			return nil, status.Errorf(codes.Unavailable, "the leader %s stepped down or stopped answering; retry", leaderID)
+		}
 		if st := status.Convert(err); st.Code() == codes.Unavailable {
 			// This node's own connection to the leader failed (or the
 			// leader said to retry): say so, so that the caller does not
@@ -158,6 +264,130 @@ func (n *Node) forwardInterceptor(ctx context.Context, req any, info *grpc.Unary
 	}
 	_ = grpc.SetHeader(ctx, hdr)
 	return resp, nil
+}
+
+// leaderPoll is how often a forwarded write checks that its leader is
+// still the leader.
+const leaderPoll = 50 * time.Millisecond
+
+// watchLeader calls cancel, and sets the flag it returns, once this
+// node's Raft no longer names id as the leader; it stops with ctx.
+func (n *Node) watchLeader(ctx context.Context, id string, cancel context.CancelFunc) *atomic.Bool {
+	changed := new(atomic.Bool)
+	go func() {
+		t := time.NewTicker(leaderPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if _, cur := n.store.Leader(); cur != id {
+				changed.Store(true)
+				cancel()
+				return
+			}
+		}
+	}()
+	return changed
+}
+
+// awaitLeader returns the leader's id. While none is known it waits for
+// an election as long as this node reaches a majority of the voters; a
+// node that does not (a minority partition) answers at once.
+func (n *Node) awaitLeader(ctx context.Context) (string, error) {
+	for {
+		if _, id := n.store.Leader(); id != "" {
+			return id, nil
+		}
+		if reached, voters, ok := n.majorityReachable(ctx); !ok {
+			return "", status.Errorf(codes.Unavailable,
+				"%s this node reaches %d of the %d voters, too few to elect one (is it cut off from the rest of the cluster?)",
+				errNoLeaderPrefix, reached, voters)
+		}
+		select {
+		case <-ctx.Done():
+			return "", status.Error(codes.Unavailable, "no leader was elected within the call's deadline (election in progress); retry")
+		case <-time.After(leaderPoll / 2):
+		}
+	}
+}
+
+// reachTimeout bounds the check that a node answers at all; reachKeep is
+// how long majorityReachable's answer is kept (it is asked only while no
+// leader is known).
+const (
+	reachTimeout = 500 * time.Millisecond
+	reachKeep    = 2 * time.Second
+)
+
+// majorityReachable reports whether this node and the voters whose admin
+// API answers are a majority of the voters. The answer is kept for
+// reachKeep.
+func (n *Node) majorityReachable(ctx context.Context) (reached, voters int, ok bool) {
+	n.reach.mu.Lock()
+	defer n.reach.mu.Unlock()
+	if time.Since(n.reach.at) < reachKeep {
+		return n.reach.reached, n.reach.voters, n.reach.ok
+	}
+	servers, err := n.store.Servers()
+	if err != nil {
+		return 0, 0, true // cannot tell: wait for an election
+	}
+	var addrs []string
+	self := false
+	for _, s := range servers {
+		if !s.Voter {
+			continue
+		}
+		voters++
+		if s.ID == n.cfg.NodeID {
+			self = true
+		} else if a := n.adminAddrOf(s.ID); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	var wg sync.WaitGroup
+	var answered atomic.Int32
+	for _, a := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if n.answers(ctx, a) {
+				answered.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	reached = int(answered.Load())
+	if self {
+		reached++
+	}
+	ok = voters == 0 || reached >= voters/2+1
+	n.reach.at, n.reach.reached, n.reach.voters, n.reach.ok = time.Now(), reached, voters, ok
+	return reached, voters, ok
+}
+
+// reachCache holds the last majorityReachable answer.
+type reachCache struct {
+	mu              sync.Mutex
+	at              time.Time
+	reached, voters int
+	ok              bool
+}
+
+// answers reports whether the node at admin address addr answers a
+// trivial call within reachTimeout.
+func (n *Node) answers(ctx context.Context, addr string) bool {
+	conn, err := n.peers.conn(addr)
+	if err != nil {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(n.internalContext(ctx), reachTimeout)
+	defer cancel()
+	_, err = pb.NewClusterServiceClient(conn).WaitApplied(cctx, &pb.WaitAppliedRequest{Index: 0, TimeoutMs: 1})
+	return err == nil
 }
 
 // sealForwarded seals a credential's value with this node's secrets key
@@ -237,6 +467,12 @@ func (n *Node) leaderAdminAddr() string {
 	if id == "" {
 		return ""
 	}
+	return n.adminAddrOf(id)
+}
+
+// adminAddrOf returns the admin address of node id, from its gossip
+// metadata; "" when unknown.
+func (n *Node) adminAddrOf(id string) string {
 	if m, ok := n.gossip.snapshot()[id]; ok && m.parsed {
 		return m.meta.Admin
 	}
@@ -264,9 +500,18 @@ func (n *Node) waitAllApplied(ctx context.Context, idx uint64) []string {
 		wg.Add(1)
 		go func(id, addr string) {
 			defer wg.Done()
+			// A node that does not answer at all (stopped, cut off) is
+			// not waited for the whole appliedWait.
+			nctx, ncancel := context.WithCancel(wctx)
+			defer ncancel()
+			go func() {
+				if !n.answers(nctx, addr) {
+					ncancel()
+				}
+			}()
 			conn, err := n.peers.conn(addr)
 			if err == nil {
-				_, err = pb.NewClusterServiceClient(conn).WaitApplied(wctx,
+				_, err = pb.NewClusterServiceClient(conn).WaitApplied(nctx,
 					&pb.WaitAppliedRequest{Index: idx, TimeoutMs: uint32(appliedWait / time.Millisecond)})
 			}
 			if err != nil {

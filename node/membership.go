@@ -54,7 +54,7 @@ func (n *Node) runMembership(ctx context.Context) {
 			if err := n.sealCredentials(ctx); err != nil {
 				n.log.Warn("seal credentials", "err", err)
 			}
-			n.reconcile(missing)
+			n.reconcile(ctx, missing)
 		} else {
 			clear(missing)
 		}
@@ -248,22 +248,21 @@ func (n *Node) tryBootstrap() {
 }
 
 // releaseLeases returns a removed node's budget leases to the pool. Spend
-// it made but had not reported is then counted on top if it ever reports
-// it, so only an explicit removal does this.
-func (n *Node) releaseLeases(id string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+// it made but had not reported (at most what it held) is counted on top if
+// it ever reports it.
+func (n *Node) releaseLeases(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := n.store.Apply(ctx, &pb.Command{Op: &pb.Command_ReleaseNode{ReleaseNode: &pb.ReleaseNodeCommand{Node: id}}}); err != nil {
-		n.log.Warn("release the leases of a removed node", "node", id, "err", err)
-	}
+	_, err := n.store.Apply(ctx, &pb.Command{Op: &pb.Command_ReleaseNode{ReleaseNode: &pb.ReleaseNodeCommand{Node: id}}})
+	return err
 }
 
 // reconcile runs on the leader: it makes the Raft configuration follow
 // gossip. Alive nodes are added (voters up to maxVoters, then non-voters);
 // a node whose Raft address changed is re-added; a member that gossip has
 // not seen alive for DeadNodeGrace is removed, but only while the voters
-// that remain alive are still a majority.
-func (n *Node) reconcile(missing map[string]time.Time) {
+// that remain alive are still a majority, and its budget leases return.
+func (n *Node) reconcile(ctx context.Context, missing map[string]time.Time) {
 	servers, err := n.store.Servers()
 	if err != nil {
 		n.log.Warn("reconcile: read raft configuration", "err", err)
@@ -365,10 +364,12 @@ func (n *Node) reconcile(missing map[string]time.Time) {
 		}
 		voters = remaining
 		delete(missing, id)
-		// Its budget leases stay counted: it may have spent part of them
-		// without reporting, and will report when it comes back. An
-		// operator who knows it will not come back releases them with
-		// tollctl cluster remove.
 		n.log.Info("removed dead node from raft after the grace period", "node", id, "grace", n.cfg.DeadNodeGrace)
+		// Its budget leases return to the budgets. What it spent and
+		// had not reported counts when it comes back; until then
+		// tollctl cluster remove returns them again.
+		if err := n.releaseLeases(ctx, id); err != nil {
+			n.log.Warn("release the leases of a removed dead node; tollctl cluster remove returns them", "node", id, "err", err)
+		}
 	}
 }

@@ -174,6 +174,7 @@ type Node struct {
 	rateSaveMu       sync.Mutex  // one saveRateState at a time; guards rateFile
 	rateFile         *os.File    // ratelimit.state, open once saved
 	peers            peers
+	reach            reachCache // whether this node reaches a majority of the voters, recently
 }
 
 // New opens the node's data dir and Raft store and binds its listeners; Run

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	crand "crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -33,11 +35,44 @@ type clients struct {
 }
 
 // Retry timing for calls that fail with codes.Unavailable: a node
-// restarting, or a Raft election in progress.
+// restarting, or a Raft election in progress. noLeaderRetry bounds the
+// retries of a node's "no leader" answer.
 const (
 	retryBaseDelay = 100 * time.Millisecond
 	retryMaxDelay  = time.Second
+	noLeaderRetry  = time.Second
 )
+
+// mdRequestID is the metadata key of a call's request id, the same on
+// every retry of the call.
+const mdRequestID = "x-tollgate-request-id"
+
+// secretSeedLen is how many random bytes a key secret is made of.
+const secretSeedLen = 30
+
+func newRequestID() string {
+	b := make([]byte, 16)
+	_, _ = crand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// fixSecretSeed draws the random part of a new key secret here, once, so
+// that every attempt of a create or rotate asks for the same secret.
+func fixSecretSeed(req any) {
+	var seed *[]byte
+	switch r := req.(type) {
+	case *tollgatev1.CreateKeyRequest:
+		seed = &r.SecretSeed
+	case *tollgatev1.RotateKeyRequest:
+		seed = &r.SecretSeed
+	default:
+		return
+	}
+	if len(*seed) == 0 {
+		*seed = make([]byte, secretSeedLen)
+		_, _ = crand.Read(*seed)
+	}
+}
 
 // api opens the connection on first use. The connection is lazy: nothing is
 // dialed until the first call, so connection failures surface as call errors.
@@ -104,11 +139,25 @@ func (a *app) transportCredentials() (credentials.TransportCredentials, error) {
 // last error is returned, so the user sees why the calls failed rather than
 // a bare deadline. A TLS mismatch, which no retry mends, is returned at
 // once.
+//
+// Every attempt of a call carries the same request id, and a key create or
+// rotate the same secret seed, so that a write whose first attempt was
+// applied before its answer was lost (a leader that stepped down) is
+// applied once and answers as the first attempt would have. A node that
+// answers "no leader:" reaches too few voters to elect one (a minority
+// partition): that is retried only for noLeaderRetry, through a load
+// balancer that may pick a node on the majority side.
 func (a *app) retryUnavailable(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	ctx = metadata.AppendToOutgoingContext(ctx, mdRequestID, newRequestID())
+	fixSecretSeed(req)
+	start := time.Now()
 	delay := retryBaseDelay
 	for {
 		err := invoker(ctx, method, req, reply, cc, opts...)
 		if status.Code(err) != codes.Unavailable || a.tlsMismatch(ctx, err) != "" {
+			return err
+		}
+		if strings.HasPrefix(status.Convert(err).Message(), "no leader:") && time.Since(start) >= noLeaderRetry {
 			return err
 		}
 		// Sleep between half and all of delay.
@@ -227,6 +276,9 @@ func (a *app) describe(err error) string {
 	case codes.PermissionDenied:
 		return msg + "\nhint: the admin token is not allowed to do this"
 	case codes.Unavailable:
+		if strings.HasPrefix(msg, "no leader:") {
+			return msg + "\nhint: a majority of the voters must be up and reach each other; see tollctl cluster status on another node"
+		}
 		if hint := a.tlsMismatch(context.Background(), err); hint != "" {
 			return fmt.Sprintf("cannot connect to tollgate at %s: %s\nhint: %s", a.addr, msg, hint)
 		}

@@ -158,7 +158,10 @@ func (a *app) clusterRemoveCommand() *cobra.Command {
 		Long: `Remove the node with id NODE from Raft at once, e.g. one that died for good.
 The node must not come back without being started with --join again. The
 leader cannot remove itself: stop it (it hands leadership over) or run this
-against another node. With -o json an empty object is printed.`,
+against another node. Its budget leases return to the budgets. A node that
+is no longer a member (the leader removes a dead node after
+--dead-node-grace) only has its remaining leases returned. With -o json:
+{"not_member": false}, or true for a node that was no longer a member.`,
 		Example: `  tollctl cluster remove node-3
   tollctl --addr node-1:4100 cluster remove node-3`,
 		Args: exactArgs("node"),
@@ -176,7 +179,11 @@ against another node. With -o json an empty object is printed.`,
 			if a.jsonOutput() {
 				return a.printProto(resp)
 			}
-			fmt.Fprintf(a.stdout, "Removed node %s from the cluster.\n", args[0])
+			if resp.GetNotMember() {
+				fmt.Fprintf(a.stdout, "Node %s is not a member of the cluster (removed already, or a typo?); any budget leases it held were returned.\n", args[0])
+				return nil
+			}
+			fmt.Fprintf(a.stdout, "Removed node %s from the cluster; its budget leases were returned.\n", args[0])
 			return nil
 		}),
 	}

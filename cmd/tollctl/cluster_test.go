@@ -143,18 +143,22 @@ func TestClusterMembers(t *testing.T) {
 func TestClusterRemove(t *testing.T) {
 	f := startFake(t)
 	r := f.mustRun(t, "cluster", "remove", "n3")
-	if r.stdout != "Removed node n3 from the cluster.\n" || r.stderr != "" {
+	if r.stdout != "Removed node n3 from the cluster; its budget leases were returned.\n" || r.stderr != "" {
 		t.Errorf("out %q err %q", r.stdout, r.stderr)
 	}
 	if got := f.cluster.removedNodes(); !slices.Equal(got, []string{"n3"}) {
 		t.Errorf("removed = %v", got)
 	}
-	if r := f.mustRun(t, "cluster", "remove", "n2", "-o", "json"); strings.TrimSpace(r.stdout) != "{}" {
+	if r := f.mustRun(t, "cluster", "remove", "n2", "-o", "json"); !strings.Contains(r.stdout, `"not_member": false`) {
 		t.Errorf("json: %q", r.stdout)
 	}
-	r = f.run(t, "cluster", "remove", "n9")
-	if r.code != 1 || r.stderr != "tollctl: node \"n9\" is not a raft member\n" {
-		t.Errorf("unknown node: exit %d stderr %q", r.code, r.stderr)
+	// A node that is no longer a member: its remaining leases return.
+	r = f.mustRun(t, "cluster", "remove", "n9")
+	if !strings.Contains(r.stdout, "Node n9 is not a member of the cluster (removed already, or a typo?); any budget leases it held were returned.") {
+		t.Errorf("not a member: out %q err %q", r.stdout, r.stderr)
+	}
+	if r := f.mustRun(t, "cluster", "remove", "n9", "-o", "json"); !strings.Contains(r.stdout, `"not_member": true`) {
+		t.Errorf("not a member, json: %q", r.stdout)
 	}
 	if r := f.run(t, "cluster", "remove"); r.code != 2 || !strings.Contains(r.stderr, "missing argument NODE") {
 		t.Errorf("no arg: exit %d stderr %q", r.code, r.stderr)
@@ -388,7 +392,7 @@ func TestLaggingWarning(t *testing.T) {
 
 	f.inject.setLagging("n2,n3")
 	r := f.mustRun(t, "cluster", "remove", "n3")
-	if r.stderr != want || r.stdout != "Removed node n3 from the cluster.\n" {
+	if r.stderr != want || r.stdout != "Removed node n3 from the cluster; its budget leases were returned.\n" {
 		t.Errorf("remove: out %q err %q", r.stdout, r.stderr)
 	}
 	r = f.runStdin(t, "sk-1234", "credential", "set", "openai", "-o", "json")

@@ -83,9 +83,23 @@ func serveFake(t *testing.T, lis net.Listener) *fake {
 type injector struct {
 	mu      sync.Mutex
 	calls   map[string]int
-	next    map[string][]error // errors for the next calls, in order
-	always  map[string]error   // error for every later call
-	lagging string             // x-tollgate-lagging header on successful calls
+	next    map[string][]error    // errors for the next calls, in order
+	always  map[string]error      // error for every later call
+	lagging string                // x-tollgate-lagging header on successful calls
+	seen    map[string][]seenCall // every call's request id and request, by method
+}
+
+// seenCall is what one call sent.
+type seenCall struct {
+	requestID string
+	req       proto.Message
+}
+
+// calls returns what the calls of method sent, in order.
+func (in *injector) seenCalls(method string) []seenCall {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return append([]seenCall(nil), in.seen[method]...)
 }
 
 // failNext makes the next len(errs) calls of method fail with errs.
@@ -120,6 +134,13 @@ func (in *injector) intercept(ctx context.Context, req any, info *grpc.UnaryServ
 	in.mu.Lock()
 	m := info.FullMethod
 	in.calls[m]++
+	if pm, ok := req.(proto.Message); ok {
+		md, _ := metadata.FromIncomingContext(ctx)
+		if in.seen == nil {
+			in.seen = map[string][]seenCall{}
+		}
+		in.seen[m] = append(in.seen[m], seenCall{strings.Join(md.Get("x-tollgate-request-id"), ","), proto.Clone(pm)})
+	}
 	err := in.always[m]
 	if q := in.next[m]; len(q) > 0 {
 		err, in.next[m] = q[0], q[1:]
@@ -701,7 +722,7 @@ func (s *fakeCluster) RemoveNode(_ context.Context, req *tollgatev1.RemoveNodeRe
 	defer s.mu.Unlock()
 	i := slices.IndexFunc(s.status.Members, func(m *tollgatev1.Member) bool { return m.Id == req.Id && m.Role != "none" })
 	if i < 0 {
-		return nil, status.Errorf(codes.NotFound, "node %q is not a raft member", req.Id)
+		return &tollgatev1.RemoveNodeResponse{NotMember: true}, nil // its leases returned
 	}
 	s.status.Members = slices.Delete(s.status.Members, i, i+1)
 	s.removed = append(s.removed, req.Id)

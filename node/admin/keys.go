@@ -1,10 +1,9 @@
 package admin
 
 import (
+	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"encoding/hex"
+	"fmt"
 	"maps"
 	"strings"
 
@@ -24,22 +23,6 @@ const (
 	secretPrefixLen  = 10
 	keyIDRandomBytes = 8
 )
-
-// newKeyID returns "key_" followed by 16 lowercase hex characters.
-func newKeyID() string {
-	b := make([]byte, keyIDRandomBytes)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails
-	return keyIDPrefix + hex.EncodeToString(b)
-}
-
-// newSecret returns a fresh key secret, its SHA-256 and its display prefix.
-func newSecret() (secret string, hash []byte, prefix string) {
-	b := make([]byte, secretRandBytes)
-	_, _ = rand.Read(b)
-	secret = secretPrefix + base64.RawURLEncoding.EncodeToString(b)
-	h := raftstore.HashSecret(secret)
-	return secret, h[:], secret[:secretPrefixLen]
-}
 
 // publicKey returns the key as the API shows it: a copy, without the hash.
 func publicKey(sk *pb.StoredKey) *pb.Key {
@@ -98,9 +81,16 @@ func (k keyService) CreateKey(ctx context.Context, req *pb.CreateKeyRequest) (*p
 	if err := checkTeamExists(k.s.store.State(), req.GetTeamId()); err != nil {
 		return nil, err
 	}
-	secret, hash, prefix := newSecret()
+	rid, err := RequestID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	secret, hash, prefix, err := secretFromSeed(req.GetSecretSeed())
+	if err != nil {
+		return nil, err
+	}
 	key := &pb.Key{
-		Id:           newKeyID(),
+		Id:           derivedID(keyIDPrefix, "key", rid),
 		Name:         req.GetName(),
 		SecretPrefix: prefix,
 		Models:       append([]string(nil), req.GetModels()...),
@@ -113,7 +103,8 @@ func (k keyService) CreateKey(ctx context.Context, req *pb.CreateKeyRequest) (*p
 	cmd := &pb.Command{Op: &pb.Command_CreateKey{CreateKey: &pb.CreateKeyCommand{
 		Key: &pb.StoredKey{Key: key, SecretHash: hash},
 	}}}
-	sk, err := applyAs[*pb.StoredKey](ctx, k.s, cmd, false)
+	res, err := k.s.apply(ctx, cmd)
+	sk, err := k.s.retriedKey(ctx, rid, key.GetId(), hash, res, err, "created")
 	if err != nil {
 		return nil, err
 	}
@@ -222,13 +213,62 @@ func (k keyService) RotateKey(ctx context.Context, req *pb.RotateKeyRequest) (*p
 	if err := checkKeyID(req.GetId()); err != nil {
 		return nil, err
 	}
-	secret, hash, prefix := newSecret()
+	rid, err := RequestID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	secret, hash, prefix, err := secretFromSeed(req.GetSecretSeed())
+	if err != nil {
+		return nil, err
+	}
 	cmd := &pb.Command{Op: &pb.Command_RotateKey{RotateKey: &pb.RotateKeyCommand{
 		Id: req.GetId(), SecretHash: hash, SecretPrefix: prefix,
 	}}}
-	sk, err := applyAs[*pb.StoredKey](ctx, k.s, cmd, false)
+	res, err := k.s.apply(ctx, cmd)
+	sk, err := k.s.retriedKey(ctx, rid, req.GetId(), hash, res, err, "rotated")
 	if err != nil {
 		return nil, err
 	}
 	return &pb.RotateKeyResponse{Key: publicKey(sk), Secret: secret}, nil
+}
+
+// retriedKey returns the key a create or rotate applied. When the call
+// carries a request id it may be a retry whose first attempt was applied
+// already (the leader lost office before it answered): the state machine
+// then reports the key as existing (or, remembering the request id, hands
+// back the first attempt's result), and the key in the state tells
+// whether it holds this call's secret. A retry with the same secret seed
+// succeeds as the first attempt would have; one without cannot show the
+// secret again, and says to rotate.
+func (s *Server) retriedKey(ctx context.Context, rid, id string, hash []byte, res proto.Message, err error, did string) (*pb.StoredKey, error) {
+	if rid == "" || (err != nil && status.Code(err) != codes.AlreadyExists) {
+		if err != nil {
+			return nil, err
+		}
+		return asKey(ctx, s, res)
+	}
+	sk, ok := res.(*pb.StoredKey)
+	if err != nil || !ok {
+		sk = s.store.State().Key(id)
+	}
+	switch {
+	case sk == nil && err != nil:
+		return nil, err
+	case sk == nil:
+		return asKey(ctx, s, res)
+	case bytes.Equal(sk.GetSecretHash(), hash):
+		return sk, nil
+	}
+	return nil, status.Errorf(codes.FailedPrecondition,
+		"key %s was %s by an earlier attempt of this request (request id %s), whose secret cannot be shown again: rotate it with: tollctl key rotate %s",
+		id, did, rid, id)
+}
+
+func asKey(ctx context.Context, s *Server, res proto.Message) (*pb.StoredKey, error) {
+	sk, ok := res.(*pb.StoredKey)
+	if !ok {
+		s.log.ErrorContext(ctx, "admin: unexpected apply result", "want", "*StoredKey", "got", fmt.Sprintf("%T", res))
+		return nil, status.Error(codes.Internal, "internal error: unexpected result from the store")
+	}
+	return sk, nil
 }

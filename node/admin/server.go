@@ -106,9 +106,15 @@ type (
 	}
 )
 
-// apply stamps cmd with the proposer's time, applies it and maps failures
+// apply stamps cmd with the proposer's time and the call's request id,
+// applies it and maps failures
 // to gRPC statuses.
 func (s *Server) apply(ctx context.Context, cmd *pb.Command) (proto.Message, error) {
+	rid, err := RequestID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cmd.RequestId = rid
 	cmd.UnixNanos = s.now().UnixNano()
 	res, err := s.store.Apply(ctx, cmd)
 	if err != nil {

@@ -2,8 +2,6 @@ package admin
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"maps"
 	"strings"
 
@@ -15,17 +13,7 @@ import (
 	"github.com/tollgate/tollgate/raftstore"
 )
 
-const (
-	teamIDPrefix      = "team_"
-	teamIDRandomBytes = 8
-)
-
-// newTeamID returns "team_" followed by 16 lowercase hex characters.
-func newTeamID() string {
-	b := make([]byte, teamIDRandomBytes)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails
-	return teamIDPrefix + hex.EncodeToString(b)
-}
+const teamIDPrefix = "team_"
 
 func checkTeamName(name string) error {
 	if strings.TrimSpace(name) == "" {
@@ -78,8 +66,12 @@ func (t teamService) CreateTeam(ctx context.Context, req *pb.CreateTeamRequest) 
 	if err := checkMetadata(req.GetMetadata(), false); err != nil {
 		return nil, err
 	}
+	rid, err := RequestID(ctx)
+	if err != nil {
+		return nil, err
+	}
 	team := &pb.Team{
-		Id:       newTeamID(),
+		Id:       derivedID(teamIDPrefix, "team", rid),
 		Name:     req.GetName(),
 		Budget:   cloneBudget(req.GetBudget()),
 		Metadata: maps.Clone(req.GetMetadata()),
@@ -87,6 +79,13 @@ func (t teamService) CreateTeam(ctx context.Context, req *pb.CreateTeamRequest) 
 	}
 	cmd := &pb.Command{Op: &pb.Command_CreateTeam{CreateTeam: &pb.CreateTeamCommand{Team: team}}}
 	res, err := applyAs[*pb.Team](ctx, t.s, cmd, false)
+	if rid != "" && (err == nil || status.Code(err) == codes.AlreadyExists) {
+		// A retry whose first attempt was applied: the team exists under
+		// the id this request derives.
+		if cur := t.s.store.State().TeamConfig(team.GetId()); cur != nil && cur.GetName() == team.GetName() {
+			res, err = cur, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

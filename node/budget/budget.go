@@ -8,6 +8,7 @@ package budget
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -32,9 +33,14 @@ type Config struct {
 	State   StateSource
 	Propose Proposer
 	// GrantWait bounds how long a request waits for a larger lease when
-	// this node's lease is too small for it. Default 2s.
+	// this node's lease is too small for it and cannot be overdrawn (see
+	// OverdraftBound); it outlasts an election. Default 5s.
 	GrantWait time.Duration
-	Logger    *slog.Logger
+	// NoRenewAhead turns off the background lease requests below the
+	// low-water mark: a lease grows only when a request needs it (tests
+	// of exact lease sizes).
+	NoRenewAhead bool
+	Logger       *slog.Logger
 }
 
 // Manager tracks this node's leases, reservations and unreported spend.
@@ -61,7 +67,7 @@ type account struct {
 // New returns a Manager.
 func New(cfg Config) *Manager {
 	if cfg.GrantWait <= 0 {
-		cfg.GrantWait = 2 * time.Second
+		cfg.GrantWait = 5 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -158,6 +164,7 @@ func (m *Manager) Reserve(ctx context.Context, limits []*raftstore.Limit, estima
 	for {
 		short, lim := m.tryReserve(r, limits)
 		if short < 0 {
+			m.renewIfLow(r, limits)
 			return r, nil
 		}
 		ref := r.refs[short]
@@ -166,8 +173,21 @@ func (m *Manager) Reserve(ctx context.Context, limits []*raftstore.Limit, estima
 			continue // something was left to grant: look again
 		}
 		if err != nil && room {
-			// The budget had room but the grant could not be made (no
-			// leader, or it took too long): fail closed, but say why.
+			// The budget had room but no grant could be made (no
+			// leader, or it took too long): overdraw the lease within
+			// the bound, as long as the budget has money left.
+			if ctx.Err() == nil && m.tryOverdraw(r, limits) {
+				return r, nil
+			}
+			if pause := min(leaseRetryPause, time.Until(deadline)); pause > 0 && ctx.Err() == nil {
+				// Past the bound: ask again (an election ends) until
+				// GrantWait is over.
+				select {
+				case <-ctx.Done():
+				case <-time.After(pause):
+				}
+				continue
+			}
 			return nil, fmt.Errorf("budget %s: could not get a lease: %w", ref.budget, err)
 		}
 		st := m.cfg.State.State()
@@ -232,7 +252,7 @@ func (m *Manager) requestLease(ctx context.Context, ref periodRef, lim *raftstor
 		case <-ctx.Done():
 			return false, ctx.Err()
 		case <-time.After(time.Until(deadline)):
-			return false, nil
+			return true, errGrantTimeout
 		}
 	}
 	if m.left(ref, lim) <= 0 {
@@ -242,7 +262,7 @@ func (m *Manager) requestLease(ctx context.Context, ref periodRef, lim *raftstor
 	ch := make(chan struct{})
 	m.grants[ref] = ch
 	a := m.accountOf(ref)
-	want := max(need*4, lim.LimitNanos/32, a.wantNext)
+	want := leaseWant(lim, need, a)
 	m.mu.Unlock()
 
 	cctx, cancel := context.WithDeadline(ctx, deadline)
@@ -255,6 +275,104 @@ func (m *Manager) requestLease(ctx context.Context, ref periodRef, lim *raftstor
 	close(ch)
 	m.mu.Unlock()
 	return true, err
+}
+
+// leaseRetryPause is how long a request that could get no lease waits
+// before it asks again.
+const leaseRetryPause = 50 * time.Millisecond
+
+// errGrantTimeout: another request's lease request for the same budget
+// did not end within this request's GrantWait.
+var errGrantTimeout = errors.New("no lease was granted in time")
+
+// overdraftDivisor sets the most a node may overdraw a budget's lease
+// while no lease can be granted: 1/overdraftDivisor of the limit, or one
+// request's reservation when that is larger.
+const overdraftDivisor = 32
+
+// OverdraftBound returns the most a node may spend of budget lim beyond
+// its lease while no lease can be granted (no leader), when the largest
+// reservation it admits is largest. A cluster of n nodes may so overshoot
+// the budget by at most n times this.
+func OverdraftBound(lim *raftstore.Limit, largest int64) int64 {
+	return max(lim.LimitNanos/overdraftDivisor, largest)
+}
+
+// tryOverdraw reserves r beyond this node's leases, when a lease could not
+// be granted: in every budget at once or in none, only while the budget as
+// replicated (and as spent here) still has money left, and only up to
+// OverdraftBound beyond the lease. It keeps the data plane answering
+// through an election near a budget's edge. Spend reports then take the
+// spend off the lease (never below zero) and count it all, so later
+// grants see the overshoot.
+func (m *Manager) tryOverdraw(r *Reservation, limits []*raftstore.Limit) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.cfg.State.State()
+	for i := range r.n {
+		ref, lim := r.refs[i], limits[i]
+		a := m.accountOf(ref)
+		avail := m.available(st, ref, a)
+		spent := a.unreported
+		if bp := st.BudgetPeriod(ref.budget, ref.start); bp != nil {
+			spent += bp.GetSpentNanos()
+		}
+		if spent >= lim.LimitNanos {
+			return false // nothing left, whoever holds the leases
+		}
+		// Beyond the lease once reserved: up to 1/overdraftDivisor of the
+		// limit, or one request of any size that starts within the lease.
+		if over := r.amount - avail; over > lim.LimitNanos/overdraftDivisor && avail < 0 {
+			return false
+		}
+	}
+	for i := range r.n {
+		m.accountOf(r.refs[i]).reserved += r.amount
+	}
+	return true
+}
+
+// renewIfLow asks, in the background, for more of every budget of r
+// whose lease has run below its low-water mark (half of what a lease
+// request asks for), so that a node holds enough to keep admitting while
+// the leader changes.
+func (m *Manager) renewIfLow(r *Reservation, limits []*raftstore.Limit) {
+	if m.cfg.NoRenewAhead {
+		return
+	}
+	m.mu.Lock()
+	st := m.cfg.State.State()
+	var low []int
+	for i := range r.n {
+		ref, lim := r.refs[i], limits[i]
+		if _, asking := m.grants[ref]; asking {
+			continue
+		}
+		a := m.accountOf(ref)
+		if m.available(st, ref, a) < lowWater(lim, r.amount, a) {
+			low = append(low, i)
+		}
+	}
+	m.mu.Unlock()
+	for _, i := range low {
+		ref, lim, need := r.refs[i], limits[i], r.amount
+		go func() {
+			// Bounded by GrantWait; requestLease skips a budget with
+			// nothing left to grant.
+			_, _ = m.requestLease(context.Background(), ref, lim, need, time.Now().Add(m.cfg.GrantWait))
+		}()
+	}
+}
+
+// leaseWant is what a lease request asks for, for requests of need.
+func leaseWant(lim *raftstore.Limit, need int64, a *account) int64 {
+	return max(need*4, lim.LimitNanos/32, a.wantNext)
+}
+
+// lowWater is the lease left below which a node asks for more ahead of
+// need.
+func lowWater(lim *raftstore.Limit, need int64, a *account) int64 {
+	return leaseWant(lim, need, a) / 2
 }
 
 func (m *Manager) lease(ref periodRef) int64 {

@@ -311,9 +311,15 @@ type CreateKeyRequest struct {
 	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	Metadata  map[string]string      `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The team the key belongs to; empty for none.
-	TeamId        string      `protobuf:"bytes,5,opt,name=team_id,json=teamId,proto3" json:"team_id,omitempty"`
-	Budget        *Budget     `protobuf:"bytes,6,opt,name=budget,proto3" json:"budget,omitempty"`
-	Limits        *RateLimits `protobuf:"bytes,7,opt,name=limits,proto3" json:"limits,omitempty"`
+	TeamId string      `protobuf:"bytes,5,opt,name=team_id,json=teamId,proto3" json:"team_id,omitempty"`
+	Budget *Budget     `protobuf:"bytes,6,opt,name=budget,proto3" json:"budget,omitempty"`
+	Limits *RateLimits `protobuf:"bytes,7,opt,name=limits,proto3" json:"limits,omitempty"`
+	// Optional: 30 random bytes the key's secret is made of. A client that
+	// may retry the call sends the same seed, with the same request id
+	// (metadata x-tollgate-request-id), on every attempt, so that a retry
+	// yields the same key and secret; tollctl does. Empty: the node draws
+	// them. Never stored: the state holds only the secret's hash.
+	SecretSeed    []byte `protobuf:"bytes,8,opt,name=secret_seed,json=secretSeed,proto3" json:"secret_seed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -393,6 +399,13 @@ func (x *CreateKeyRequest) GetBudget() *Budget {
 func (x *CreateKeyRequest) GetLimits() *RateLimits {
 	if x != nil {
 		return x.Limits
+	}
+	return nil
+}
+
+func (x *CreateKeyRequest) GetSecretSeed() []byte {
+	if x != nil {
+		return x.SecretSeed
 	}
 	return nil
 }
@@ -1045,8 +1058,10 @@ func (x *RevokeKeyResponse) GetKey() *Key {
 }
 
 type RotateKeyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Optional: as CreateKeyRequest.secret_seed, for the new secret.
+	SecretSeed    []byte `protobuf:"bytes,2,opt,name=secret_seed,json=secretSeed,proto3" json:"secret_seed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1086,6 +1101,13 @@ func (x *RotateKeyRequest) GetId() string {
 		return x.Id
 	}
 	return ""
+}
+
+func (x *RotateKeyRequest) GetSecretSeed() []byte {
+	if x != nil {
+		return x.SecretSeed
+	}
+	return nil
 }
 
 type RotateKeyResponse struct {
@@ -3447,7 +3469,7 @@ const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"\x0fImportKeyResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\askipped\x18\x02 \x01(\bR\askipped\x12\x16\n" +
-	"\x06secret\x18\x03 \x01(\tR\x06secret\"\xf6\x02\n" +
+	"\x06secret\x18\x03 \x01(\tR\x06secret\"\x97\x03\n" +
 	"\x10CreateKeyRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06models\x18\x02 \x03(\tR\x06models\x129\n" +
@@ -3456,7 +3478,9 @@ const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"\bmetadata\x18\x04 \x03(\v2+.tollgate.v1.CreateKeyRequest.MetadataEntryR\bmetadata\x12\x17\n" +
 	"\ateam_id\x18\x05 \x01(\tR\x06teamId\x12+\n" +
 	"\x06budget\x18\x06 \x01(\v2\x13.tollgate.v1.BudgetR\x06budget\x12/\n" +
-	"\x06limits\x18\a \x01(\v2\x17.tollgate.v1.RateLimitsR\x06limits\x1a;\n" +
+	"\x06limits\x18\a \x01(\v2\x17.tollgate.v1.RateLimitsR\x06limits\x12\x1f\n" +
+	"\vsecret_seed\x18\b \x01(\fR\n" +
+	"secretSeed\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"O\n" +
@@ -3510,9 +3534,11 @@ const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"\x10RevokeKeyRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"7\n" +
 	"\x11RevokeKeyResponse\x12\"\n" +
-	"\x03key\x18\x01 \x01(\v2\x10.tollgate.v1.KeyR\x03key\"\"\n" +
+	"\x03key\x18\x01 \x01(\v2\x10.tollgate.v1.KeyR\x03key\"C\n" +
 	"\x10RotateKeyRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"O\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vsecret_seed\x18\x02 \x01(\fR\n" +
+	"secretSeed\"O\n" +
 	"\x11RotateKeyResponse\x12\"\n" +
 	"\x03key\x18\x01 \x01(\v2\x10.tollgate.v1.KeyR\x03key\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\tR\x06secret\"X\n" +

@@ -409,7 +409,11 @@ func (x *RemoveNodeRequest) GetId() string {
 }
 
 type RemoveNodeResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node was no longer a Raft member (removed after
+	// --dead-node-grace, or earlier): only the budget leases it still held,
+	// if any, were returned.
+	NotMember     bool `protobuf:"varint,1,opt,name=not_member,json=notMember,proto3" json:"not_member,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -442,6 +446,13 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
 	return file_tollgate_v1_cluster_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RemoveNodeResponse) GetNotMember() bool {
+	if x != nil {
+		return x.NotMember
+	}
+	return false
 }
 
 type SaveSnapshotRequest struct {
@@ -765,8 +776,10 @@ const file_tollgate_v1_cluster_proto_rawDesc = "" +
 	"raft_state\x18\a \x01(\tR\traftState\x12-\n" +
 	"\amembers\x18\b \x03(\v2\x13.tollgate.v1.MemberR\amembers\"#\n" +
 	"\x11RemoveNodeRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x14\n" +
-	"\x12RemoveNodeResponse\"\x15\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"3\n" +
+	"\x12RemoveNodeResponse\x12\x1d\n" +
+	"\n" +
+	"not_member\x18\x01 \x01(\bR\tnotMember\"\x15\n" +
 	"\x13SaveSnapshotRequest\"@\n" +
 	"\x14SaveSnapshotResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x14\n" +
