@@ -3,6 +3,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -90,6 +91,9 @@ type Config struct {
 	MaxBodyBytes int64
 	// UpstreamTimeout bounds an upstream call (see proxy.Config).
 	UpstreamTimeout time.Duration
+	// ReadHeaderTimeout bounds reading a request's headers (default 10s);
+	// BodyReadTimeout its body (see proxy.Config).
+	ReadHeaderTimeout, BodyReadTimeout time.Duration
 	// UpstreamHTTP2 speaks HTTP/2 to HTTPS upstreams that offer it,
 	// through net/http, instead of the gateway's HTTP/1.1 client.
 	UpstreamHTTP2 bool
@@ -281,7 +285,7 @@ func New(cfg Config) (*Node, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	dataPlane := proxy.New(proxy.Config{
-		State: n.store, MaxBodyBytes: cfg.MaxBodyBytes, UpstreamTimeout: cfg.UpstreamTimeout,
+		State: n.store, MaxBodyBytes: cfg.MaxBodyBytes, UpstreamTimeout: cfg.UpstreamTimeout, BodyReadTimeout: cfg.BodyReadTimeout,
 		Recorders: []proxy.Recorder{ledgerRecorder{n.ledger, n.cfg.NodeID, cfg.Logger}, proxy.NewMetrics(reg)},
 		Pricing:   n.pricing, Budgets: n.budgets, Limiter: n.limiter, OutputCap: cfg.BudgetOutputCap, Logger: cfg.Logger,
 		UpstreamHTTP2: cfg.UpstreamHTTP2,
@@ -294,7 +298,7 @@ func New(cfg Config) (*Node, error) {
 	mux.Handle("/", dataPlane)
 	n.httpSrv = &http.Server{
 		Handler:           mux,
-		ReadHeaderTimeout: 30 * time.Second,
+		ReadHeaderTimeout: cmp.Or(cfg.ReadHeaderTimeout, 10*time.Second),
 		IdleTimeout:       5 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 	}

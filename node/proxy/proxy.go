@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -110,6 +111,9 @@ type Config struct {
 	State StateSource
 	// MaxBodyBytes limits request bodies; default 8 MiB.
 	MaxBodyBytes int64
+	// BodyReadTimeout bounds reading a request's whole body; a client that
+	// sends it slower gets 408. Default 30s.
+	BodyReadTimeout time.Duration
 	// UpstreamTimeout bounds a non-streaming upstream call and the wait for
 	// a stream's response headers, unless the deployment sets its own;
 	// default 10 minutes.
@@ -165,6 +169,9 @@ func New(cfg Config) *Handler {
 	}
 	if cfg.UpstreamTimeout <= 0 {
 		cfg.UpstreamTimeout = 10 * time.Minute
+	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = 30 * time.Second
 	}
 	if cfg.OutputCap <= 0 {
 		cfg.OutputCap = 4096
@@ -271,15 +278,10 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 
 	in := getBuf()
 	defer putBuf(in)
-	body, err := readBody(r, h.cfg.MaxBodyBytes, in.b[:0])
+	body, err := h.readBodyIn(w, r, in.b[:0])
 	in.b = body
 	if err != nil {
-		if errors.Is(err, errBodyTooLarge) {
-			fail(errTooLarge(h.cfg.MaxBodyBytes))
-		} else {
-			fail(apiError{http.StatusBadRequest, typeInvalidRequest, "body_read_failed", "",
-				"Could not read the request body: " + err.Error()})
-		}
+		fail(h.bodyError(w, err))
 		return
 	}
 	req, err := routing.ScanRequest(body)
@@ -1084,6 +1086,33 @@ func putBuf(b *buffer) {
 }
 
 var errBodyTooLarge = errors.New("request body too large")
+
+// readBodyIn reads the request body within BodyReadTimeout: a client that
+// trickles its body does not hold a handler for longer. The connection's
+// read deadline is lifted afterwards, as net/http reads on from it to
+// notice a client that goes away.
+func (h *Handler) readBodyIn(w http.ResponseWriter, r *http.Request, dst []byte) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(h.cfg.BodyReadTimeout)) == nil {
+		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	}
+	return readBody(r, h.cfg.MaxBodyBytes, dst)
+}
+
+// bodyError is the answer to a request whose body could not be read.
+func (h *Handler) bodyError(w http.ResponseWriter, err error) apiError {
+	var ne net.Error
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		return errTooLarge(h.cfg.MaxBodyBytes)
+	case errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		w.Header().Set("Connection", "close") // the rest of the body is still on its way
+		return apiError{http.StatusRequestTimeout, typeInvalidRequest, "request_timeout", "",
+			"The request body did not arrive within " + h.cfg.BodyReadTimeout.String() + "."}
+	}
+	return apiError{http.StatusBadRequest, typeInvalidRequest, "body_read_failed", "",
+		"Could not read the request body: " + err.Error()}
+}
 
 // readBody reads the whole request body into dst, refusing more than limit
 // bytes.

@@ -573,9 +573,9 @@ func (h *Handler) countTokens(w http.ResponseWriter, r *http.Request) {
 		fail(aerr)
 		return
 	}
-	body, err := readBody(r, h.cfg.MaxBodyBytes, nil)
+	body, err := h.readBodyIn(w, r, nil)
 	if err != nil {
-		fail(errTooLarge(h.cfg.MaxBodyBytes))
+		fail(h.bodyError(w, err))
 		return
 	}
 	req, err := routing.ScanRequest(body)
