@@ -141,18 +141,15 @@ func budgetName(id string) string {
 	return kind + " '" + ref + "'"
 }
 
-// usd formats nano-dollars as dollars with four decimals.
+// usd formats nano-dollars as dollars with four decimals. Spend is never
+// negative: a negative amount (an overflow upstream of here) prints as $0.
 func usd(nanos int64) string {
-	neg := nanos < 0
-	if neg {
-		nanos = -nanos
+	nanos = max(nanos, 0)
+	tenths := nanos / 100_000 // units of $0.0001, rounded half up
+	if nanos%100_000 >= 50_000 {
+		tenths++
 	}
-	tenths := (nanos + 50_000) / 100_000 // units of $0.0001
-	s := "$" + strconv.FormatInt(tenths/10_000, 10) + "." + fmt.Sprintf("%04d", tenths%10_000)
-	if neg {
-		s = "-" + s
-	}
-	return s
+	return "$" + strconv.FormatInt(tenths/10_000, 10) + "." + fmt.Sprintf("%04d", tenths%10_000)
 }
 
 func errRateLimited(r *ratelimit.Refusal) apiError {

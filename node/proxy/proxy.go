@@ -58,6 +58,11 @@ type Record struct {
 	// zero) when the deployment's price is unknown.
 	CostNanos int64
 	Unpriced  bool
+	// UsageRejected is set when the upstream reported usage that cannot
+	// be true (a negative count, or more than MaxUsageTokens): the tokens
+	// are recorded as zero and the cost is the request's reservation (or
+	// the same bound without one), not what the counts would price at.
+	UsageRejected bool
 	// BudgetNanos is what counts against the request's budgets: its cost,
 	// or its whole reservation when an answer began but its usage never
 	// arrived (the client went away mid-stream, the stream broke, the
@@ -71,8 +76,10 @@ type Record struct {
 
 	tickets [2]*ratelimit.Ticket // the key/team ticket and the deployment's
 
-	dep       *raftstore.Deployment // the deployment that answered
-	committed bool
+	bodyLen    int                   // bytes of the request body
+	dep        *raftstore.Deployment // the deployment that answered
+	committed  bool
+	streamDone bool // an OpenAI-wire stream's [DONE] arrived
 }
 
 // Recorder receives every finished request, before the last byte of the
@@ -280,6 +287,7 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 	defer putBuf(in)
 	body, err := h.readBodyIn(w, r, in.b[:0])
 	in.b = body
+	rec.bodyLen = len(body)
 	if err != nil {
 		fail(h.bodyError(w, err))
 		return
@@ -619,10 +627,13 @@ func (h *Handler) commit(rec *Record) {
 	}
 	rec.committed = true
 	rec.Latency = time.Since(rec.Start)
-	if d := rec.dep; d != nil && h.cfg.Pricing != nil && rec.Usage.Present {
+	switch d := rec.dep; {
+	case rec.Usage.Present && !saneUsage(rec.Usage):
+		h.rejectUsage(rec)
+	case d != nil && h.cfg.Pricing != nil && rec.Usage.Present:
 		cost, ok := h.cfg.Pricing.Cost(d, rec.Usage)
-		rec.CostNanos, rec.Unpriced = cost, !ok
-	} else if rec.dep != nil && rec.Usage.Present {
+		rec.CostNanos, rec.Unpriced = max(cost, 0), !ok
+	case d != nil && rec.Usage.Present:
 		rec.Unpriced = true
 	}
 	rec.BudgetNanos = rec.CostNanos
@@ -644,6 +655,43 @@ func (h *Handler) commit(rec *Record) {
 }
 
 func (h *Handler) finish(rec *Record) { h.commit(rec) }
+
+// MaxUsageTokens bounds the tokens one answer may report (prompt plus
+// output): no model's context and output come near it, so a count above it
+// is a broken upstream, not usage.
+const MaxUsageTokens = 10_000_000
+
+// saneUsage reports whether u's counts can be true.
+func saneUsage(u routing.Usage) bool {
+	for _, n := range [...]int64{u.PromptTokens, u.CompletionTokens, u.TotalTokens, u.CachedTokens, u.CacheWriteTokens} {
+		if n < 0 || n > MaxUsageTokens {
+			return false
+		}
+	}
+	return u.PromptTokens+u.CompletionTokens <= MaxUsageTokens
+}
+
+// rejectUsage records a request whose upstream reported impossible usage:
+// flagged and logged, its tokens zero, its cost what the request reserved
+// (or, without a reservation, the same bound at the deployment's dearest
+// price), never the face value of the counts.
+func (h *Handler) rejectUsage(rec *Record) {
+	u := rec.Usage
+	h.log.Warn("upstream reported impossible usage; charged at the reservation", "request", rec.RequestID,
+		"deployment", rec.Deployment, "prompt_tokens", u.PromptTokens, "completion_tokens", u.CompletionTokens,
+		"cached_tokens", u.CachedTokens, "cache_write_tokens", u.CacheWriteTokens)
+	rec.UsageRejected = true
+	rec.Usage = routing.Usage{Present: true}
+	switch {
+	case rec.Reservation != nil:
+		rec.CostNanos = rec.Reservation.Amount()
+	case rec.dep != nil && h.cfg.Pricing != nil:
+		cost, ok := h.cfg.Pricing.MaxCost(rec.dep, int64(rec.bodyLen), h.cfg.OutputCap)
+		rec.CostNanos, rec.Unpriced = max(cost, 0), !ok
+	default:
+		rec.Unpriced = true
+	}
+}
 
 // fail ends a request with an error of the gateway's own: recorded first,
 // then written, like every answer.

@@ -399,7 +399,10 @@ func (h *Handler) attemptAnthropic(w http.ResponseWriter, r *http.Request, rec *
 		var body struct {
 			Usage *anthropicUsage `json:"usage"`
 		}
-		if json.Unmarshal(data, &body) == nil && body.Usage != nil {
+		if !validAnswer(data) || json.Unmarshal(data, &body) != nil {
+			return errBadAnswer(d, data)
+		}
+		if body.Usage != nil {
 			rec.Usage = body.Usage.usage()
 		}
 		rec.Status = http.StatusOK

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net/http"
 	"slices"
@@ -125,6 +126,9 @@ func (h *Handler) buffered(w http.ResponseWriter, r *http.Request, rec *Record, 
 		}
 		return f
 	}
+	if !validAnswer(data) {
+		return errBadAnswer(d, data)
+	}
 	rec.Status = resp.StatusCode
 	rec.Usage = routing.UsageFromBody(data)
 	var cts []string
@@ -136,6 +140,25 @@ func (h *Handler) buffered(w http.ResponseWriter, r *http.Request, rec *Record, 
 }
 
 var contentTypeEventStream = []string{"text/event-stream"}
+
+// validAnswer reports whether a successful answer is a whole JSON object,
+// as every endpoint's answer is: an empty, truncated or non-JSON body must
+// reach neither the client nor the ledger.
+func validAnswer(data []byte) bool {
+	b := bytes.TrimLeft(data, " \t\r\n")
+	return len(b) > 0 && b[0] == '{' && json.Valid(b)
+}
+
+// errBadAnswer: a successful status with a body that is not a whole JSON
+// object. Another deployment, or a retry, may answer properly.
+func errBadAnswer(d *raftstore.Deployment, data []byte) *failure {
+	what := "an empty body"
+	if len(bytes.TrimSpace(data)) > 0 {
+		what = "a body that is not a whole JSON object (" + strconv.Itoa(len(data)) + " bytes)"
+	}
+	return retryable(&failure{kind: translate.KindBadResponse,
+		err: translate.BadResponse(d.Provider, "deployment '%s' answered 200 with %s", d.ID, what)})
+}
 
 // answer writes a whole answer of d: recorded first (h.commit), then sent.
 // A nil contentType sets none.
@@ -292,7 +315,18 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, rec *Record, re
 				h.commit(rec)
 				panic(http.ErrAbortHandler)
 			}
-			h.commit(rec) // a stream without [DONE]
+			if !rec.streamDone {
+				// The stream ended without [DONE]: the answer may be cut
+				// short. Abort the client's connection too, so that it does
+				// not take it for whole.
+				rec.Status = http.StatusBadGateway
+				h.log.Warn("upstream stream ended without [DONE]", "request", rec.RequestID, "deployment", rec.Deployment)
+				h.commit(rec)
+				if fl != nil {
+					fl.Flush()
+				}
+				panic(http.ErrAbortHandler)
+			}
 			if fl != nil {
 				fl.Flush()
 			}
@@ -330,6 +364,7 @@ func (h *Handler) relayLine(w http.ResponseWriter, fl http.Flusher, rec *Record,
 	if bytes.HasPrefix(content, dataPrefix) {
 		data := bytes.TrimLeft(content[len(dataPrefix):], " ")
 		if bytes.Equal(data, doneMarker) {
+			rec.streamDone = true
 			h.commit(rec) // before the stream's last event reaches the client
 		}
 		if i := bytes.Index(data, usageNullField); i >= 0 {
