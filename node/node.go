@@ -89,8 +89,9 @@ type Config struct {
 	AdminToken string
 	// MaxBodyBytes limits request bodies. Default 8 MiB.
 	MaxBodyBytes int64
-	// UpstreamTimeout bounds an upstream call (see proxy.Config).
-	UpstreamTimeout time.Duration
+	// UpstreamTimeout bounds an upstream call, RequestTimeout a request's
+	// attempts together (see proxy.Config).
+	UpstreamTimeout, RequestTimeout time.Duration
 	// ReadHeaderTimeout bounds reading a request's headers (default 10s);
 	// BodyReadTimeout its body (see proxy.Config).
 	ReadHeaderTimeout, BodyReadTimeout time.Duration
@@ -285,7 +286,8 @@ func New(cfg Config) (*Node, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	dataPlane := proxy.New(proxy.Config{
-		State: n.store, MaxBodyBytes: cfg.MaxBodyBytes, UpstreamTimeout: cfg.UpstreamTimeout, BodyReadTimeout: cfg.BodyReadTimeout,
+		State: n.store, MaxBodyBytes: cfg.MaxBodyBytes, UpstreamTimeout: cfg.UpstreamTimeout,
+		BodyReadTimeout: cfg.BodyReadTimeout, RequestTimeout: cfg.RequestTimeout,
 		Recorders: []proxy.Recorder{ledgerRecorder{n.ledger, n.cfg.NodeID, cfg.Logger}, proxy.NewMetrics(reg)},
 		Pricing:   n.pricing, Budgets: n.budgets, Limiter: n.limiter, OutputCap: cfg.BudgetOutputCap, Logger: cfg.Logger,
 		UpstreamHTTP2: cfg.UpstreamHTTP2,

@@ -29,7 +29,7 @@ func TestUSDNeverPrintsNegative(t *testing.T) {
 		}
 	}
 	msg := errBudgetExceeded(&budget.Exceeded{Budget: &raftstore.Limit{ID: "key:k", LimitNanos: 1e9, Period: "total"},
-		SpentNanos: math.MinInt64}).msg
+		SpentNanos: math.MinInt64}, 5).msg
 	if strings.Contains(msg, "-") {
 		t.Errorf("refusal reads %q", msg)
 	}

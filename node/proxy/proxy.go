@@ -76,10 +76,14 @@ type Record struct {
 
 	tickets [2]*ratelimit.Ticket // the key/team ticket and the deployment's
 
-	bodyLen    int                   // bytes of the request body
-	dep        *raftstore.Deployment // the deployment that answered
-	committed  bool
-	streamDone bool // an OpenAI-wire stream's [DONE] arrived
+	bodyLen int // bytes of the request body
+	// deadline is when the request's time (RequestTimeout) is up, zero
+	// without; deadlineBinds: it bounds the current attempt.
+	deadline      time.Time
+	deadlineBinds bool
+	dep           *raftstore.Deployment // the deployment that answered
+	committed     bool
+	streamDone    bool // an OpenAI-wire stream's [DONE] arrived
 }
 
 // Recorder receives every finished request, before the last byte of the
@@ -125,6 +129,10 @@ type Config struct {
 	// a stream's response headers, unless the deployment sets its own;
 	// default 10 minutes.
 	UpstreamTimeout time.Duration
+	// RequestTimeout bounds a request until its answer begins, over all
+	// its attempts and backoffs (a stream that started is not cut); zero:
+	// no bound beyond the attempts'.
+	RequestTimeout time.Duration
 	// Transport carries upstream requests; default NewTransport(), with
 	// SetHTTP2(UpstreamHTTP2).
 	Transport http.RoundTripper
@@ -270,6 +278,9 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 		return
 	}
 	rec := &Record{Start: time.Now(), Endpoint: ep, RequestID: h.nextRequestID()}
+	if h.cfg.RequestTimeout > 0 {
+		rec.deadline = rec.Start.Add(h.cfg.RequestTimeout)
+	}
 	w.Header().Set("X-Request-Id", rec.RequestID)
 	defer h.finish(rec)
 	fail := func(e apiError) {
@@ -334,7 +345,7 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 				if ex.ResetAt > 0 {
 					w.Header().Set("Retry-After", strconv.FormatInt(max(ex.ResetAt-time.Now().Unix(), 1), 10))
 				}
-				fail(errBudgetExceeded(ex))
+				fail(errBudgetExceeded(ex, estimate))
 			} else {
 				fail(apiError{http.StatusServiceUnavailable, typeServer, "budget_unavailable", "", "The budget could not be checked: " + err.Error()})
 			}
@@ -716,6 +727,8 @@ type failure struct {
 	cools, retry bool
 	// rateLimited names the deployment limit that skipped it.
 	rateLimited string
+	// final ends the request: its deadline passed.
+	final bool
 }
 
 // retryable reports whether another deployment (or route) may serve after
@@ -768,7 +781,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, s
 					if !anyRetry(noRetry[:min(len(deps), 8)]) {
 						break
 					}
-					if !sleepCtx(r, backoff(h.cfg.RetryBackoff, a/len(deps))) {
+					if !sleepCtx(r, rec, backoff(h.cfg.RetryBackoff, a/len(deps))) {
 						rec.Status = statusClientClosed
 						return
 					}
@@ -776,6 +789,10 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, s
 				if i < 8 && noRetry[i] {
 					continue
 				}
+			}
+			if rec.pastDeadline() {
+				h.failWith(w, rec, h.errRequestTimeout(rec, last))
+				return
 			}
 			d := deps[i]
 			f := h.try(w, r, rec, rt, d, x)
@@ -786,7 +803,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, s
 			if f.cools {
 				h.health.failed(d, time.Now().UnixNano(), retryAfterOf(f.retryAfter))
 			}
-			if !f.retryable() {
+			if !f.retryable() || f.final {
 				h.failWith(w, rec, f)
 				return
 			}
@@ -825,8 +842,12 @@ func anyRetry(noRetry []bool) bool {
 	return false
 }
 
-// sleepCtx waits d unless the client goes away first.
-func sleepCtx(r *http.Request, d time.Duration) bool {
+// sleepCtx waits d unless the client goes away first; it waits no longer
+// than the request's deadline.
+func sleepCtx(r *http.Request, rec *Record, d time.Duration) bool {
+	if !rec.deadline.IsZero() {
+		d = min(d, max(time.Until(rec.deadline), 0))
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -992,14 +1013,8 @@ func upstreamModel(d *raftstore.Deployment, requested string) string {
 // attempt sends an OpenAI-format request to an OpenAI-wire deployment,
 // passing the body through with only the model renamed.
 func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, rec *Record, d *raftstore.Deployment, x *exchange) *failure {
-	timeout := h.cfg.UpstreamTimeout
-	if d.TimeoutMillis > 0 {
-		timeout = time.Duration(d.TimeoutMillis) * time.Millisecond
-	}
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel, timer, timedOut, timeout := h.deadline(r, rec, d)
 	defer cancel()
-	var timedOut atomic.Bool
-	timer := time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
 	defer timer.Stop()
 
 	req := &x.req
@@ -1025,9 +1040,9 @@ func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, rec *Record, d
 	defer resp.Body.Close()
 	rec.UpstreamLatency = time.Since(sent)
 	if isEventStream(resp.Header.Get("Content-Type")) && resp.StatusCode < 300 {
-		return h.stream(w, r, rec, resp, req, d, timer, &timedOut)
+		return h.stream(w, r, rec, resp, req, d, timer, timedOut)
 	}
-	return h.buffered(w, r, rec, resp, d, &timedOut, timeout)
+	return h.buffered(w, r, rec, resp, d, timedOut, timeout)
 }
 
 // transportFailure turns an upstream call's error into a failure, or nil
@@ -1038,10 +1053,7 @@ func (h *Handler) transportFailure(r *http.Request, rec *Record, d *raftstore.De
 		rec.Status = statusClientClosed
 		return nil
 	case timedOut:
-		f := failureOf(apiError{http.StatusGatewayTimeout, typeTimeout, "upstream_timeout", "",
-			"The upstream deployment '" + d.ID + "' did not answer within " + timeout.String() + "."}, translate.KindTimeout)
-		f.cools, f.retry = true, true
-		return f
+		return h.timeoutFailure(rec, d, timeout, "did not answer")
 	default:
 		f := failureOf(apiError{http.StatusBadGateway, typeUpstream, "upstream_unreachable", "",
 			"The upstream deployment '" + d.ID + "' failed: " + upstreamErrText(err)}, translate.KindOverloaded)
@@ -1078,8 +1090,12 @@ func errAnswerBroke(d *raftstore.Deployment, err error) *failure {
 		"The upstream deployment '" + d.ID + "' failed while answering: " + upstreamErrText(err)}, translate.KindOverloaded))
 }
 
-// errNoFirstToken: a stream stayed silent past the first-token timeout.
-func errNoFirstToken(d *raftstore.Deployment) *failure {
+// errNoFirstToken: a stream stayed silent past the first-token timeout
+// (or the request's deadline).
+func (h *Handler) errNoFirstToken(rec *Record, d *raftstore.Deployment) *failure {
+	if rec.deadlineBinds {
+		return h.timeoutFailure(rec, d, 0, "sent no first token")
+	}
 	return retryable(failureOf(apiError{http.StatusGatewayTimeout, typeTimeout, "upstream_timeout", "",
 		"The upstream deployment '" + d.ID + "' sent no first token in time."}, translate.KindTimeout))
 }

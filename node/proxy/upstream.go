@@ -103,10 +103,7 @@ func (h *Handler) buffered(w http.ResponseWriter, r *http.Request, rec *Record, 
 			rec.Status = statusClientClosed
 			return nil
 		case timedOut.Load():
-			f := failureOf(apiError{http.StatusGatewayTimeout, typeTimeout, "upstream_timeout", "",
-				"The upstream deployment '" + d.ID + "' did not finish within " + timeout.String() + "."}, translate.KindTimeout)
-			f.cools, f.retry = true, true
-			return f
+			return h.timeoutFailure(rec, d, timeout, "did not finish its answer")
 		case resp.StatusCode < 300:
 			return errAnswerBroke(d, err)
 		}
@@ -235,8 +232,8 @@ var (
 // another deployment may serve.
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, rec *Record, resp *http.Response, req *routing.Request,
 	d *raftstore.Deployment, timer *time.Timer, timedOut *atomic.Bool) *failure {
-	if d.FirstTokenTimeoutMillis > 0 {
-		timer.Reset(time.Duration(d.FirstTokenTimeoutMillis) * time.Millisecond)
+	if t := firstTokenTimeout(rec, d); t > 0 {
+		timer.Reset(t)
 	}
 	br := readerPool.Get().(*bufio.Reader)
 	br.Reset(resp.Body)
@@ -258,13 +255,13 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, rec *Record, re
 			return nil
 		}
 		if timedOut.Load() {
-			return errNoFirstToken(d)
+			return h.errNoFirstToken(rec, d)
 		}
 		return errEndedEarly(d, ferr)
 	}
 	// The timeout covers the wait for the stream to start.
 	if !started(timer, timedOut) {
-		return errNoFirstToken(d)
+		return h.errNoFirstToken(rec, d)
 	}
 	startStream(w, rec, d, []string{resp.Header.Get("Content-Type")}, resp.StatusCode)
 	fl, _ := w.(http.Flusher)
