@@ -120,6 +120,11 @@ type Budgets interface {
 // Config configures a Handler.
 type Config struct {
 	State StateSource
+	// Ready reports whether State is current (the node has caught up with
+	// the cluster). Until it is, every API request gets 503 with
+	// Retry-After: a stale state must not answer that a key is invalid,
+	// revoked or not allowed. Nil: always ready.
+	Ready func() bool
 	// MaxBodyBytes limits request bodies; default 8 MiB.
 	MaxBodyBytes int64
 	// BodyReadTimeout bounds reading a request's whole body; a client that
@@ -219,6 +224,10 @@ func New(cfg Config) *Handler {
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.Ready != nil && !h.cfg.Ready() {
+		h.notReady(w, r)
+		return
+	}
 	switch r.URL.Path {
 	case "/v1/chat/completions", "/chat/completions":
 		h.proxy(w, r, routing.EndpointChat)
@@ -237,6 +246,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeError(w, errUnknownPath(r.URL.Path))
 	}
+}
+
+// notReady answers a request that came before the node caught up: 503
+// with Retry-After, in the error shape of the endpoint asked for.
+func (h *Handler) notReady(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Retry-After", "1")
+	e := apiError{http.StatusServiceUnavailable, typeServer, "not_ready", "",
+		"This gateway node is starting and has not caught up with the cluster yet; retry in a moment (or through another node)."}
+	ep := routing.EndpointChat
+	if p := r.URL.Path; p == "/v1/messages" || p == "/messages" || strings.HasSuffix(p, "/count_tokens") {
+		ep = routing.EndpointMessages
+	}
+	writeErrorIn(w, ep, e.toError(translate.KindOverloaded))
 }
 
 // authenticate returns the request's key, or nil and the 401 to answer.
