@@ -97,6 +97,7 @@ func (h *Handler) tryTranslated(w http.ResponseWriter, r *http.Request, rec *Rec
 	}
 	if rec.Endpoint == routing.EndpointResponses {
 		in = translate.ResponsesInboundFor(creq) // echoes the request's settings
+		h.noteDroppedTools(w, rec, creq)
 	}
 	if rec.Reservation != nil && creq.OutputLimit() <= 0 {
 		// The budget reservation assumed OutputCap (see estimate).
