@@ -546,7 +546,7 @@ func (h *Handler) attemptGeminiEmbeddings(w http.ResponseWriter, r *http.Request
 		}
 		return errAnswerBroke(d, rerr)
 	}
-	out, u, err := translate.GeminiEmbeddingsResponse(data, x.req.Model, inputs, int64(len(x.body)/4))
+	out, u, err := translate.GeminiEmbeddingsResponseAs(data, x.req.Model, inputs, int64(len(x.body)/4), translate.EmbeddingsBase64(x.body))
 	if err != nil {
 		return upstreamFailure(asBadResponse(err, d))
 	}
