@@ -980,6 +980,8 @@ func (h *Handler) try(w http.ResponseWriter, r *http.Request, rec *Record, rt *r
 		f = h.attempt(w, r, rec, d, x)
 	case rec.Endpoint == routing.EndpointMessages && d.Provider == routing.ProviderAnthropic:
 		f = h.attemptAnthropic(w, r, rec, d, x)
+	case rec.Endpoint == routing.EndpointResponses && routing.SpeaksResponses(d.Provider, d.Options):
+		f = h.attemptResponses(w, r, rec, d, x)
 	case rec.Endpoint == routing.EndpointEmbeddings && d.Provider == routing.ProviderGemini:
 		f = h.attemptGeminiEmbeddings(w, r, rec, d, x)
 	case rec.Endpoint == routing.EndpointEmbeddings:

@@ -83,6 +83,7 @@ func (h *Handler) tryTranslated(w http.ResponseWriter, r *http.Request, rec *Rec
 	}
 	if rec.Endpoint == routing.EndpointResponses {
 		in = translate.ResponsesInboundFor(creq) // echoes the request's settings
+		h.noteDroppedTools(w, rec, creq)
 	}
 	if rec.Reservation != nil && creq.OutputLimit() <= 0 {
 		// The budget reservation assumed OutputCap (see estimate).
@@ -534,7 +535,7 @@ func (h *Handler) attemptGeminiEmbeddings(w http.ResponseWriter, r *http.Request
 		}
 		return errAnswerBroke(d, rerr)
 	}
-	out, u, err := translate.GeminiEmbeddingsResponse(data, x.req.Model, inputs, int64(len(x.body)/4))
+	out, u, err := translate.GeminiEmbeddingsResponseAs(data, x.req.Model, inputs, int64(len(x.body)/4), translate.EmbeddingsBase64(x.body))
 	if err != nil {
 		return upstreamFailure(asBadResponse(err, d))
 	}

@@ -375,6 +375,9 @@ func (h *Handler) relayLine(w http.ResponseWriter, fl http.Flusher, rec *Record,
 			}
 		} else if u, usageOnly := routing.ChunkUsage(data); u.Present {
 			rec.Usage = u
+			if rec.Endpoint == routing.EndpointResponses {
+				h.commit(rec) // response.completed: the stream's last event
+			}
 			if hide && usageOnly {
 				return true, nil
 			}
