@@ -37,7 +37,7 @@ const azureResponsesPath = "/openai/v1/responses"
 // (routing.SpeaksResponses). Usage is read from the answer, or from a
 // stream's response.completed event, as for chat.
 func (h *Handler) attemptResponses(w http.ResponseWriter, r *http.Request, rec *Record, d *raftstore.Deployment, x *exchange) *failure {
-	ctx, cancel, timer, timedOut, timeout := h.deadline(r, d)
+	ctx, cancel, timer, timedOut, timeout := h.deadline(r, rec, d)
 	defer cancel()
 	defer timer.Stop()
 

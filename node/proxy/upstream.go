@@ -376,7 +376,11 @@ func (h *Handler) relayLine(w http.ResponseWriter, fl http.Flusher, rec *Record,
 		} else if u, usageOnly := routing.ChunkUsage(data); u.Present {
 			rec.Usage = u
 			if rec.Endpoint == routing.EndpointResponses {
-				h.commit(rec) // response.completed: the stream's last event
+				// response.completed (or .incomplete): the stream's last
+				// event, and its proper end (Responses streams send no
+				// [DONE]).
+				rec.streamDone = true
+				h.commit(rec)
 			}
 			if hide && usageOnly {
 				return true, nil
