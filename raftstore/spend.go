@@ -296,6 +296,13 @@ func deleteTeam(cur *State, id string) (*State, error) {
 	return &next, nil
 }
 
+// MaxSpendReportItems is the most rollups plus budget uses a node should
+// put in one spend report; a node with more spend to report sends several
+// reports (each with its own seq). The state machine applies a report of
+// any size, in time proportional to its size, so that reports from nodes
+// of older releases, which did not chunk, still count.
+const MaxSpendReportItems = 2000
+
 // spendReport adds a node's rollup deltas to the totals and settles its
 // budget spend against its leases, once per seq.
 func spendReport(cur *State, c *pb.SpendReportCommand, nowNanos int64) (*State, error) {

@@ -3,6 +3,7 @@ package raftstore
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -147,5 +148,32 @@ func TestGrantPrunesOnlyOldPeriodsOfItsBudget(t *testing.T) {
 	}
 	if n := countPrefix(st, "a\x00"); n != 3 {
 		t.Errorf("lease index has %d entries, want 3", n)
+	}
+}
+
+// TestGrantLeasesInOneEntry grants leases of several budgets in one entry:
+// each grant applies as a single one would (the limit holds within the
+// entry too), an unknown budget fails alone, and the outcomes come in
+// order.
+func TestGrantLeasesInOneEntry(t *testing.T) {
+	h := newHarness(t)
+	h.must(teamCmd("t1", &pb.Budget{LimitNanos: 1000, Period: PeriodTotal}), teamCmd("t2", &pb.Budget{LimitNanos: 500, Period: PeriodTotal}))
+	grant := func(node, budget string, want int64) *pb.GrantLeaseCommand {
+		return grantCmd(node, budget, 0, want).GetGrantLease()
+	}
+	v := h.must(&pb.Command{Op: &pb.Command_GrantLeases{GrantLeases: &pb.GrantLeasesCommand{Grants: []*pb.GrantLeaseCommand{
+		grant("a", TeamBudgetID("t1"), 600), grant("b", TeamBudgetID("t1"), 600), grant("a", "team:nope", 10), grant("a", TeamBudgetID("t2"), 100),
+	}}}}).(*pb.GrantLeasesResult)
+	out := v.GetOutcomes()
+	if len(out) != 4 || out[0].GetPeriod().GetLeases()["a"] != 600 || out[1].GetPeriod().GetLeases()["b"] != 400 ||
+		!strings.Contains(out[2].GetError(), "does not exist") || out[3].GetPeriod().GetLeases()["a"] != 100 {
+		t.Fatalf("outcomes %v", out)
+	}
+	st := h.state()
+	if bp := st.BudgetPeriod(TeamBudgetID("t1"), 0); bp.GetLeases()["a"]+bp.GetLeases()["b"] != 1000 {
+		t.Fatalf("t1 leases %v", bp.GetLeases())
+	}
+	if countPrefix(st, "a\x00") != 2 || countPrefix(st, "b\x00") != 1 {
+		t.Error("lease index not kept")
 	}
 }
