@@ -216,10 +216,10 @@ func viewsOf(st *State) views {
 	if len(st.routeNames) > 0 { // nil and empty are the same listing
 		v.routeNames = slices.Clone(st.routeNames)
 	}
-	it := st.keysByHash.Root().Iterator()
-	for hk, k, ok := it.Next(); ok; hk, k, ok = it.Next() {
-		v.keys[[32]byte(hk)] = copyKeyView(k.(*Key))
-	}
+	st.keysByHash.ascend(func(it hashItem) bool {
+		v.keys[it.h] = copyKeyView(it.k)
+		return true
+	})
 	for n, r := range st.routes {
 		v.routes[n] = copyRouteView(r)
 	}

@@ -15,15 +15,15 @@ import (
 func periodsState(n int, start int64) *State {
 	st := emptyState()
 	st.Index = 1
-	teams := st.teams.Txn()
+	teams := st.teams.txn()
 	pw := st.periodWriter()
 	for i := range n {
 		id := fmt.Sprintf("team_%07d", i)
-		teams.Insert([]byte(id), newTeamEntry(&pb.Team{Id: id, Name: id, Budget: &pb.Budget{LimitNanos: 1e12, Period: PeriodMonth}}))
+		teams.put(newTeamEntry(&pb.Team{Id: id, Name: id, Budget: &pb.Budget{LimitNanos: 1e12, Period: PeriodMonth}}))
 		b := TeamBudgetID(id)
-		pw.put(periodKey(b, start), &pb.BudgetPeriod{Budget: b, PeriodStart: start, SpentNanos: 1e6, Leases: map[string]int64{"n1": 1e6}})
+		pw.put(&pb.BudgetPeriod{Budget: b, PeriodStart: start, SpentNanos: 1e6, Leases: map[string]int64{"n1": 1e6}})
 	}
-	st.teams = teams.CommitOnly()
+	st.teams = teams.commit()
 	pw.commit(st)
 	return st
 }
