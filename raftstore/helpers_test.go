@@ -1,7 +1,6 @@
 package raftstore
 
 import (
-	"maps"
 	"reflect"
 	"slices"
 	"testing"
@@ -196,7 +195,7 @@ type views struct {
 
 func copyKeyView(k *Key) Key {
 	c := *k
-	c.exact = maps.Clone(k.exact)
+	c.exact = slices.Clone(k.exact)
 	c.patterns = slices.Clone(k.patterns)
 	return c
 }

@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"crypto/sha256"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,7 +58,7 @@ type Key struct {
 	// Limits are the key's own rate limits, nil for none.
 	Limits   *RateLimits
 	allowAll bool
-	exact    map[string]struct{}
+	exact    []string // few: a scan beats a map, and costs far less memory
 	patterns []string
 }
 
@@ -66,8 +67,10 @@ func (k *Key) Allows(model string) bool {
 	if k.allowAll {
 		return true
 	}
-	if _, ok := k.exact[model]; ok {
-		return true
+	for _, m := range k.exact {
+		if m == model {
+			return true
+		}
 	}
 	for _, p := range k.patterns {
 		if MatchPattern(p, model) {
@@ -312,7 +315,10 @@ func newKeyView(sk *pb.StoredKey) *Key {
 		v.allowAll = true
 		return v
 	}
-	v.exact = make(map[string]struct{}, len(k.GetModels()))
+	if !slices.ContainsFunc(k.GetModels(), func(m string) bool { return strings.IndexByte(m, '*') >= 0 }) {
+		v.exact = k.GetModels() // shared: neither is ever modified
+		return v
+	}
 	for _, m := range k.GetModels() {
 		if m == "*" {
 			v.allowAll = true
@@ -320,7 +326,7 @@ func newKeyView(sk *pb.StoredKey) *Key {
 		if strings.IndexByte(m, '*') >= 0 {
 			v.patterns = append(v.patterns, m)
 		} else {
-			v.exact[m] = struct{}{}
+			v.exact = append(v.exact, m)
 		}
 	}
 	return v
