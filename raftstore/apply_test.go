@@ -126,6 +126,10 @@ func TestUnknownCommandStopsTheStateMachine(t *testing.T) {
 			if len(fatal) != 1 || !strings.Contains(fatal[0].Error(), "entry 2") {
 				t.Fatalf("onFatal calls: %v", fatal)
 			}
+			// No snapshot may claim the entries it did not apply.
+			if _, err := f.Snapshot(); !errors.Is(err, ErrStopped) {
+				t.Errorf("Snapshot after the stop: %v", err)
+			}
 		})
 	}
 }

@@ -36,8 +36,14 @@ const (
 )
 
 // Snapshot implements raft.FSM. The published state is immutable, so the
-// snapshot just holds on to it.
+// snapshot just holds on to it. A stopped state machine refuses: Raft
+// would label the snapshot with the index of entries it never applied, and
+// compact them away. (Raft calls Snapshot on the apply goroutine, the only
+// one that sets failed.)
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	if f.failed != nil {
+		return nil, f.failed
+	}
 	return &fsmSnapshot{st: f.state.Load()}, nil
 }
 
