@@ -99,13 +99,14 @@ func addRollup(dst, d *pb.SpendRollup) {
 	dst.UnpricedRequests += d.GetUnpricedRequests()
 }
 
-// WalkRollups calls fn for every rollup with since <= start < until (Unix
-// seconds) until fn returns false: first the daily rollups (older than
-// the hourly retention; their HourUnix is the day's start, so a range
-// resolves to whole days there), then the hourly ones, each in time order.
+// WalkRollups calls fn, until it returns false, for every rollup in the
+// range [since, until) (Unix seconds): first the daily rollups (older than
+// the hourly retention; HourUnix is the day's start) of every day the range
+// touches, so over daily rows a range widens to whole days; then the hourly
+// rollups whose hour starts in the range. Each kind comes in time order.
 // The rollups must not be modified.
 func (s *State) WalkRollups(since, until int64, fn func(*pb.SpendRollup) bool) {
-	if walkTree(s.daily, since, until, fn) {
+	if walkTree(s.daily, since-daySeconds+1, until, fn) {
 		walkTree(s.rollups, since, until, fn)
 	}
 }
