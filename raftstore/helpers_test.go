@@ -215,8 +215,8 @@ func viewsOf(st *State) views {
 	if len(st.routeNames) > 0 { // nil and empty are the same listing
 		v.routeNames = slices.Clone(st.routeNames)
 	}
-	st.keysByHash.ascend(func(it hashItem) bool {
-		v.keys[it.h] = copyKeyView(it.k)
+	st.keysByHash.ascend(func(k *Key) bool {
+		v.keys[k.hash] = copyKeyView(k)
 		return true
 	})
 	for n, r := range st.routes {

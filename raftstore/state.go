@@ -19,7 +19,7 @@ type State struct {
 	Index uint64
 
 	keys          ptree[named[*pb.StoredKey]] // by key id
-	keysByHash    ptree[hashItem]             // by SHA-256 of the secret
+	keysByHash    hashTrie                    // by SHA-256 of the secret
 	keysByCreated ptree[*pb.StoredKey]        // by creation time, then id
 	keysByTeam    ptree[teamKeyItem]          // team, key id
 	routeSrc      map[string]*pb.ModelRoute
@@ -57,6 +57,7 @@ type Key struct {
 	Budget *Limit
 	// Limits are the key's own rate limits, nil for none.
 	Limits   *RateLimits
+	hash     [32]byte // of the secret
 	allowAll bool
 	exact    []string // few: a scan beats a map, and costs far less memory
 	patterns []string
@@ -139,7 +140,6 @@ type Deployment struct {
 func emptyState() *State {
 	return &State{
 		keys:          newNamedTree[*pb.StoredKey](),
-		keysByHash:    newPtree(hashLess),
 		keysByCreated: newPtree(createdLess),
 		keysByTeam:    newPtree(teamKeyLess),
 		routeSrc:      map[string]*pb.ModelRoute{},
@@ -164,10 +164,7 @@ func HashSecret(secret string) [32]byte { return sha256.Sum256([]byte(secret)) }
 
 // KeyByHash returns the key whose secret hashes to h, or nil.
 func (s *State) KeyByHash(h [32]byte) *Key {
-	if it, ok := s.keysByHash.get(hashItem{h: h}); ok {
-		return it.k
-	}
-	return nil
+	return s.keysByHash.get(h)
 }
 
 // Key returns the stored key with the given id, or nil. The result must not
@@ -308,6 +305,7 @@ func newKeyView(sk *pb.StoredKey) *Key {
 	k := sk.GetKey()
 	v := &Key{ID: k.GetId(), Name: k.GetName(), Revoked: k.GetRevokedAt() != nil,
 		TeamID: k.GetTeamId(), Budget: limitOf(KeyBudgetID(k.GetId()), k.GetBudget()), Limits: rateLimitsOf("key:"+k.GetId(), k.GetLimits())}
+	v.hash, _ = hash32(sk.GetSecretHash()) // checked before a key is stored
 	if e := k.GetExpiresAt(); e != nil {
 		v.ExpiresAt = e.AsTime().UnixNano()
 	}

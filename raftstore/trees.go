@@ -1,8 +1,6 @@
 package raftstore
 
 import (
-	"encoding/binary"
-
 	"github.com/google/btree"
 
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
@@ -68,20 +66,6 @@ type named[V any] struct {
 func namedLess[V any](a, b named[V]) bool { return a.k < b.k }
 
 func newNamedTree[V any]() ptree[named[V]] { return newPtree(namedLess[V]) }
-
-// hashItem indexes a key view by the SHA-256 of its secret.
-type hashItem struct {
-	h [32]byte
-	k *Key
-}
-
-func hashLess(a, b hashItem) bool {
-	x, y := binary.BigEndian.Uint64(a.h[:8]), binary.BigEndian.Uint64(b.h[:8])
-	if x != y {
-		return x < y
-	}
-	return string(a.h[8:]) < string(b.h[8:])
-}
 
 func createdNanos(k *pb.Key) int64 {
 	c := k.GetCreatedAt()
@@ -171,7 +155,7 @@ func ageLess(a, b ageItem) bool {
 // keyWriter changes the key trees of one new state.
 type keyWriter struct {
 	byID      *ptxn[named[*pb.StoredKey]]
-	byHash    *ptxn[hashItem]
+	byHash    *htTxn
 	byCreated *ptxn[*pb.StoredKey]
 	byTeam    *ptxn[teamKeyItem]
 }
@@ -197,10 +181,10 @@ func (s *State) withKeys(fn func(*keyWriter)) *State {
 // put stores sk, replacing the key with its id and its index entries.
 func (kw *keyWriter) put(sk *pb.StoredKey) {
 	k := sk.GetKey()
-	h, _ := hash32(sk.GetSecretHash())
+	view := newKeyView(sk)
 	if old, ok := kw.byID.get(named[*pb.StoredKey]{k: k.GetId()}); ok {
-		if oh, _ := hash32(old.v.GetSecretHash()); oh != h {
-			kw.byHash.delete(hashItem{h: oh})
+		if oh, _ := hash32(old.v.GetSecretHash()); oh != view.hash {
+			kw.byHash.delete(oh)
 		}
 		kw.byCreated.delete(old.v)
 		if t := old.v.GetKey().GetTeamId(); t != "" {
@@ -208,7 +192,7 @@ func (kw *keyWriter) put(sk *pb.StoredKey) {
 		}
 	}
 	kw.byID.put(named[*pb.StoredKey]{k.GetId(), sk})
-	kw.byHash.put(hashItem{h, newKeyView(sk)})
+	kw.byHash.put(view)
 	kw.byCreated.put(sk)
 	if t := k.GetTeamId(); t != "" {
 		kw.byTeam.put(teamKeyItem{t, k.GetId()})
