@@ -91,9 +91,11 @@ func appliedRequestToProto(r *appliedReq) *pb.AppliedRequest {
 	}
 	if r.err != nil {
 		p.Error = r.err.Error()
-		for kind, sentinel := range errorKinds {
-			if errors.Is(r.err, sentinel) {
+		for _, kind := range []pb.ErrorKind{pb.ErrorKind_ERROR_KIND_NOT_FOUND, pb.ErrorKind_ERROR_KIND_ALREADY_EXISTS,
+			pb.ErrorKind_ERROR_KIND_INVALID, pb.ErrorKind_ERROR_KIND_FAILED_PRECONDITION} { // a fixed order: deterministic
+			if errors.Is(r.err, errorKinds[kind]) {
 				p.ErrorKind = kind
+				break
 			}
 		}
 	}
