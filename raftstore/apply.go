@@ -83,7 +83,11 @@ func applyEntry(cur *State, l *raft.Log) (*State, *applyResult, error) {
 		return nil, nil, fmt.Errorf("raftstore: log entry %d holds a command this release does not know "+
 			"(fields %s): upgrade this node: %w", l.Index, unknownFields(&cmd), ErrInvalid)
 	}
-	if res, ok := cur.appliedRequest(cmd.GetRequestId(), cmd.GetUnixNanos()); ok {
+	var fp []byte
+	if cmd.GetRequestId() != "" {
+		fp = commandFingerprint(&cmd)
+	}
+	if res, ok := cur.appliedRequest(cmd.GetRequestId(), cmd.GetUnixNanos(), fp); ok {
 		return nil, res, nil
 	}
 	next, res := applyCommand(cur, &cmd)
@@ -92,7 +96,7 @@ func applyEntry(cur *State, l *raft.Log) (*State, *applyResult, error) {
 			cp := *cur
 			next = &cp
 		}
-		next.rememberRequest(id, cmd.GetUnixNanos(), &res)
+		next.rememberRequest(id, cmd.GetUnixNanos(), fp, &res)
 	}
 	return next, &res, nil
 }

@@ -1,7 +1,10 @@
 package raftstore
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -28,15 +31,29 @@ const (
 )
 
 type appliedReq struct {
-	id    string
-	nanos int64
-	value proto.Message
-	err   error
+	id          string
+	nanos       int64
+	value       proto.Message
+	err         error
+	fingerprint []byte // commandFingerprint of the command; nil if unknown
+}
+
+// commandFingerprint identifies what a command does, apart from when it
+// was proposed and under which request id: a retry of a write has the
+// same fingerprint, another write under a reused id does not.
+func commandFingerprint(cmd *pb.Command) []byte {
+	c := proto.Clone(cmd).(*pb.Command)
+	c.UnixNanos, c.RequestId = 0, ""
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(c)
+	h := sha256.Sum256(b)
+	return h[:]
 }
 
 // appliedRequest returns the remembered result of request id, if it was
-// applied no longer than the maximum age before now.
-func (s *State) appliedRequest(id string, now int64) (*applyResult, bool) {
+// applied no longer than the maximum age before now. A remembered id whose
+// command had another fingerprint than fp answers ErrAlreadyExists: the id
+// was reused for another write, which is not applied.
+func (s *State) appliedRequest(id string, now int64, fp []byte) (*applyResult, bool) {
 	if id == "" {
 		return nil, false
 	}
@@ -44,15 +61,18 @@ func (s *State) appliedRequest(id string, now int64) (*applyResult, bool) {
 	if !ok || now-it.v.nanos > appliedRequestMaxAge {
 		return nil, false
 	}
+	if it.v.fingerprint != nil && !bytes.Equal(it.v.fingerprint, fp) {
+		return &applyResult{err: fmt.Errorf("request id %q was used by another write a moment ago: %w", id, ErrAlreadyExists)}, true
+	}
 	return &applyResult{value: it.v.value, err: it.v.err}, true
 }
 
 // rememberRequest records the result of request id, applied at nanos, in
 // s, which must not be published yet, and forgets the oldest ids beyond
 // the bounds.
-func (s *State) rememberRequest(id string, nanos int64, res *applyResult) {
+func (s *State) rememberRequest(id string, nanos int64, fp []byte, res *applyResult) {
 	byID, byAge := s.requests.txn(), s.requestsByAge.txn()
-	putRequest(byID, byAge, &appliedReq{id: id, nanos: nanos, value: res.value, err: res.err})
+	putRequest(byID, byAge, &appliedReq{id: id, nanos: nanos, value: res.value, err: res.err, fingerprint: fp})
 	for range expireStep + 1 {
 		oldest, ok := byAge.min()
 		if !ok || (byID.Len() <= maxAppliedRequests && nanos-oldest.nanos <= appliedRequestMaxAge) {
@@ -84,7 +104,7 @@ func appliedRequestsOf(s *State) []*pb.AppliedRequest {
 }
 
 func appliedRequestToProto(r *appliedReq) *pb.AppliedRequest {
-	p := &pb.AppliedRequest{Id: r.id, UnixNanos: r.nanos}
+	p := &pb.AppliedRequest{Id: r.id, UnixNanos: r.nanos, Fingerprint: r.fingerprint}
 	if r.value != nil {
 		p.ResultType = string(r.value.ProtoReflect().Descriptor().FullName())
 		p.Result, _ = proto.MarshalOptions{Deterministic: true}.Marshal(r.value)
@@ -120,7 +140,7 @@ func (e *appliedError) Error() string { return e.msg }
 func (e *appliedError) Unwrap() error { return e.kind }
 
 func appliedRequestFromProto(p *pb.AppliedRequest) *appliedReq {
-	r := &appliedReq{id: p.GetId(), nanos: p.GetUnixNanos()}
+	r := &appliedReq{id: p.GetId(), nanos: p.GetUnixNanos(), fingerprint: p.GetFingerprint()}
 	if p.GetResultType() != "" {
 		if mt, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(p.GetResultType())); err == nil {
 			m := mt.New().Interface()
