@@ -201,3 +201,52 @@ func TestAgentCodex(t *testing.T) {
 		})
 	}
 }
+
+// Gemini CLI (gemini -p) with its default tools against the Gemini API
+// paths of a node, on every upstream kind: the mock calls the first tool,
+// the CLI runs it (--yolo: no approval prompt in a test), and the next
+// turn ends the run.
+func TestAgentGeminiCLI(t *testing.T) {
+	gemini := agentBin(t, "gemini")
+	g, mock, secret := startAgentsNode(t, "gm")
+	for _, rt := range agentRoutes {
+		if rt.path == "" {
+			rt.path = "/v1/chat/completions"
+		}
+		t.Run(rt.kind, func(t *testing.T) {
+			home, work := t.TempDir(), t.TempDir()
+			settings := `{"security":{"auth":{"selectedType":"gemini-api-key"}},"telemetry":{"enabled":false},` +
+				`"privacy":{"usageStatisticsEnabled":false},"general":{"disableAutoUpdate":true,"disableUpdateNag":true}}`
+			if err := os.MkdirAll(filepath.Join(home, ".gemini"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(home, ".gemini", "settings.json"), []byte(settings), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			before := mockPaths(t, mock)
+			out, errOut, err := runAgent(t, work, agentEnv(home, "GEMINI_API_KEY="+secret, "GOOGLE_GEMINI_BASE_URL=http://"+g.http,
+				"GEMINI_TELEMETRY_ENABLED=false", "GEMINI_CLI_TRUST_WORKSPACE=true"),
+				gemini, "-p", "Check the weather.", "--model", "gm-"+rt.kind, "--output-format", "json", "--yolo")
+			if err != nil {
+				t.Fatalf("gemini -p: %v\nstdout: %s\nstderr: %s", err, out, errOut)
+			}
+			var res struct {
+				Response string `json:"response"`
+				Stats    struct {
+					Tools struct {
+						TotalCalls int `json:"totalCalls"`
+					} `json:"tools"`
+				} `json:"stats"`
+			}
+			if err := json.Unmarshal([]byte(out), &res); err != nil {
+				t.Fatalf("gemini -p output is not its JSON result: %v\n%s\nstderr: %s", err, out, errOut)
+			}
+			if res.Stats.Tools.TotalCalls < 1 || !strings.Contains(res.Response, "Tool result received") {
+				t.Errorf("gemini -p: want an answer after a tool round trip, got %s\nstderr: %s", out, errOut)
+			}
+			if n := pathDelta(before, mockPaths(t, mock), rt.path); n < 2 {
+				t.Errorf("the mock's %s... got %d requests, want at least 2 (the tool call and the turn after it)", rt.path, n)
+			}
+		})
+	}
+}
