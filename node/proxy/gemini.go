@@ -15,7 +15,8 @@ import (
 
 // Google's Gemini API as a client format: POST
 // /v1beta/models/{model}:generateContent, :streamGenerateContent?alt=sse and
-// :countTokens (also under /v1/models/), with the key as x-goog-api-key or
+// :countTokens, :embedContent and :batchEmbedContents (also under
+// /v1/models/), with the key as x-goog-api-key or
 // the key query parameter (or, as on the other paths, a bearer token or
 // x-api-key). The model of the URL is a route name like any other, so a
 // Gemini client reaches deployments of every provider kind through the
@@ -45,6 +46,9 @@ func (h *Handler) serveGemini(w http.ResponseWriter, r *http.Request) bool {
 	case "generateContent", "streamGenerateContent":
 	case "countTokens":
 		h.geminiCountTokens(w, r, model)
+		return true
+	case "embedContent", "batchEmbedContents":
+		h.geminiEmbed(w, r, model, method == "batchEmbedContents")
 		return true
 	default:
 		fail(errUnknownPath(r.URL.Path))
@@ -163,3 +167,54 @@ func (h *Handler) geminiCountTokens(w http.ResponseWriter, r *http.Request, mode
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	_, _ = w.Write(out)
 }
+
+// geminiEmbed serves embedContent and batchEmbedContents as an OpenAI
+// embeddings request through the shared pipeline, and writes its answer
+// (or error) back in the Gemini API's shape.
+func (h *Handler) geminiEmbed(w http.ResponseWriter, r *http.Request, model string, batch bool) {
+	fail := func(e *translate.Error) { writeErrorIn(w, routing.EndpointGemini, e) }
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		fail(errMethod(http.MethodPost).toError(translate.KindOther))
+		return
+	}
+	body, err := readBody(r, h.cfg.MaxBodyBytes, nil)
+	if err != nil {
+		fail(errTooLarge(h.cfg.MaxBodyBytes).toError(translate.KindOther))
+		return
+	}
+	oa, err := translate.GeminiEmbedRequest(body, model, batch)
+	if err != nil {
+		fail(asError(err))
+		return
+	}
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(oa)), int64(len(oa))
+	cw := &capturedWriter{header: w.Header(), status: http.StatusOK}
+	h.proxy(cw, r, routing.EndpointEmbeddings)
+	out := cw.body.Bytes()
+	if cw.status >= 300 {
+		fail(translate.ParseOpenAIError(cw.status, out))
+		return
+	}
+	if out, err = translate.GeminiEmbedResponse(out, batch); err != nil {
+		fail(asError(err))
+		return
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	w.WriteHeader(cw.status)
+	_, _ = w.Write(out)
+}
+
+// capturedWriter keeps an answer to rewrite it; headers go to the real
+// writer's map.
+type capturedWriter struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (c *capturedWriter) Header() http.Header { return c.header }
+
+func (c *capturedWriter) WriteHeader(status int) { c.status = status }
+
+func (c *capturedWriter) Write(p []byte) (int, error) { return c.body.Write(p) }

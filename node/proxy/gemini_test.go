@@ -141,3 +141,42 @@ func TestGeminiClientEveryProvider(t *testing.T) {
 		}
 	}
 }
+
+// embedContent and batchEmbedContents from a Gemini client are served by
+// Gemini and OpenAI-format deployments alike.
+func TestGeminiClientEmbeddings(t *testing.T) {
+	t.Parallel()
+	_, url := startMock(t, mock.Options{EmbeddingDims: 5})
+	setCredential(t, "cred-g", "g-key")
+	_, secret := newKey(t)
+	g := startGateway(t, proxy.Config{MaxAttempts: 1})
+	for _, d := range []*pb.Deployment{
+		{Id: uniq("gemini"), Provider: routing.ProviderGemini, BaseUrl: url + "/v1beta", UpstreamModel: "text-embedding-004", Credential: "cred-g"},
+		{Id: uniq("compat"), Provider: routing.ProviderOpenAICompatible, BaseUrl: url + "/v1", UpstreamModel: "emb"},
+	} {
+		t.Run(d.Id, func(t *testing.T) {
+			route := newRoute(t, "gemb", d)
+			r := g.do(t, http.MethodPost, "/v1beta/models/"+route+":embedContent", "", `{"content":{"parts":[{"text":"hello"}]}}`, "x-goog-api-key", secret)
+			var one struct {
+				Embedding struct{ Values []float64 }
+			}
+			if err := json.Unmarshal(r.body, &one); err != nil || r.status != 200 || len(one.Embedding.Values) != 5 {
+				t.Errorf("embedContent: %d %s", r.status, r.body)
+			}
+			r = g.do(t, http.MethodPost, "/v1beta/models/"+route+":batchEmbedContents", "",
+				`{"requests":[{"model":"models/`+route+`","content":{"parts":[{"text":"a"}]}},{"model":"models/`+route+`","content":{"parts":[{"text":"b"}]}}]}`,
+				"x-goog-api-key", secret)
+			var many struct {
+				Embeddings []struct{ Values []float64 }
+			}
+			if err := json.Unmarshal(r.body, &many); err != nil || r.status != 200 || len(many.Embeddings) != 2 || len(many.Embeddings[1].Values) != 5 {
+				t.Errorf("batchEmbedContents: %d %s", r.status, r.body)
+			}
+		})
+	}
+	r := g.do(t, http.MethodPost, "/v1beta/models/no-such-route:embedContent", "", `{"content":{"parts":[{"text":"a"}]}}`, "x-goog-api-key", secret)
+	var a geminiAnswer
+	if err := json.Unmarshal(r.body, &a); err != nil || r.status != 404 || a.Error == nil || a.Error.Status != "NOT_FOUND" {
+		t.Errorf("unknown model: %d %s", r.status, r.body)
+	}
+}

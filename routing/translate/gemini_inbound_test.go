@@ -126,3 +126,27 @@ func TestGeminiCountTokens(t *testing.T) {
 		t.Errorf("wrapped: n = %d, %v; want 1", n, err)
 	}
 }
+
+func TestGeminiEmbedRequestAndResponse(t *testing.T) {
+	b, err := GeminiEmbedRequest([]byte(`{"requests":[{"model":"models/e","content":{"parts":[{"text":"a"},{"text":"b"}]},"taskType":"RETRIEVAL_QUERY","outputDimensionality":4},
+		{"model":"models/e","content":{"parts":[{"text":"c"}]},"outputDimensionality":4}]}`), "models/emb-route", true)
+	if err != nil || string(b) != `{"model":"emb-route","input":["ab","c"],"dimensions":4}` {
+		t.Errorf("batch request = %s, %v", b, err)
+	}
+	b, err = GeminiEmbedRequest([]byte(`{"content":{"parts":[{"text":"x"}]}}`), "emb-route", false)
+	if err != nil || string(b) != `{"model":"emb-route","input":["x"]}` {
+		t.Errorf("request = %s, %v", b, err)
+	}
+	if _, err := GeminiEmbedRequest([]byte(`{"content":{"parts":[{"inlineData":{"mimeType":"image/png","data":"AA=="}}]}}`), "m", false); err == nil {
+		t.Error("an image part was accepted")
+	}
+	answer := []byte(`{"object":"list","data":[{"object":"embedding","index":1,"embedding":[0.5]},{"object":"embedding","index":0,"embedding":[0.25,1]}],"model":"m"}`)
+	b, err = GeminiEmbedResponse(answer, true)
+	if err != nil || string(b) != `{"embeddings":[{"values":[0.25,1]},{"values":[0.5]}]}` {
+		t.Errorf("batch answer = %s, %v", b, err)
+	}
+	b, err = GeminiEmbedResponse([]byte(`{"data":[{"index":0,"embedding":[2]}]}`), false)
+	if err != nil || string(b) != `{"embedding":{"values":[2]}}` {
+		t.Errorf("answer = %s, %v", b, err)
+	}
+}
