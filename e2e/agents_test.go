@@ -61,15 +61,16 @@ func runAgent(t *testing.T, dir string, env []string, path string, args ...strin
 }
 
 // agentRoutes are the upstream kinds of the routes the agents use, and
-// the start of the mock's paths that must see their requests; openai's
-// depends on the agent's API (Responses passes through, Messages is
-// translated to chat).
-var agentRoutes = []struct{ kind, path string }{
-	{"openai", ""},
-	{"openai-compatible", "/v1/chat/completions"},
-	{"anthropic", "/v1/messages"},
-	{"gemini", "/v1beta/models/"},
-	{"bedrock", "/model/"},
+// the start of the mock's paths that must see their requests: path for
+// requests translated to the kind's format, respPath (when it differs)
+// for Responses requests, which pass through to openai and azure-openai.
+var agentRoutes = []struct{ kind, path, respPath string }{
+	{"openai", "/v1/chat/completions", "/v1/responses"},
+	{"azure-openai", "/openai/deployments/", "/openai/v1/responses"},
+	{"openai-compatible", "/v1/chat/completions", ""},
+	{"anthropic", "/v1/messages", ""},
+	{"gemini", "/v1beta/models/", ""},
+	{"bedrock", "/model/", ""},
 }
 
 // startAgentsNode starts a node with a route "PREFIX-KIND" per upstream
@@ -84,6 +85,7 @@ func startAgentsNode(t *testing.T, prefix string) (*gateway, string, string) {
 		g.ctl(t, append([]string{"model", "add", prefix + "-" + kind, "--provider", kind}, args...)...)
 	}
 	add("openai", "--base-url", mock, "--upstream-model", "gpt-mock", "--credential", "mock")
+	add("azure-openai", "--base-url", root, "--upstream-model", "my-gpt", "--credential", "mock")
 	add("openai-compatible", "--base-url", mock, "--upstream-model", "mock-model")
 	add("anthropic", "--base-url", mock, "--upstream-model", "claude-mock", "--credential", "mock")
 	add("gemini", "--base-url", root+"/v1beta", "--upstream-model", "gemini-mock", "--credential", "mock")
@@ -113,9 +115,6 @@ func TestAgentClaudeCode(t *testing.T) {
 	claude := agentBin(t, "claude")
 	g, mock, secret := startAgentsNode(t, "cc")
 	for _, rt := range agentRoutes {
-		if rt.path == "" {
-			rt.path = "/v1/chat/completions"
-		}
 		t.Run(rt.kind, func(t *testing.T) {
 			home, work := t.TempDir(), t.TempDir()
 			before := mockPaths(t, mock)
@@ -152,8 +151,8 @@ func TestAgentCodex(t *testing.T) {
 	codex := agentBin(t, "codex")
 	g, mock, secret := startAgentsNode(t, "cx")
 	for _, rt := range agentRoutes {
-		if rt.path == "" {
-			rt.path = "/v1/responses"
+		if rt.respPath != "" {
+			rt.path = rt.respPath
 		}
 		t.Run(rt.kind, func(t *testing.T) {
 			home, work := t.TempDir(), t.TempDir()
@@ -210,9 +209,6 @@ func TestAgentGeminiCLI(t *testing.T) {
 	gemini := agentBin(t, "gemini")
 	g, mock, secret := startAgentsNode(t, "gm")
 	for _, rt := range agentRoutes {
-		if rt.path == "" {
-			rt.path = "/v1/chat/completions"
-		}
 		t.Run(rt.kind, func(t *testing.T) {
 			home, work := t.TempDir(), t.TempDir()
 			settings := `{"security":{"auth":{"selectedType":"gemini-api-key"}},"telemetry":{"enabled":false},` +
