@@ -105,7 +105,9 @@ func geminiKey(r *http.Request) {
 }
 
 // geminiBody returns a Gemini request body (a JSON object) with the
-// members "model" and "stream" first.
+// members "model" and "stream" first, and generationConfig.maxOutputTokens
+// also as "max_tokens", where budgets and rate limits read the output
+// limit (the Gemini decoder reads generationConfig).
 func geminiBody(body []byte, model string, stream bool) ([]byte, bool) {
 	body = bytes.TrimSpace(body)
 	if len(body) < 2 || body[0] != '{' {
@@ -115,11 +117,23 @@ func geminiBody(body []byte, model string, stream bool) ([]byte, bool) {
 	if err != nil {
 		return nil, false
 	}
-	out := make([]byte, 0, len(body)+len(m)+32)
+	var gc struct {
+		GenerationConfig struct {
+			MaxOutputTokens json.RawMessage `json:"maxOutputTokens"`
+		} `json:"generationConfig"`
+	}
+	if json.Unmarshal(body, &gc) != nil {
+		return nil, false
+	}
+	out := make([]byte, 0, len(body)+len(m)+64)
 	out = append(out, `{"model":`...)
 	out = append(out, m...)
 	out = append(out, `,"stream":`...)
 	out = strconv.AppendBool(out, stream)
+	if limit := bytes.TrimSpace(gc.GenerationConfig.MaxOutputTokens); len(limit) > 0 && string(limit) != "null" {
+		out = append(out, `,"max_tokens":`...)
+		out = append(out, limit...)
+	}
 	rest := bytes.TrimSpace(body[1:])
 	if len(rest) > 0 && rest[0] != '}' {
 		out = append(out, ',')

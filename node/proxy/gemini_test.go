@@ -180,3 +180,38 @@ func TestGeminiClientEmbeddings(t *testing.T) {
 		t.Errorf("unknown model: %d %s", r.status, r.body)
 	}
 }
+
+// Under a budget, a Gemini client's generationConfig.maxOutputTokens is
+// the output limit the reservation counts, as max_tokens is for the other
+// formats, and one that is not a whole number is refused.
+func TestGeminiClientOutputLimitReserved(t *testing.T) {
+	_, url := startMock(t, mock.Options{})
+	fb := &fakeBudgets{}
+	gw := startGateway(t, proxy.Config{Budgets: fb, Pricing: linearPricing{}, OutputCap: 1000})
+	route := newRoute(t, "gem-budget", &pb.Deployment{Id: "d", Provider: routing.ProviderOpenAICompatible, BaseUrl: url + "/v1", UpstreamModel: "up"})
+	key := newBudgetKey(t)
+	estimate := func(genConfig string) int64 {
+		t.Helper()
+		body := `{"contents":[{"parts":[{"text":"Hi"}]}]` + genConfig + `}`
+		r := gw.do(t, http.MethodPost, "/v1beta/models/"+route+":generateContent", "", body, "x-goog-api-key", key)
+		if r.status != http.StatusOK {
+			t.Fatalf("%s: %d %s", genConfig, r.status, r.body)
+		}
+		fb.mu.Lock()
+		defer fb.mu.Unlock()
+		return fb.estimates[len(fb.estimates)-1]
+	}
+	// Bodies within a few bytes of each other: the output limit decides.
+	none := estimate(`,"generationConfig":{"topK":1000000}`)
+	small := estimate(`,"generationConfig":{"maxOutputTokens":50}`)
+	large := estimate(`,"generationConfig":{"maxOutputTokens":900000}`)
+	if !(small < none && none < large) {
+		t.Errorf("estimates: maxOutputTokens 50 → %d, none (the cap, 1000) → %d, 900000 → %d; want increasing", small, none, large)
+	}
+	r := gw.do(t, http.MethodPost, "/v1beta/models/"+route+":generateContent", "",
+		`{"contents":[{"parts":[{"text":"Hi"}]}],"generationConfig":{"maxOutputTokens":1.5}}`, "x-goog-api-key", key)
+	var a geminiAnswer
+	if err := json.Unmarshal(r.body, &a); err != nil || r.status != 400 || a.Error == nil || a.Error.Status != "INVALID_ARGUMENT" {
+		t.Errorf("a fractional limit: %d %s", r.status, r.body)
+	}
+}
