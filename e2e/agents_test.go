@@ -246,3 +246,37 @@ func TestAgentGeminiCLI(t *testing.T) {
 		})
 	}
 }
+
+// OpenCode (opencode run) with its default tools and an OpenAI-compatible
+// provider pointing at the node (its bundled @ai-sdk/openai-compatible;
+// no models.dev fetch, no auto-update, no sharing), on every upstream
+// kind; the mock calls the first tool (bash), OpenCode runs it, and the
+// next turn ends the run.
+func TestAgentOpenCode(t *testing.T) {
+	opencode := agentBin(t, "opencode")
+	g, mock, secret := startAgentsNode(t, "oc")
+	for _, rt := range agentRoutes {
+		t.Run(rt.kind, func(t *testing.T) {
+			home, work := t.TempDir(), t.TempDir()
+			config := `{"$schema":"https://opencode.ai/config.json","autoupdate":false,"share":"disabled",` +
+				`"provider":{"tollgate":{"npm":"@ai-sdk/openai-compatible","name":"Tollgate","options":{"baseURL":"http://` + g.http + `/v1","apiKey":"` + secret + `"},` +
+				`"models":{"oc-` + rt.kind + `":{"name":"oc-` + rt.kind + `"}}}}}`
+			if err := os.WriteFile(filepath.Join(work, "opencode.json"), []byte(config), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			before := mockPaths(t, mock)
+			out, errOut, err := runAgent(t, work, agentEnv(home, "OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_DISABLE_MODELS_FETCH=1",
+				"OPENCODE_DISABLE_LSP_DOWNLOAD=1", "OPENCODE_DISABLE_SHARE=1"),
+				opencode, "run", "--model", "tollgate/oc-"+rt.kind, "Check the weather.")
+			if err != nil {
+				t.Fatalf("opencode run: %v\nstdout: %s\nstderr: %s", err, out, errOut)
+			}
+			if !strings.Contains(out, "Tool result received") {
+				t.Errorf("opencode run: want the answer after a tool round trip\nstdout: %s\nstderr: %s", out, errOut)
+			}
+			if n := pathDelta(before, mockPaths(t, mock), rt.path); n < 2 {
+				t.Errorf("the mock's %s... got %d requests, want at least 2 (the tool call and the turn after it)", rt.path, n)
+			}
+		})
+	}
+}
