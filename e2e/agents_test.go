@@ -61,15 +61,16 @@ func runAgent(t *testing.T, dir string, env []string, path string, args ...strin
 }
 
 // agentRoutes are the upstream kinds of the routes the agents use, and
-// the start of the mock's paths that must see their requests; openai's
-// depends on the agent's API (Responses passes through, Messages is
-// translated to chat).
-var agentRoutes = []struct{ kind, path string }{
-	{"openai", ""},
-	{"openai-compatible", "/v1/chat/completions"},
-	{"anthropic", "/v1/messages"},
-	{"gemini", "/v1beta/models/"},
-	{"bedrock", "/model/"},
+// the start of the mock's paths that must see their requests: path for
+// requests translated to the kind's format, respPath (when it differs)
+// for Responses requests, which pass through to openai and azure-openai.
+var agentRoutes = []struct{ kind, path, respPath string }{
+	{"openai", "/v1/chat/completions", "/v1/responses"},
+	{"azure-openai", "/openai/deployments/", "/openai/v1/responses"},
+	{"openai-compatible", "/v1/chat/completions", ""},
+	{"anthropic", "/v1/messages", ""},
+	{"gemini", "/v1beta/models/", ""},
+	{"bedrock", "/model/", ""},
 }
 
 // startAgentsNode starts a node with a route "PREFIX-KIND" per upstream
@@ -84,6 +85,7 @@ func startAgentsNode(t *testing.T, prefix string) (*gateway, string, string) {
 		g.ctl(t, append([]string{"model", "add", prefix + "-" + kind, "--provider", kind}, args...)...)
 	}
 	add("openai", "--base-url", mock, "--upstream-model", "gpt-mock", "--credential", "mock")
+	add("azure-openai", "--base-url", root, "--upstream-model", "my-gpt", "--credential", "mock")
 	add("openai-compatible", "--base-url", mock, "--upstream-model", "mock-model")
 	add("anthropic", "--base-url", mock, "--upstream-model", "claude-mock", "--credential", "mock")
 	add("gemini", "--base-url", root+"/v1beta", "--upstream-model", "gemini-mock", "--credential", "mock")
@@ -113,9 +115,6 @@ func TestAgentClaudeCode(t *testing.T) {
 	claude := agentBin(t, "claude")
 	g, mock, secret := startAgentsNode(t, "cc")
 	for _, rt := range agentRoutes {
-		if rt.path == "" {
-			rt.path = "/v1/chat/completions"
-		}
 		t.Run(rt.kind, func(t *testing.T) {
 			home, work := t.TempDir(), t.TempDir()
 			before := mockPaths(t, mock)
@@ -152,8 +151,8 @@ func TestAgentCodex(t *testing.T) {
 	codex := agentBin(t, "codex")
 	g, mock, secret := startAgentsNode(t, "cx")
 	for _, rt := range agentRoutes {
-		if rt.path == "" {
-			rt.path = "/v1/responses"
+		if rt.respPath != "" {
+			rt.path = rt.respPath
 		}
 		t.Run(rt.kind, func(t *testing.T) {
 			home, work := t.TempDir(), t.TempDir()
@@ -194,6 +193,86 @@ func TestAgentCodex(t *testing.T) {
 			}
 			if !ran || !answered {
 				t.Errorf("codex exec: want a command run and then the mock's answer to its result\nstdout: %s\nstderr: %s", out, errOut)
+			}
+			if n := pathDelta(before, mockPaths(t, mock), rt.path); n < 2 {
+				t.Errorf("the mock's %s... got %d requests, want at least 2 (the tool call and the turn after it)", rt.path, n)
+			}
+		})
+	}
+}
+
+// Gemini CLI (gemini -p) with its default tools against the Gemini API
+// paths of a node, on every upstream kind: the mock calls the first tool,
+// the CLI runs it (--yolo: no approval prompt in a test), and the next
+// turn ends the run.
+func TestAgentGeminiCLI(t *testing.T) {
+	gemini := agentBin(t, "gemini")
+	g, mock, secret := startAgentsNode(t, "gm")
+	for _, rt := range agentRoutes {
+		t.Run(rt.kind, func(t *testing.T) {
+			home, work := t.TempDir(), t.TempDir()
+			settings := `{"security":{"auth":{"selectedType":"gemini-api-key"}},"telemetry":{"enabled":false},` +
+				`"privacy":{"usageStatisticsEnabled":false},"general":{"disableAutoUpdate":true,"disableUpdateNag":true}}`
+			if err := os.MkdirAll(filepath.Join(home, ".gemini"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(home, ".gemini", "settings.json"), []byte(settings), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			before := mockPaths(t, mock)
+			out, errOut, err := runAgent(t, work, agentEnv(home, "GEMINI_API_KEY="+secret, "GOOGLE_GEMINI_BASE_URL=http://"+g.http,
+				"GEMINI_TELEMETRY_ENABLED=false", "GEMINI_CLI_TRUST_WORKSPACE=true"),
+				gemini, "-p", "Check the weather.", "--model", "gm-"+rt.kind, "--output-format", "json", "--yolo")
+			if err != nil {
+				t.Fatalf("gemini -p: %v\nstdout: %s\nstderr: %s", err, out, errOut)
+			}
+			var res struct {
+				Response string `json:"response"`
+				Stats    struct {
+					Tools struct {
+						TotalCalls int `json:"totalCalls"`
+					} `json:"tools"`
+				} `json:"stats"`
+			}
+			if err := json.Unmarshal([]byte(out), &res); err != nil {
+				t.Fatalf("gemini -p output is not its JSON result: %v\n%s\nstderr: %s", err, out, errOut)
+			}
+			if res.Stats.Tools.TotalCalls < 1 || !strings.Contains(res.Response, "Tool result received") {
+				t.Errorf("gemini -p: want an answer after a tool round trip, got %s\nstderr: %s", out, errOut)
+			}
+			if n := pathDelta(before, mockPaths(t, mock), rt.path); n < 2 {
+				t.Errorf("the mock's %s... got %d requests, want at least 2 (the tool call and the turn after it)", rt.path, n)
+			}
+		})
+	}
+}
+
+// OpenCode (opencode run) with its default tools and an OpenAI-compatible
+// provider pointing at the node (its bundled @ai-sdk/openai-compatible;
+// no models.dev fetch, no auto-update, no sharing), on every upstream
+// kind; the mock calls the first tool (bash), OpenCode runs it, and the
+// next turn ends the run.
+func TestAgentOpenCode(t *testing.T) {
+	opencode := agentBin(t, "opencode")
+	g, mock, secret := startAgentsNode(t, "oc")
+	for _, rt := range agentRoutes {
+		t.Run(rt.kind, func(t *testing.T) {
+			home, work := t.TempDir(), t.TempDir()
+			config := `{"$schema":"https://opencode.ai/config.json","autoupdate":false,"share":"disabled",` +
+				`"provider":{"tollgate":{"npm":"@ai-sdk/openai-compatible","name":"Tollgate","options":{"baseURL":"http://` + g.http + `/v1","apiKey":"` + secret + `"},` +
+				`"models":{"oc-` + rt.kind + `":{"name":"oc-` + rt.kind + `"}}}}}`
+			if err := os.WriteFile(filepath.Join(work, "opencode.json"), []byte(config), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			before := mockPaths(t, mock)
+			out, errOut, err := runAgent(t, work, agentEnv(home, "OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_DISABLE_MODELS_FETCH=1",
+				"OPENCODE_DISABLE_LSP_DOWNLOAD=1", "OPENCODE_DISABLE_SHARE=1"),
+				opencode, "run", "--model", "tollgate/oc-"+rt.kind, "Check the weather.")
+			if err != nil {
+				t.Fatalf("opencode run: %v\nstdout: %s\nstderr: %s", err, out, errOut)
+			}
+			if !strings.Contains(out, "Tool result received") {
+				t.Errorf("opencode run: want the answer after a tool round trip\nstdout: %s\nstderr: %s", out, errOut)
 			}
 			if n := pathDelta(before, mockPaths(t, mock), rt.path); n < 2 {
 				t.Errorf("the mock's %s... got %d requests, want at least 2 (the tool call and the turn after it)", rt.path, n)

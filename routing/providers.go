@@ -105,6 +105,7 @@ const (
 	EndpointEmbeddings
 	EndpointMessages  // Anthropic Messages
 	EndpointResponses // OpenAI Responses
+	EndpointGemini    // Google's Gemini API: generateContent, streamGenerateContent
 )
 
 // Path returns the endpoint's path below the API root of an OpenAI-wire
@@ -119,6 +120,8 @@ func (e Endpoint) Path() string {
 		return "/messages"
 	case EndpointResponses:
 		return "/responses"
+	case EndpointGemini:
+		return "" // always translated: never sent to an OpenAI-wire upstream
 	default:
 		return "/embeddings"
 	}
@@ -135,6 +138,8 @@ func (e Endpoint) Name() string {
 		return "messages"
 	case EndpointResponses:
 		return "responses"
+	case EndpointGemini:
+		return "gemini"
 	default:
 		return "embeddings"
 	}

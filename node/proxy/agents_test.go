@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -42,7 +43,9 @@ func TestResponsesCodexRequestOnTranslatedRoutes(t *testing.T) {
 	setCredential(t, "cred-g", "g-key")
 	setCredential(t, "cred-b", "AKIDEXAMPLE:wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
 	_, secret := newKey(t)
-	g := startGateway(t, proxy.Config{MaxAttempts: 1})
+	logs := &syncBuffer{}
+	g := startGateway(t, proxy.Config{MaxAttempts: 1,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	deps := providerDeps(url)
 	deps[routing.ProviderOpenAICompatible] = &pb.Deployment{Id: uniq("compat"), Provider: routing.ProviderOpenAICompatible,
 		BaseUrl: url + "/v1", UpstreamModel: "m"}
@@ -50,6 +53,9 @@ func TestResponsesCodexRequestOnTranslatedRoutes(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			route := newRoute(t, kind, d)
 			r := g.post(t, "/v1/responses", secret, codexBody(t, route))
+			if id := r.header.Get("X-Request-Id"); !strings.Contains(logs.String(), "request="+id+" deployment="+d.Id+" tools=web_search") {
+				t.Errorf("no debug log line for the dropped tools of %s:\n%s", id, logs.String())
+			}
 			if r.status != http.StatusOK {
 				t.Fatalf("status %d: %s", r.status, r.body)
 			}

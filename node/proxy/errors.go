@@ -55,6 +55,8 @@ func writeErrorIn(w http.ResponseWriter, ep routing.Endpoint, e *translate.Error
 	var b []byte
 	if ep == routing.EndpointMessages {
 		b = translate.AnthropicInbound.EncodeError(e)
+	} else if ep == routing.EndpointGemini {
+		b = translate.GeminiInbound.EncodeError(e)
 	} else {
 		b = translate.EncodeOpenAIError(e)
 	}

@@ -244,7 +244,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/v1/models", "/models":
 		h.models(w, r)
 	default:
-		writeError(w, errUnknownPath(r.URL.Path))
+		if !h.serveGemini(w, r) {
+			writeError(w, errUnknownPath(r.URL.Path))
+		}
 	}
 }
 

@@ -46,6 +46,8 @@ func inboundOf(ep routing.Endpoint) translate.Inbound {
 		return translate.AnthropicInbound
 	case routing.EndpointResponses:
 		return translate.ResponsesInbound
+	case routing.EndpointGemini:
+		return translate.GeminiInbound
 	case routing.EndpointCompletions:
 		return translate.CompletionsInbound
 	default:

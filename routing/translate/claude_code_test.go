@@ -173,7 +173,7 @@ func TestClaudeCodeRequestOnEveryUpstreamKind(t *testing.T) {
 			t.Run("gemini", func(t *testing.T) {
 				m := upstreamBody(t, Gemini, &Target{Provider: "gemini", BaseURL: "http://127.0.0.1:1/v1beta", UpstreamModel: "gemini-2.5-pro", Credential: "k"}, req)
 				sys := textsOf(m["systemInstruction"])
-				if !hasPrefixIn(sys, "You are a Claude agent") || !hasPrefixIn(sys, claudeCodeSystemText) {
+				if !hasPrefixIn(sys, "System prompt, first block.") || !hasPrefixIn(sys, claudeCodeSystemText) {
 					t.Fatalf("systemInstruction = %q, want the top-level system and the message's", sys)
 				}
 				if later && sys[len(sys)-1] != "Later system note." {
@@ -192,7 +192,7 @@ func TestClaudeCodeRequestOnEveryUpstreamKind(t *testing.T) {
 			t.Run("bedrock", func(t *testing.T) {
 				m := upstreamBody(t, Bedrock, &Target{Provider: "bedrock", BaseURL: "http://127.0.0.1:1", UpstreamModel: "anthropic.claude", Credential: "AKID:SECRET", Options: map[string]string{"region": "us-east-1"}}, req)
 				sys := textsOf(m["system"])
-				if !hasPrefixIn(sys, "You are a Claude agent") || !hasPrefixIn(sys, claudeCodeSystemText) {
+				if !hasPrefixIn(sys, "System prompt, first block.") || !hasPrefixIn(sys, claudeCodeSystemText) {
 					t.Fatalf("system = %q, want the top-level system and the message's", sys)
 				}
 				for _, c := range m["messages"].([]any) {
