@@ -15,8 +15,11 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // promServer is a real Prometheus (Debian's package) started by a test.
@@ -282,7 +285,8 @@ func TestPrometheusDashboardAndAlerts(t *testing.T) {
 		startPrometheus(t, nil) // skips (or fails in CI) with the reason
 	}
 	mock := mockLLM(t)
-	nodes, leaderID := startTrio(t, "prom-token")
+	// The drain delay keeps the last node serving, not ready, after SIGTERM.
+	nodes, leaderID := startTrio(t, "prom-token", "--drain-delay", "20s")
 	g := nodes[0]
 	g.ctl(t, "model", "add", "m", "--provider", "openai-compatible", "--base-url", mock,
 		"--upstream-model", "mock-model?size=1000", "--input-price", "0", "--output-price", "4")
@@ -342,6 +346,7 @@ func TestPrometheusDashboardAndAlerts(t *testing.T) {
 
 	checkDashboard(t, prom)
 
+	tested := map[string]bool{}
 	for _, want := range [][]string{
 		{"TollgateBudgetHigh", "team=" + nearID, "team_name=near"},
 		{"TollgateBudgetHigh", "team=" + spentID},
@@ -351,6 +356,7 @@ func TestPrometheusDashboardAndAlerts(t *testing.T) {
 		{"TollgateUpstreamFailing", "model=flaky"},
 	} {
 		prom.waitFiring(t, 30*time.Second, want...)
+		tested[want[0]] = true
 	}
 	if alerts, err := prom.firing(); err == nil && slices.ContainsFunc(alerts, func(a string) bool {
 		return containsAll(a, []string{"TollgateBudgetExhausted", "team=" + nearID})
@@ -370,8 +376,48 @@ func TestPrometheusDashboardAndAlerts(t *testing.T) {
 	}
 	follower.kill()
 	prom.waitFiring(t, 20*time.Second, "TollgateNodeDown", "instance="+follower.http)
-	byID(nodes, leaderID).kill()
+	leader := byID(nodes, leaderID)
+	leader.kill()
 	prom.waitFiring(t, 20*time.Second, "TollgateNoLeader")
+	// The last node drains: it still answers /metrics, /readyz says 503.
+	for _, n := range nodes {
+		if n != follower && n != leader {
+			_ = n.cmd.Process.Signal(syscall.SIGTERM)
+			prom.waitFiring(t, 15*time.Second, "TollgateNodeNotReady", "instance="+n.http)
+		}
+	}
+	tested["TollgateNodeDown"], tested["TollgateNoLeader"], tested["TollgateNodeNotReady"] = true, true, true
+	for _, name := range alertNames(t) {
+		if !tested[name] {
+			t.Errorf("alert %s of deploy/prometheus/alerts.yml is never made to fire by this test", name)
+		}
+	}
+}
+
+// alertNames returns the names of the alerts in deploy/prometheus/alerts.yml.
+func alertNames(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../deploy/prometheus/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		t.Fatalf("alerts.yml: %v", err)
+	}
+	var names []string
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			names = append(names, r.Alert)
+		}
+	}
+	return names
 }
 
 // checkDashboard waits until every query of the dashboard returns data.
