@@ -35,15 +35,7 @@ type promServer struct {
 // how long an operator waits before being paged.
 func startPrometheus(t *testing.T, targets []string) *promServer {
 	t.Helper()
-	path, err := exec.LookPath("prometheus")
-	if err != nil {
-		msg := "PROMETHEUS IS NOT INSTALLED: the dashboard and alert test needs it (apt-get install prometheus, or run .ci/run)"
-		fmt.Fprintln(os.Stderr, "!!! "+msg)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	path := lookPrometheus(t)
 	dir := t.TempDir()
 	rules, err := os.ReadFile("../deploy/prometheus/alerts.yml")
 	if err != nil {
@@ -75,6 +67,22 @@ scrape_configs:
 		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+p.addr, "--log.level=warn")
 	waitHTTP(t, "http://"+p.addr+"/-/ready", 200)
 	return p
+}
+
+// lookPrometheus returns the path of the prometheus binary; without it the
+// test is skipped, or fails when the CI environment variable is set.
+func lookPrometheus(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("prometheus")
+	if err != nil {
+		msg := "PROMETHEUS IS NOT INSTALLED: the dashboard and alert test needs it (apt-get install prometheus, or run .ci/run)"
+		fmt.Fprintln(os.Stderr, "!!! "+msg)
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return path
 }
 
 // get calls Prometheus's HTTP API and decodes the data of a successful
@@ -281,9 +289,7 @@ func TestPrometheusDashboardAndAlerts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a three-node scenario with Prometheus takes about a minute")
 	}
-	if _, err := exec.LookPath("prometheus"); err != nil {
-		startPrometheus(t, nil) // skips (or fails in CI) with the reason
-	}
+	lookPrometheus(t) // before the nodes start
 	mock := mockLLM(t)
 	// The drain delay keeps the last node serving, not ready, after SIGTERM.
 	nodes, leaderID := startTrio(t, "prom-token", "--drain-delay", "20s")
