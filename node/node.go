@@ -181,6 +181,7 @@ type Node struct {
 	rateFile         *os.File    // ratelimit.state, open once saved
 	peers            peers
 	reach            reachCache // whether this node reaches a majority of the voters, recently
+	metrics          *clusterMetrics
 }
 
 // New opens the node's data dir and Raft store and binds its listeners; Run
@@ -296,10 +297,11 @@ func New(cfg Config) (*Node, error) {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	deployments := n.registerClusterMetrics(reg)
 	dataPlane := proxy.New(proxy.Config{
 		State: n.store, MaxBodyBytes: cfg.MaxBodyBytes, UpstreamTimeout: cfg.UpstreamTimeout,
 		BodyReadTimeout: cfg.BodyReadTimeout, RequestTimeout: cfg.RequestTimeout, Ready: n.ready.Load,
-		Recorders: []proxy.Recorder{ledgerRecorder{n.ledger, n.cfg.NodeID, cfg.Logger}, proxy.NewMetrics(reg)},
+		Recorders: []proxy.Recorder{ledgerRecorder{n.ledger, n.cfg.NodeID, cfg.Logger}, proxy.NewMetrics(reg), deployments},
 		Pricing:   n.pricing, Budgets: n.budgets, Limiter: n.limiter, OutputCap: cfg.BudgetOutputCap, Logger: cfg.Logger,
 		UpstreamHTTP2: cfg.UpstreamHTTP2,
 		MaxAttempts:   cfg.MaxAttempts, RetryBackoff: cfg.RetryBackoff, Cooldown: cfg.Cooldown,
@@ -491,6 +493,7 @@ func (n *Node) Run(ctx context.Context) error {
 	go n.gossip.runRateGossip(mctx, n.cfg.NodeID)
 	go n.runRateStateSaves(mctx)
 	go n.releaseMemory(mctx, 30*time.Second, 32<<20)
+	go n.metrics.watchLeader(mctx, 250*time.Millisecond)
 	if n.tls != nil {
 		go n.watchTLS(mctx)
 	}
