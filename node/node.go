@@ -277,6 +277,9 @@ func New(cfg Config) (*Node, error) {
 		Retention: cfg.LedgerRetention, Logger: cfg.Logger}); err != nil {
 		return nil, fmt.Errorf("open ledger: %w", err)
 	}
+	if err := n.seedSpendSeq(); err != nil {
+		return nil, err
+	}
 	n.budgets = n.newBudgets()
 
 	reg := prometheus.NewRegistry()
