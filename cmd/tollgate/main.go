@@ -129,6 +129,7 @@ Flags:
 		return 2
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	cfg.Version = version
 	if maxBody <= 0 || cfg.UpstreamTimeout <= 0 || cfg.DrainTimeout < 0 {
 		fmt.Fprintln(stderr, "tollgate: --max-body-bytes and --upstream-timeout must be positive, --drain-timeout not negative")
 		return 2
