@@ -69,10 +69,9 @@ func TestHAProxyConfigs(t *testing.T) {
 	}
 }
 
-// TestNginxConfig runs `nginx -t` when nginx is installed. It is optional even in CI, which
-// installs only HAProxy.
+// TestNginxConfig runs `nginx -t` (CI installs nginx, as it does HAProxy).
 func TestNginxConfig(t *testing.T) {
-	nginx := lookTool(t, "nginx", false)
+	nginx := lookTool(t, "nginx", true)
 	conf, err := filepath.Abs("nginx.conf")
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -88,8 +89,12 @@ type Config struct {
 	AdminToken string
 	// MaxBodyBytes limits request bodies. Default 8 MiB.
 	MaxBodyBytes int64
-	// UpstreamTimeout bounds an upstream call (see proxy.Config).
-	UpstreamTimeout time.Duration
+	// UpstreamTimeout bounds an upstream call, RequestTimeout a request's
+	// attempts together (see proxy.Config).
+	UpstreamTimeout, RequestTimeout time.Duration
+	// ReadHeaderTimeout bounds reading a request's headers (default 10s);
+	// BodyReadTimeout its body (see proxy.Config).
+	ReadHeaderTimeout, BodyReadTimeout time.Duration
 	// UpstreamHTTP2 speaks HTTP/2 to HTTPS upstreams that offer it,
 	// through net/http, instead of the gateway's HTTP/1.1 client.
 	UpstreamHTTP2 bool
@@ -288,6 +293,7 @@ func New(cfg Config) (*Node, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	dataPlane := proxy.New(proxy.Config{
 		State: n.store, MaxBodyBytes: cfg.MaxBodyBytes, UpstreamTimeout: cfg.UpstreamTimeout,
+		BodyReadTimeout: cfg.BodyReadTimeout, RequestTimeout: cfg.RequestTimeout, Ready: n.ready.Load,
 		Recorders: []proxy.Recorder{ledgerRecorder{n.ledger, n.cfg.NodeID, cfg.Logger}, proxy.NewMetrics(reg)},
 		Pricing:   n.pricing, Budgets: n.budgets, Limiter: n.limiter, OutputCap: cfg.BudgetOutputCap, Logger: cfg.Logger,
 		UpstreamHTTP2: cfg.UpstreamHTTP2,
@@ -300,7 +306,7 @@ func New(cfg Config) (*Node, error) {
 	mux.Handle("/", dataPlane)
 	n.httpSrv = &http.Server{
 		Handler:           mux,
-		ReadHeaderTimeout: 30 * time.Second,
+		ReadHeaderTimeout: cmp.Or(cfg.ReadHeaderTimeout, 10*time.Second),
 		IdleTimeout:       5 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 	}

@@ -103,7 +103,7 @@ func (lr ledgerRecorder) Record(rec *proxy.Record) {
 		TeamId: rec.TeamID, Model: rec.Model, Deployment: rec.Deployment, Provider: rec.Provider,
 		Endpoint: rec.Endpoint.Name(), Stream: rec.Stream, PromptTokens: rec.Usage.PromptTokens,
 		CompletionTokens: rec.Usage.CompletionTokens, CachedTokens: rec.Usage.CachedTokens, CacheWriteTokens: rec.Usage.CacheWriteTokens,
-		CostNanos: rec.CostNanos, Unpriced: rec.Unpriced, Status: int32(rec.Status),
+		CostNanos: rec.CostNanos, Unpriced: rec.Unpriced, UsageRejected: rec.UsageRejected, Status: int32(rec.Status),
 		LatencyMicros: rec.Latency.Microseconds(), TtftMicros: rec.FirstByte.Microseconds(), Attempts: int32(rec.Attempts),
 	}
 	if err := lr.l.Append(r, rec.Reservation.Uses(rec.BudgetNanos)); err != nil {

@@ -19,13 +19,6 @@ import (
 
 func timeOf(unixNanos int64) time.Time { return time.Unix(0, unixNanos).UTC() }
 
-func (s *State) copyKeys() *State {
-	n := *s
-	n.keys = maps.Clone(s.keys)
-	n.keysByHash = maps.Clone(s.keysByHash)
-	return &n
-}
-
 func (s *State) copyRoutes() *State {
 	n := *s
 	n.routeSrc = maps.Clone(s.routeSrc)
@@ -129,15 +122,14 @@ func ValidateRouteOptions(route string, o *pb.RouteOptions) error {
 	return nil
 }
 
-func (s *State) putKey(sk *pb.StoredKey) {
-	s.keys[sk.GetKey().GetId()] = sk
-	h, _ := hash32(sk.GetSecretHash())
-	s.keysByHash[h] = newKeyView(sk)
+// putKey returns a copy of s with sk stored.
+func (s *State) putKey(sk *pb.StoredKey) *State {
+	return s.withKeys(func(kw *keyWriter) { kw.put(sk) })
 }
 
 func (s *State) keyOrErr(id string) (*pb.StoredKey, error) {
-	sk, ok := s.keys[id]
-	if !ok {
+	sk := s.Key(id)
+	if sk == nil {
 		return nil, fmt.Errorf("key %q: %w", id, ErrNotFound)
 	}
 	return sk, nil
@@ -153,13 +145,13 @@ func createKey(cur *State, c *pb.CreateKeyCommand, ts *timestamppb.Timestamp) (*
 	if err != nil {
 		return nil, nil, fmt.Errorf("key %q: %w", id, err)
 	}
-	if _, ok := cur.keys[id]; ok {
+	if cur.Key(id) != nil {
 		return nil, nil, fmt.Errorf("key %q: %w", id, ErrAlreadyExists)
 	}
-	if _, ok := cur.keysByHash[h]; ok {
+	if cur.KeyByHash(h) != nil {
 		return nil, nil, fmt.Errorf("key %q: secret collides with another key: %w", id, ErrAlreadyExists)
 	}
-	if t := sk.GetKey().GetTeamId(); t != "" && cur.teams[t] == nil {
+	if t := sk.GetKey().GetTeamId(); t != "" && cur.team(t) == nil {
 		return nil, nil, fmt.Errorf("team %q does not exist: %w", t, ErrFailedPrecondition)
 	}
 	if err := ValidateBudget(sk.GetKey().GetBudget()); err != nil {
@@ -171,9 +163,7 @@ func createKey(cur *State, c *pb.CreateKeyCommand, ts *timestamppb.Timestamp) (*
 	sk = proto.Clone(sk).(*pb.StoredKey)
 	sk.Key.Limits = emptyToNil(sk.Key.Limits)
 	sk.Key.CreatedAt, sk.Key.UpdatedAt, sk.Key.RevokedAt = ts, ts, nil
-	next := cur.copyKeys()
-	next.putKey(sk)
-	return next, sk, nil
+	return cur.putKey(sk), sk, nil
 }
 
 func updateKey(cur *State, u *pb.UpdateKeyRequest, ts *timestamppb.Timestamp) (*State, proto.Message, error) {
@@ -196,7 +186,7 @@ func updateKey(cur *State, u *pb.UpdateKeyRequest, ts *timestamppb.Timestamp) (*
 	}
 	mergeMetadata(&k.Metadata, u.GetMetadata())
 	if u.TeamId != nil {
-		if t := u.GetTeamId(); t != "" && cur.teams[t] == nil {
+		if t := u.GetTeamId(); t != "" && cur.team(t) == nil {
 			return nil, nil, fmt.Errorf("team %q does not exist: %w", t, ErrFailedPrecondition)
 		}
 		k.TeamId = u.GetTeamId()
@@ -216,9 +206,7 @@ func updateKey(cur *State, u *pb.UpdateKeyRequest, ts *timestamppb.Timestamp) (*
 		k.Limits = emptyToNil(u.GetLimits())
 	}
 	k.UpdatedAt = ts
-	next := cur.copyKeys()
-	next.putKey(sk)
-	return next, sk, nil
+	return cur.putKey(sk), sk, nil
 }
 
 func revokeKey(cur *State, id string, ts *timestamppb.Timestamp) (*State, proto.Message, error) {
@@ -231,9 +219,7 @@ func revokeKey(cur *State, id string, ts *timestamppb.Timestamp) (*State, proto.
 	}
 	sk := proto.Clone(old).(*pb.StoredKey)
 	sk.Key.RevokedAt, sk.Key.UpdatedAt = ts, ts
-	next := cur.copyKeys()
-	next.putKey(sk)
-	return next, sk, nil
+	return cur.putKey(sk), sk, nil
 }
 
 func rotateKey(cur *State, c *pb.RotateKeyCommand, ts *timestamppb.Timestamp) (*State, proto.Message, error) {
@@ -248,18 +234,14 @@ func rotateKey(cur *State, c *pb.RotateKeyCommand, ts *timestamppb.Timestamp) (*
 	if err != nil {
 		return nil, nil, fmt.Errorf("key %q: %w", c.GetId(), err)
 	}
-	if _, ok := cur.keysByHash[h]; ok {
+	if cur.KeyByHash(h) != nil {
 		return nil, nil, fmt.Errorf("key %q: new secret collides with a key: %w", c.GetId(), ErrAlreadyExists)
 	}
 	sk := proto.Clone(old).(*pb.StoredKey)
-	sk.SecretHash = h[:]
+	sk.SecretHash = append([]byte(nil), h[:]...)
 	sk.Key.SecretPrefix = c.GetSecretPrefix()
 	sk.Key.UpdatedAt = ts
-	next := cur.copyKeys()
-	oh, _ := hash32(old.GetSecretHash())
-	delete(next.keysByHash, oh)
-	next.putKey(sk)
-	return next, sk, nil
+	return cur.putKey(sk), sk, nil
 }
 
 func validateDeployment(d *pb.Deployment) error {
@@ -449,7 +431,7 @@ func restoreState(cur *State, snap *pb.Snapshot) (*State, error) {
 	if snap == nil {
 		return nil, fmt.Errorf("restore: no snapshot: %w", ErrInvalid)
 	}
-	next, err := stateFromSnapshot(snap, cur.sealer)
+	next, err := stateFromSnapshot(snap, cur.sealer, cur.retention)
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}

@@ -3,12 +3,9 @@ package raftstore
 import (
 	"errors"
 	"fmt"
-	"io"
-	"sort"
 	"sync"
 	"sync/atomic"
 
-	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -34,6 +31,10 @@ type applyResult struct {
 type fsm struct {
 	state  atomic.Pointer[State]
 	sealer *Sealer
+	// onFatal is told, once, that the FSM stopped (see ApplyBatch); failed
+	// is the reason. Both are used on Raft's apply goroutine only.
+	onFatal func(error)
+	failed  error
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every publish
@@ -51,6 +52,13 @@ func newSealedFSM(sealer *Sealer) *fsm {
 	return f
 }
 
+// setRetention sets the spend history retention, before the first apply.
+func (f *fsm) setRetention(r Retention) {
+	st := *f.state.Load()
+	st.retention = r
+	f.state.Store(&st)
+}
+
 func (f *fsm) publish(s *State) {
 	f.state.Store(s)
 	f.mu.Lock()
@@ -64,148 +72,6 @@ func (f *fsm) changedCh() <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.changed
-}
-
-// Apply implements raft.FSM.
-func (f *fsm) Apply(l *raft.Log) any {
-	cur := f.state.Load()
-	var res applyResult
-	var next *State
-	if l.Type == raft.LogCommand {
-		var cmd pb.Command
-		if err := proto.Unmarshal(l.Data, &cmd); err != nil {
-			res.err = fmt.Errorf("decode command at index %d: %v: %w", l.Index, err, ErrInvalid)
-		} else {
-			next, res = applyCommand(cur, &cmd)
-		}
-	}
-	if next == nil {
-		cp := *cur
-		next = &cp
-	}
-	next.Index = l.Index
-	f.publish(next)
-	return &res
-}
-
-// Snapshot implements raft.FSM. The published state is immutable, so the
-// snapshot just holds on to it.
-func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
-	return &fsmSnapshot{st: f.state.Load()}, nil
-}
-
-// Restore implements raft.FSM: it builds a whole new state from the
-// snapshot and swaps it in.
-func (f *fsm) Restore(rc io.ReadCloser) error {
-	defer rc.Close()
-	data, err := io.ReadAll(rc)
-	if err != nil {
-		return fmt.Errorf("read snapshot: %w", err)
-	}
-	var snap pb.Snapshot
-	if err := proto.Unmarshal(data, &snap); err != nil {
-		return fmt.Errorf("decode snapshot: %w", err)
-	}
-	st, err := stateFromSnapshot(&snap, f.sealer)
-	if err != nil {
-		return err
-	}
-	f.publish(st)
-	return nil
-}
-
-type fsmSnapshot struct{ st *State }
-
-func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(snapshotOf(s.st))
-	if err == nil {
-		_, err = sink.Write(data)
-	}
-	if err != nil {
-		_ = sink.Cancel()
-		return fmt.Errorf("persist snapshot: %w", err)
-	}
-	return sink.Close()
-}
-
-func (s *fsmSnapshot) Release() {}
-
-// snapshotOf returns the whole state as a Snapshot message, in a stable
-// order.
-func snapshotOf(st *State) *pb.Snapshot {
-	snap := &pb.Snapshot{Index: st.Index, Keys: st.Keys(), Routes: st.RouteConfigs(), Credentials: st.Credentials(),
-		Teams: st.Teams(), ClusterSecret: st.clusterSecret}
-	st.WalkRollups(0, 1<<62, func(r *pb.SpendRollup) bool {
-		snap.Rollups = append(snap.Rollups, r)
-		return true
-	})
-	pks := make([]string, 0, len(st.periods))
-	for k := range st.periods {
-		pks = append(pks, k)
-	}
-	sort.Strings(pks)
-	for _, k := range pks {
-		snap.BudgetPeriods = append(snap.BudgetPeriods, st.periods[k])
-	}
-	nodes := make([]string, 0, len(st.nodeSeqs))
-	for n := range st.nodeSeqs {
-		nodes = append(nodes, n)
-	}
-	sort.Strings(nodes)
-	for _, n := range nodes {
-		snap.NodeSeqs = append(snap.NodeSeqs, &pb.NodeSeq{Node: n, Seq: st.nodeSeqs[n]})
-	}
-	for h := range st.adminTokens {
-		snap.AdminTokenHashes = append(snap.AdminTokenHashes, append([]byte(nil), h[:]...))
-	}
-	sort.Slice(snap.AdminTokenHashes, func(i, j int) bool {
-		return string(snap.AdminTokenHashes[i]) < string(snap.AdminTokenHashes[j])
-	})
-	return snap
-}
-
-func stateFromSnapshot(snap *pb.Snapshot, sealer *Sealer) (*State, error) {
-	st := emptyState()
-	st.sealer = sealer
-	st.Index = snap.GetIndex()
-	for _, k := range snap.GetKeys() {
-		h, err := hash32(k.GetSecretHash())
-		if err != nil {
-			return nil, fmt.Errorf("snapshot key %q: %w", k.GetKey().GetId(), err)
-		}
-		st.keys[k.GetKey().GetId()] = k
-		st.keysByHash[h] = newKeyView(k)
-	}
-	for _, c := range snap.GetCredentials() {
-		st.creds[c.GetName()] = c
-	}
-	for _, r := range snap.GetRoutes() {
-		st.routeSrc[r.GetName()] = r
-	}
-	st.rebuildRoutes()
-	for _, t := range snap.GetTeams() {
-		st.putTeam(t)
-	}
-	txn := st.rollups.Txn()
-	for _, r := range snap.GetRollups() {
-		txn.Insert(rollupKey(r), r)
-	}
-	st.rollups = txn.Commit()
-	for _, bp := range snap.GetBudgetPeriods() {
-		st.periods[periodKey(bp.GetBudget(), bp.GetPeriodStart())] = bp
-	}
-	for _, ns := range snap.GetNodeSeqs() {
-		st.nodeSeqs[ns.GetNode()] = ns.GetSeq()
-	}
-	st.clusterSecret = snap.GetClusterSecret()
-	for _, b := range snap.GetAdminTokenHashes() {
-		h, err := hash32(b)
-		if err != nil {
-			return nil, fmt.Errorf("snapshot admin token: %w", err)
-		}
-		st.adminTokens[h] = struct{}{}
-	}
-	return st, nil
 }
 
 func hash32(b []byte) ([32]byte, error) {
@@ -261,9 +127,11 @@ func applyCommand(cur *State, cmd *pb.Command) (*State, applyResult) {
 	case *pb.Command_DeleteTeam:
 		next, err = deleteTeam(cur, op.DeleteTeam.GetId())
 	case *pb.Command_SpendReport:
-		next, err = spendReport(cur, op.SpendReport)
+		next, err = spendReport(cur, op.SpendReport, cmd.GetUnixNanos())
 	case *pb.Command_GrantLease:
 		next, val, err = grantLease(cur, op.GrantLease)
+	case *pb.Command_GrantLeases:
+		next, val = grantLeases(cur, op.GrantLeases)
 	case *pb.Command_ReturnLease:
 		next, err = returnLease(cur, op.ReturnLease)
 	case *pb.Command_ReleaseNode:

@@ -216,8 +216,9 @@ func viewsOf(st *State) views {
 	if len(st.routeNames) > 0 { // nil and empty are the same listing
 		v.routeNames = slices.Clone(st.routeNames)
 	}
-	for h, k := range st.keysByHash {
-		v.keys[h] = copyKeyView(k)
+	it := st.keysByHash.Root().Iterator()
+	for hk, k, ok := it.Next(); ok; hk, k, ok = it.Next() {
+		v.keys[[32]byte(hk)] = copyKeyView(k.(*Key))
 	}
 	for n, r := range st.routes {
 		v.routes[n] = copyRouteView(r)

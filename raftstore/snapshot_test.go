@@ -31,6 +31,16 @@ func (s *memSink) Write(p []byte) (int, error) {
 func (s *memSink) Close() error  { s.closed = true; return nil }
 func (s *memSink) Cancel() error { s.cancelled = true; return nil }
 
+// restored is the state a new FSM restores from a persisted snapshot.
+func restored(t testing.TB, data []byte) *State {
+	t.Helper()
+	f := newFSM()
+	if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	return f.state.Load()
+}
+
 func persist(t testing.TB, f *fsm) []byte {
 	t.Helper()
 	snap, err := f.Snapshot()
@@ -75,13 +85,14 @@ func compareStates(t *testing.T, got, want *State) {
 	if !proto.Equal(snapshotOf(got), snapshotOf(want)) {
 		t.Errorf("contents differ:\n got %v\nwant %v", snapshotOf(got), snapshotOf(want))
 	}
-	for id, sk := range want.keys {
+	for _, sk := range want.Keys() {
+		id := sk.GetKey().GetId()
 		if !proto.Equal(got.Key(id), sk) {
 			t.Errorf("Key(%q) = %v, want %v", id, got.Key(id), sk)
 		}
 	}
-	if len(got.keys) != len(want.keys) {
-		t.Errorf("%d keys, want %d", len(got.keys), len(want.keys))
+	if got.KeyCount() != want.KeyCount() {
+		t.Errorf("%d keys, want %d", got.KeyCount(), want.KeyCount())
 	}
 	if !reflect.DeepEqual(viewsOf(got), viewsOf(want)) {
 		t.Errorf("views differ:\n got %+v\nwant %+v", viewsOf(got), viewsOf(want))
@@ -177,7 +188,7 @@ func TestSnapshotIsPointInTime(t *testing.T) {
 	if err := snap.Persist(&sink); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(sink.Bytes(), want) {
+	if !bytes.Equal(snapBytes(t, restored(t, sink.Bytes())), want) {
 		t.Error("snapshot includes commands applied after Snapshot()")
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -100,16 +99,27 @@ func limitOf(id string, b *pb.Budget) *Limit {
 }
 
 // Team returns the team with the given id, or nil.
-func (s *State) Team(id string) *Team { return s.teamViews[id] }
+func (s *State) Team(id string) *Team {
+	if e := s.team(id); e != nil {
+		return e.view
+	}
+	return nil
+}
 
 // TeamConfig returns the stored team, or nil. It must not be modified.
-func (s *State) TeamConfig(id string) *pb.Team { return s.teams[id] }
+func (s *State) TeamConfig(id string) *pb.Team {
+	if e := s.team(id); e != nil {
+		return e.cfg
+	}
+	return nil
+}
 
 // Teams returns every team sorted by name, then id.
 func (s *State) Teams() []*pb.Team {
-	out := make([]*pb.Team, 0, len(s.teams))
-	for _, t := range s.teams {
-		out = append(out, t)
+	out := make([]*pb.Team, 0, s.teams.Len())
+	it := s.teams.Root().Iterator()
+	for _, v, ok := it.Next(); ok; _, v, ok = it.Next() {
+		out = append(out, v.(*teamEntry).cfg)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].GetName() != out[j].GetName() {
@@ -123,12 +133,12 @@ func (s *State) Teams() []*pb.Team {
 // KeysOfTeam returns the ids of the keys that belong to a team, sorted.
 func (s *State) KeysOfTeam(team string) []string {
 	var ids []string
-	for id, k := range s.keys {
-		if k.GetKey().GetTeamId() == team {
-			ids = append(ids, id)
-		}
+	prefix := teamKeyKey(team, "")
+	it := s.keysByTeam.Root().Iterator()
+	it.SeekPrefix(prefix)
+	for k, _, ok := it.Next(); ok; k, _, ok = it.Next() {
+		ids = append(ids, string(k[len(prefix):]))
 	}
-	sort.Strings(ids)
 	return ids
 }
 
@@ -137,26 +147,25 @@ func (s *State) BudgetLimit(id string) *Limit {
 	kind, ref, _ := strings.Cut(id, ":")
 	switch kind {
 	case "key":
-		if k := s.keys[ref]; k != nil {
+		if k := s.Key(ref); k != nil {
 			return limitOf(id, k.GetKey().GetBudget())
 		}
 	case "team":
-		if t := s.teamViews[ref]; t != nil {
+		if t := s.Team(ref); t != nil {
 			return t.Budget
 		}
 	}
 	return nil
 }
 
-func periodKey(budget string, start int64) string {
-	return budget + "\x00" + strconv.FormatInt(start, 10)
-}
-
 // BudgetPeriod returns the accounting of a budget in the period that
 // started at start, or nil when nothing was granted or spent in it. It
 // must not be modified.
 func (s *State) BudgetPeriod(budget string, start int64) *pb.BudgetPeriod {
-	return s.periods[periodKey(budget, start)]
+	if v, ok := s.periods.Get(periodKey(budget, start)); ok {
+		return v.(*pb.BudgetPeriod)
+	}
+	return nil
 }
 
 // NodeSeq returns the last spend report applied for node.
@@ -203,35 +212,11 @@ func rollupKey(r *pb.SpendRollup) []byte {
 	return append(b, r.GetModel()...)
 }
 
-// WalkRollups calls fn for every hourly rollup with since <= hour < until
-// (Unix seconds), in time order, until fn returns false. The rollups must
-// not be modified.
-func (s *State) WalkRollups(since, until int64, fn func(*pb.SpendRollup) bool) {
-	it := s.rollups.Root().Iterator()
-	var lo [8]byte
-	binary.BigEndian.PutUint64(lo[:], uint64(max(since, 0)))
-	it.SeekLowerBound(lo[:])
-	for k, v, ok := it.Next(); ok; k, v, ok = it.Next() {
-		if len(k) >= 8 && int64(binary.BigEndian.Uint64(k[:8])) >= until {
-			return
-		}
-		if !fn(v.(*pb.SpendRollup)) {
-			return
-		}
-	}
-}
-
-func (s *State) copyTeams() *State {
+// putTeam returns a copy of s with t stored.
+func (s *State) putTeam(t *pb.Team) *State {
 	n := *s
-	n.teams = maps.Clone(s.teams)
-	n.teamViews = maps.Clone(s.teamViews)
+	n.teams, _, _ = s.teams.Insert([]byte(t.GetId()), newTeamEntry(t))
 	return &n
-}
-
-func (s *State) putTeam(t *pb.Team) {
-	s.teams[t.GetId()] = t
-	s.teamViews[t.GetId()] = &Team{ID: t.GetId(), Name: t.GetName(), Budget: limitOf(TeamBudgetID(t.GetId()), t.GetBudget()),
-		Limits: rateLimitsOf("team:"+t.GetId(), t.GetLimits())}
 }
 
 func createTeam(cur *State, c *pb.CreateTeamCommand, ts *timestamppb.Timestamp) (*State, proto.Message, error) {
@@ -239,7 +224,7 @@ func createTeam(cur *State, c *pb.CreateTeamCommand, ts *timestamppb.Timestamp) 
 	if t.GetId() == "" || t.GetName() == "" {
 		return nil, nil, fmt.Errorf("team id and name must not be empty: %w", ErrInvalid)
 	}
-	if _, ok := cur.teams[t.GetId()]; ok {
+	if cur.team(t.GetId()) != nil {
 		return nil, nil, fmt.Errorf("team %q: %w", t.GetId(), ErrAlreadyExists)
 	}
 	if err := ValidateBudget(t.GetBudget()); err != nil {
@@ -251,14 +236,12 @@ func createTeam(cur *State, c *pb.CreateTeamCommand, ts *timestamppb.Timestamp) 
 	t = proto.Clone(t).(*pb.Team)
 	t.Limits = emptyToNil(t.Limits)
 	t.CreatedAt, t.UpdatedAt = ts, ts
-	next := cur.copyTeams()
-	next.putTeam(t)
-	return next, t, nil
+	return cur.putTeam(t), t, nil
 }
 
 func updateTeam(cur *State, u *pb.UpdateTeamRequest, ts *timestamppb.Timestamp) (*State, proto.Message, error) {
-	old, ok := cur.teams[u.GetId()]
-	if !ok {
+	old := cur.TeamConfig(u.GetId())
+	if old == nil {
 		return nil, nil, fmt.Errorf("team %q: %w", u.GetId(), ErrNotFound)
 	}
 	t := proto.Clone(old).(*pb.Team)
@@ -284,9 +267,7 @@ func updateTeam(cur *State, u *pb.UpdateTeamRequest, ts *timestamppb.Timestamp) 
 	}
 	mergeMetadata(&t.Metadata, u.GetMetadata())
 	t.UpdatedAt = ts
-	next := cur.copyTeams()
-	next.putTeam(t)
-	return next, t, nil
+	return cur.putTeam(t), t, nil
 }
 
 func mergeMetadata(dst *map[string]string, src map[string]string) {
@@ -303,35 +284,28 @@ func mergeMetadata(dst *map[string]string, src map[string]string) {
 }
 
 func deleteTeam(cur *State, id string) (*State, error) {
-	if _, ok := cur.teams[id]; !ok {
+	if cur.team(id) == nil {
 		return nil, fmt.Errorf("team %q: %w", id, ErrNotFound)
 	}
 	if keys := cur.KeysOfTeam(id); len(keys) > 0 {
 		return nil, fmt.Errorf("team %q still has %d key(s), e.g. %s (revoked keys count too): move them out first with tollctl key update KEY --team '': %w",
 			id, len(keys), keys[0], ErrFailedPrecondition)
 	}
-	next := cur.copyTeams()
-	delete(next.teams, id)
-	delete(next.teamViews, id)
-	return next, nil
-}
-
-func (s *State) copyPeriods() *State {
-	n := *s
-	n.periods = maps.Clone(s.periods)
-	return &n
+	next := *cur
+	next.teams, _, _ = cur.teams.Delete([]byte(id))
+	return &next, nil
 }
 
 // spendReport adds a node's rollup deltas to the totals and settles its
 // budget spend against its leases, once per seq.
-func spendReport(cur *State, c *pb.SpendReportCommand) (*State, error) {
+func spendReport(cur *State, c *pb.SpendReportCommand, nowNanos int64) (*State, error) {
 	if c.GetNode() == "" || c.GetSeq() == 0 {
 		return nil, fmt.Errorf("spend report needs a node and a seq: %w", ErrInvalid)
 	}
 	if c.GetSeq() <= cur.nodeSeqs[c.GetNode()] {
 		return nil, nil // a replay or a retry: already counted
 	}
-	next := cur.copyPeriods()
+	next := *cur
 	next.nodeSeqs = maps.Clone(cur.nodeSeqs)
 	next.nodeSeqs[c.GetNode()] = c.GetSeq()
 	txn := cur.rollups.Txn()
@@ -341,29 +315,25 @@ func spendReport(cur *State, c *pb.SpendReportCommand) (*State, error) {
 		if old, ok := txn.Get(k); ok {
 			r = proto.Clone(old.(*pb.SpendRollup)).(*pb.SpendRollup)
 		}
-		r.Requests += d.GetRequests()
-		r.PromptTokens += d.GetPromptTokens()
-		r.CompletionTokens += d.GetCompletionTokens()
-		r.CachedTokens += d.GetCachedTokens()
-		r.CacheWriteTokens += d.GetCacheWriteTokens()
-		r.CostNanos += d.GetCostNanos()
-		r.UnpricedRequests += d.GetUnpricedRequests()
+		addRollup(r, d)
 		txn.Insert(k, r)
 	}
-	next.rollups = txn.Commit()
+	compactRollups(&next, txn, nowNanos)
+	pw := cur.periodWriter()
 	for _, u := range c.GetBudgets() {
 		pk := periodKey(u.GetBudget(), u.GetPeriodStart())
 		bp := &pb.BudgetPeriod{Budget: u.GetBudget(), PeriodStart: u.GetPeriodStart()}
-		if old, ok := next.periods[pk]; ok {
+		if old := pw.get(pk); old != nil {
 			bp = proto.Clone(old).(*pb.BudgetPeriod)
 		}
 		bp.SpentNanos += u.GetSpentNanos()
 		if l := bp.GetLeases()[c.GetNode()]; l > 0 {
 			bp.Leases[c.GetNode()] = max(l-u.GetSpentNanos(), 0)
 		}
-		next.periods[pk] = bp
+		pw.put(pk, bp)
 	}
-	return next, nil
+	pw.commit(&next)
+	return &next, nil
 }
 
 // grantLease gives a node up to want of what is left of a budget period:
@@ -378,7 +348,7 @@ func grantLease(cur *State, c *pb.GrantLeaseCommand) (*State, proto.Message, err
 	}
 	pk := periodKey(c.GetBudget(), c.GetPeriodStart())
 	bp := &pb.BudgetPeriod{Budget: c.GetBudget(), PeriodStart: c.GetPeriodStart()}
-	if old, ok := cur.periods[pk]; ok {
+	if old := cur.BudgetPeriod(c.GetBudget(), c.GetPeriodStart()); old != nil {
 		bp = proto.Clone(old).(*pb.BudgetPeriod)
 	}
 	left := lim.LimitNanos - bp.GetSpentNanos()
@@ -393,17 +363,51 @@ func grantLease(cur *State, c *pb.GrantLeaseCommand) (*State, proto.Message, err
 		bp.Leases = map[string]int64{}
 	}
 	bp.Leases[c.GetNode()] += grant
-	next := cur.copyPeriods()
-	next.periods[pk] = bp
-	// Periods before the previous one of this budget are history: drop them.
-	for k, old := range next.periods {
-		if old.GetBudget() == c.GetBudget() && old.GetPeriodStart() < c.GetPeriodStart() && k != pk {
-			if prev := previousPeriodStart(lim.Period, c.GetPeriodStart()); old.GetPeriodStart() < prev {
-				delete(next.periods, k)
-			}
+	next := *cur
+	pw := cur.periodWriter()
+	pw.put(pk, bp)
+	pruneOldPeriods(cur, pw, c.GetBudget(), previousPeriodStart(lim.Period, c.GetPeriodStart()))
+	pw.commit(&next)
+	return &next, bp, nil
+}
+
+// pruneOldPeriods drops a budget's periods that started before keepFrom:
+// history. They sort first under the budget's prefix, so the walk stops at
+// the first period it keeps.
+func pruneOldPeriods(cur *State, pw *periodWriter, budget string, keepFrom int64) {
+	prefix := periodKey(budget, 0)[:len(budget)+1]
+	it := cur.periods.Root().Iterator()
+	it.SeekPrefix(prefix)
+	for k, _, ok := it.Next(); ok; k, _, ok = it.Next() {
+		if len(k) != len(prefix)+8 || decodeOrderedInt64(k[len(prefix):]) >= keepFrom {
+			return
 		}
+		pw.delete(k)
 	}
-	return next, bp, nil
+}
+
+// grantLeases applies many lease requests in order, each as grantLease
+// does; one failing does not stop the others.
+func grantLeases(cur *State, c *pb.GrantLeasesCommand) (*State, proto.Message) {
+	res := &pb.GrantLeasesResult{Outcomes: make([]*pb.GrantLeaseOutcome, 0, len(c.GetGrants()))}
+	st := cur
+	for _, g := range c.GetGrants() {
+		next, val, err := grantLease(st, g)
+		o := &pb.GrantLeaseOutcome{}
+		if err != nil {
+			o.Error = err.Error()
+		} else {
+			o.Period, _ = val.(*pb.BudgetPeriod)
+		}
+		if next != nil {
+			st = next
+		}
+		res.Outcomes = append(res.Outcomes, o)
+	}
+	if st == cur {
+		return nil, res
+	}
+	return st, res
 }
 
 func previousPeriodStart(period string, start int64) int64 {
@@ -420,32 +424,46 @@ func previousPeriodStart(period string, start int64) int64 {
 }
 
 func returnLease(cur *State, c *pb.ReturnLeaseCommand) (*State, error) {
-	pk := periodKey(c.GetBudget(), c.GetPeriodStart())
-	old, ok := cur.periods[pk]
-	if !ok || old.GetLeases()[c.GetNode()] == 0 {
+	old := cur.BudgetPeriod(c.GetBudget(), c.GetPeriodStart())
+	if old == nil || old.GetLeases()[c.GetNode()] == 0 {
 		return nil, nil
 	}
 	bp := proto.Clone(old).(*pb.BudgetPeriod)
 	delete(bp.Leases, c.GetNode())
-	next := cur.copyPeriods()
-	next.periods[pk] = bp
-	return next, nil
+	next := *cur
+	pw := cur.periodWriter()
+	pw.put(periodKey(c.GetBudget(), c.GetPeriodStart()), bp)
+	pw.commit(&next)
+	return &next, nil
 }
 
 func releaseNode(cur *State, node string) (*State, error) {
-	var next *State
-	for k, old := range cur.periods {
+	if node == "" {
+		return nil, nil
+	}
+	prefix := leaseKey(node, nil)
+	it := cur.leasesByNode.Root().Iterator()
+	it.SeekPrefix(prefix)
+	var pks [][]byte
+	for k, _, ok := it.Next(); ok; k, _, ok = it.Next() {
+		pks = append(pks, k[len(prefix):])
+	}
+	if len(pks) == 0 {
+		return nil, nil
+	}
+	next := *cur
+	pw := cur.periodWriter()
+	for _, pk := range pks {
+		old := pw.get(pk)
 		if old.GetLeases()[node] == 0 {
-			continue
-		}
-		if next == nil {
-			next = cur.copyPeriods()
+			continue // a settled lease keeps its entry, as it always has
 		}
 		bp := proto.Clone(old).(*pb.BudgetPeriod)
 		delete(bp.Leases, node)
-		next.periods[k] = bp
+		pw.put(pk, bp)
 	}
-	return next, nil
+	pw.commit(&next)
+	return &next, nil
 }
 
 func setClusterSecret(cur *State, c *pb.SetClusterSecretCommand) (*State, error) {

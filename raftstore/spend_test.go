@@ -21,6 +21,10 @@ func reportCmd(node string, seq uint64, budget string, start, spent int64, rollu
 		Budgets: []*pb.BudgetUse{{Budget: budget, PeriodStart: start, SpentNanos: spent}}}}}
 }
 
+// recentHour is an hour just before the harness's commands, so that its
+// rollups are within the hourly retention.
+const recentHour = baseNanos/1e9/3600*3600 - 3600
+
 func TestPeriods(t *testing.T) {
 	at := time.Date(2026, 11, 30, 19, 5, 0, 0, time.UTC) // a Monday
 	for _, tc := range []struct {
@@ -99,7 +103,7 @@ func TestLeasesNeverExceedTheLimit(t *testing.T) {
 func TestSpendReportIsIdempotent(t *testing.T) {
 	h := newHarness(t)
 	h.must(teamCmd("t1", &pb.Budget{LimitNanos: 1e9, Period: PeriodMonth}))
-	r := &pb.SpendRollup{HourUnix: 3600 * 10, KeyId: "k1", TeamId: "t1", Model: "m", Requests: 2, PromptTokens: 10, CompletionTokens: 20, CostNanos: 500}
+	r := &pb.SpendRollup{HourUnix: recentHour, KeyId: "k1", TeamId: "t1", Model: "m", Requests: 2, PromptTokens: 10, CompletionTokens: 20, CostNanos: 500}
 	h.must(reportCmd("n1", 1, TeamBudgetID("t1"), 100, 500, r))
 	h.must(reportCmd("n1", 1, TeamBudgetID("t1"), 100, 500, r)) // the same seq again
 	h.must(reportCmd("n2", 1, TeamBudgetID("t1"), 100, 500, r)) // another node's first report
@@ -117,7 +121,7 @@ func TestSpendReportIsIdempotent(t *testing.T) {
 		t.Fatal("node seqs not kept")
 	}
 	// The rollups are in the snapshot and come back on restore.
-	st, err := stateFromSnapshot(snapshotOf(h.state()), nil)
+	st, err := stateFromSnapshot(snapshotOf(h.state()), nil, DefaultRetention)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,13 +134,13 @@ func TestSpendReportIsIdempotent(t *testing.T) {
 
 func TestWalkRollupsRange(t *testing.T) {
 	h := newHarness(t)
-	for i, hour := range []int64{0, 3600, 7200, 10800} {
+	for i, hour := range []int64{recentHour, recentHour + 3600, recentHour + 7200, recentHour + 10800} {
 		h.must(&pb.Command{Op: &pb.Command_SpendReport{SpendReport: &pb.SpendReportCommand{Node: "n", Seq: uint64(i + 1),
 			Rollups: []*pb.SpendRollup{{HourUnix: hour, KeyId: "k", Model: "m", Requests: 1}}}}})
 	}
 	var hours []int64
-	h.state().WalkRollups(3600, 10800, func(r *pb.SpendRollup) bool { hours = append(hours, r.GetHourUnix()); return true })
-	if len(hours) != 2 || hours[0] != 3600 || hours[1] != 7200 {
+	h.state().WalkRollups(recentHour+3600, recentHour+10800, func(r *pb.SpendRollup) bool { hours = append(hours, r.GetHourUnix()); return true })
+	if len(hours) != 2 || hours[0] != recentHour+3600 || hours[1] != recentHour+7200 {
 		t.Fatalf("hours %v", hours)
 	}
 }

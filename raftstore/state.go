@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"sort"
 	"strconv"
@@ -19,21 +20,27 @@ type State struct {
 	// Index is the Raft log index this state reflects.
 	Index uint64
 
-	keys        map[string]*pb.StoredKey // by key id
-	keysByHash  map[[32]byte]*Key        // by SHA-256 of the secret
-	routeSrc    map[string]*pb.ModelRoute
-	routes      map[string]*Route // derived from routeSrc and creds
-	routeNames  []string          // sorted
-	aliases     map[string]*Route // alias → route
-	wildcards   []*Route          // most specific first
-	creds       map[string]*pb.StoredCredential
-	adminTokens map[[32]byte]struct{}
+	keys          *iradix.Tree // key id → *pb.StoredKey
+	keysByHash    *iradix.Tree // SHA-256 of the secret → *Key
+	keysByCreated *iradix.Tree // createdKey → *pb.StoredKey
+	keysByTeam    *iradix.Tree // team "\x00" key id → struct{}
+	routeSrc      map[string]*pb.ModelRoute
+	routes        map[string]*Route // derived from routeSrc and creds
+	routeNames    []string          // sorted
+	aliases       map[string]*Route // alias → route
+	wildcards     []*Route          // most specific first
+	creds         map[string]*pb.StoredCredential
+	adminTokens   map[[32]byte]struct{}
 
-	teams         map[string]*pb.Team
-	teamViews     map[string]*Team
-	rollups       *iradix.Tree                // rollupKey → *pb.SpendRollup
-	periods       map[string]*pb.BudgetPeriod // periodKey → accounting
-	nodeSeqs      map[string]uint64           // last spend report per node
+	teams         *iradix.Tree // team id → *teamEntry
+	rollups       *iradix.Tree // rollupKey → *pb.SpendRollup, hourly
+	daily         *iradix.Tree // rollupKey (day start) → *pb.SpendRollup
+	retention     Retention
+	periods       *iradix.Tree      // periodKey → *pb.BudgetPeriod
+	leasesByNode  *iradix.Tree      // leaseKey → struct{}: the periods a node has a lease entry in
+	nodeSeqs      map[string]uint64 // last spend report per node
+	requests      *iradix.Tree      // request id → *appliedReq
+	requestsByAge *iradix.Tree      // requestAgeKey → request id
 	clusterSecret string
 	sealer        *Sealer // opens sealed credentials; nil when none are
 }
@@ -131,17 +138,23 @@ type Deployment struct {
 
 func emptyState() *State {
 	return &State{
-		keys:        map[string]*pb.StoredKey{},
-		keysByHash:  map[[32]byte]*Key{},
-		routeSrc:    map[string]*pb.ModelRoute{},
-		routes:      map[string]*Route{},
-		creds:       map[string]*pb.StoredCredential{},
-		adminTokens: map[[32]byte]struct{}{},
-		teams:       map[string]*pb.Team{},
-		teamViews:   map[string]*Team{},
-		rollups:     iradix.New(),
-		periods:     map[string]*pb.BudgetPeriod{},
-		nodeSeqs:    map[string]uint64{},
+		keys:          iradix.New(),
+		keysByHash:    iradix.New(),
+		keysByCreated: iradix.New(),
+		keysByTeam:    iradix.New(),
+		routeSrc:      map[string]*pb.ModelRoute{},
+		routes:        map[string]*Route{},
+		creds:         map[string]*pb.StoredCredential{},
+		adminTokens:   map[[32]byte]struct{}{},
+		teams:         iradix.New(),
+		rollups:       iradix.New(),
+		daily:         iradix.New(),
+		retention:     DefaultRetention,
+		periods:       iradix.New(),
+		leasesByNode:  iradix.New(),
+		nodeSeqs:      map[string]uint64{},
+		requests:      iradix.New(),
+		requestsByAge: iradix.New(),
 	}
 }
 
@@ -150,25 +163,55 @@ func emptyState() *State {
 func HashSecret(secret string) [32]byte { return sha256.Sum256([]byte(secret)) }
 
 // KeyByHash returns the key whose secret hashes to h, or nil.
-func (s *State) KeyByHash(h [32]byte) *Key { return s.keysByHash[h] }
+func (s *State) KeyByHash(h [32]byte) *Key {
+	if v, ok := s.keysByHash.Get(h[:]); ok {
+		return v.(*Key)
+	}
+	return nil
+}
 
 // Key returns the stored key with the given id, or nil. The result must not
 // be modified.
-func (s *State) Key(id string) *pb.StoredKey { return s.keys[id] }
+func (s *State) Key(id string) *pb.StoredKey {
+	if v, ok := s.keys.Get([]byte(id)); ok {
+		return v.(*pb.StoredKey)
+	}
+	return nil
+}
+
+// KeyCount returns how many keys are stored (revoked ones too).
+func (s *State) KeyCount() int { return s.keys.Len() }
 
 // Keys returns every stored key sorted by creation time, then id.
 func (s *State) Keys() []*pb.StoredKey {
-	out := make([]*pb.StoredKey, 0, len(s.keys))
-	for _, k := range s.keys {
-		out = append(out, k)
+	out := make([]*pb.StoredKey, 0, s.keys.Len())
+	it := s.keysByCreated.Root().Iterator()
+	for _, v, ok := it.Next(); ok; _, v, ok = it.Next() {
+		out = append(out, v.(*pb.StoredKey))
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i].GetKey(), out[j].GetKey()
-		if ta, tb := a.GetCreatedAt().AsTime(), b.GetCreatedAt().AsTime(); !ta.Equal(tb) {
-			return ta.Before(tb)
+	return out
+}
+
+// KeysPage returns up to limit keys in the order of Keys, starting after
+// the key with id after ("" for the first page). A page that ends early is
+// the last one. An after that names no key starts at the beginning.
+func (s *State) KeysPage(after string, limit int) []*pb.StoredKey {
+	if limit <= 0 {
+		return nil
+	}
+	it := s.keysByCreated.Root().Iterator()
+	var skip []byte
+	if k := s.Key(after); k != nil {
+		skip = createdKey(k.GetKey())
+		it.SeekLowerBound(skip)
+	}
+	out := make([]*pb.StoredKey, 0, min(limit, s.keys.Len()))
+	for k, v, ok := it.Next(); ok && len(out) < limit; k, v, ok = it.Next() {
+		if skip != nil && bytes.Equal(k, skip) {
+			continue
 		}
-		return a.GetId() < b.GetId()
-	})
+		out = append(out, v.(*pb.StoredKey))
+	}
 	return out
 }
 

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -22,6 +23,15 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+)
+
+// Snapshot defaults: entries are small (a key, a grant) to a few hundred KB
+// (a spend report), so every node snapshots after a few thousand of them,
+// which bounds both raft.db and the log a restart or a joiner replays.
+const (
+	DefaultSnapshotThreshold = 8192
+	DefaultSnapshotInterval  = 2 * time.Minute
+	DefaultTrailingLogs      = 4096
 )
 
 // ErrNotLeader is returned by Apply on a node that is not the leader.
@@ -54,12 +64,27 @@ type Config struct {
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
 	CommitTimeout      time.Duration
-	// SnapshotThreshold is how many log entries trigger a snapshot; zero
-	// takes Raft's default.
+	// SnapshotThreshold is how many log entries since the last snapshot
+	// trigger one (checked every SnapshotInterval); TrailingLogs is how many
+	// entries a snapshot leaves in the log, for followers that lag a little
+	// to catch up without a snapshot install. Zero values take
+	// DefaultSnapshotThreshold, DefaultSnapshotInterval and
+	// DefaultTrailingLogs.
 	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
+	// Retention bounds the spend history kept in the state (zero fields:
+	// DefaultRetention). Every node must use the same.
+	Retention Retention
 	// Secrets, when set, opens sealed credential values for the data
 	// plane (see Sealer); SealCredential seals new ones with it.
 	Secrets *Sealer
+	// OnFatal is called, once, when the state machine meets a log entry
+	// this release cannot apply (one it cannot decode, or a command type it
+	// does not know that is not marked ignorable). The state machine then
+	// applies nothing more: the node must stop (log the error and exit) and
+	// be upgraded. Nil: the error is logged and the process panics with it.
+	OnFatal func(error)
 	// TLSServer and TLSClient, when both set, carry Raft over mutual TLS:
 	// TLSServer should demand and verify client certificates, TLSClient
 	// present this node's certificate and verify the peer's.
@@ -83,6 +108,24 @@ type Store struct {
 	// reached it. (Only commands reach the FSM, so State.Index never
 	// reaches a trailing no-op or configuration entry.)
 	lastIndexAtOpen uint64
+	// gate, when set, decides whether this leader may propose a command
+	// type (see SetProposeGate).
+	gate atomic.Pointer[func(cmdType string) error]
+}
+
+// ErrCommandRefused is returned by Apply for a command the propose gate
+// refused (typically: not every member supports its type yet).
+var ErrCommandRefused = errors.New("command refused")
+
+// SetProposeGate sets a check Apply runs on the leader before proposing a
+// command, with the command's type as CommandName names it; an error
+// refuses the command (wrapped with ErrCommandRefused). Nil removes it.
+func (s *Store) SetProposeGate(gate func(cmdType string) error) {
+	if gate == nil {
+		s.gate.Store(nil)
+		return
+	}
+	s.gate.Store(&gate)
 }
 
 // Open opens (or creates) the Raft store in cfg.Dir and starts Raft.
@@ -113,8 +156,15 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.CommitTimeout > 0 {
 		rc.CommitTimeout = cfg.CommitTimeout
 	}
+	rc.SnapshotThreshold, rc.SnapshotInterval, rc.TrailingLogs = DefaultSnapshotThreshold, DefaultSnapshotInterval, DefaultTrailingLogs
 	if cfg.SnapshotThreshold > 0 {
 		rc.SnapshotThreshold = cfg.SnapshotThreshold
+	}
+	if cfg.SnapshotInterval > 0 {
+		rc.SnapshotInterval = cfg.SnapshotInterval
+	}
+	if cfg.TrailingLogs > 0 {
+		rc.TrailingLogs = cfg.TrailingLogs
 	}
 
 	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")})
@@ -122,6 +172,16 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("raftstore: open raft.db: %w", err)
 	}
 	s := &Store{cfg: cfg, fsm: newSealedFSM(cfg.Secrets), boltStore: bolt}
+	s.fsm.setRetention(cfg.Retention.orDefault())
+	s.fsm.onFatal = cfg.OnFatal
+	if s.fsm.onFatal == nil {
+		s.fsm.onFatal = func(err error) {
+			if cfg.Logger != nil {
+				cfg.Logger.Error("raft state machine stopped", "err", err)
+			}
+			panic(err)
+		}
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -246,6 +306,12 @@ func (s *Store) Apply(ctx context.Context, cmd *pb.Command) (proto.Message, erro
 		return nil, ErrClosed
 	default:
 		return nil, ErrNotLeader
+	}
+	if g := s.gate.Load(); g != nil {
+		name := CommandName(cmd)
+		if err := (*g)(name); err != nil {
+			return nil, fmt.Errorf("raftstore: %s: %w: %w", name, ErrCommandRefused, err)
+		}
 	}
 	if cmd.UnixNanos == 0 {
 		cmd.UnixNanos = time.Now().UnixNano()
@@ -492,13 +558,10 @@ func completeOnDisk(nodeID string, logs raft.LogStore, snaps raft.SnapshotStore,
 	return voters == 1 && self, nil
 }
 
-// SnapshotForRestart takes a snapshot when this node is the cluster's only
-// voter, so that its next start is ready without waiting for an election.
+// SnapshotForRestart takes a snapshot of what this node applied, whether
+// leader or follower, so that its next start restores it instead of
+// replaying the log; a single voter is then also ready without waiting for
+// an election.
 func (s *Store) SnapshotForRestart() {
-	srvs, err := s.Servers()
-	if err != nil || len(srvs) != 1 || srvs[0].ID != s.cfg.NodeID {
-		return
-	}
 	_ = s.raft.Snapshot().Error() // ErrNothingNewToSnapshot is fine too
-
 }

@@ -388,7 +388,7 @@ func fromBytes(t *testing.T, b []byte) *State {
 	if err := proto.Unmarshal(b, &snap); err != nil {
 		t.Fatal(err)
 	}
-	st, err := stateFromSnapshot(&snap, nil)
+	st, err := stateFromSnapshot(&snap, nil, DefaultRetention)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,6 +81,20 @@ func OpenAIWire(kind string) bool {
 	return kind == ProviderOpenAI || kind == ProviderOpenAICompatible || kind == ProviderAzureOpenAI
 }
 
+// SpeaksResponses reports whether a deployment takes OpenAI's Responses
+// API itself, so that /v1/responses passes through to it untouched:
+// openai and azure-openai deployments do unless their option responses is
+// off; openai-compatible ones (vLLM, ...) only with responses=on.
+func SpeaksResponses(kind string, options map[string]string) bool {
+	switch kind {
+	case ProviderOpenAI, ProviderAzureOpenAI:
+		return options["responses"] != "off"
+	case ProviderOpenAICompatible:
+		return options["responses"] == "on"
+	}
+	return false
+}
+
 // Endpoint is an inbound API the gateway proxies.
 type Endpoint uint8
 
@@ -144,12 +158,17 @@ func NormalizeDeployment(d *pb.Deployment) error {
 	}
 	opts := d.GetOptions()
 	allowed := []string{"preset"}
+	if v, ok := opts["responses"]; ok && v != "on" && v != "off" {
+		return fmt.Errorf("option responses is on or off, not %q (default: on for openai and azure-openai, off for openai-compatible)", v)
+	}
 	switch d.GetProvider() {
 	case ProviderOpenAI:
+		allowed = append(allowed, "responses")
 		if d.GetBaseUrl() == "" {
 			d.BaseUrl = OpenAIBaseURL
 		}
 	case ProviderOpenAICompatible:
+		allowed = append(allowed, "responses")
 		if d.GetBaseUrl() == "" {
 			return fmt.Errorf("provider %s needs a base URL (the API root including /v1), or name a preset as the provider: %s",
 				d.GetProvider(), strings.Join(PresetNames(), ", "))
@@ -160,7 +179,7 @@ func NormalizeDeployment(d *pb.Deployment) error {
 			}
 		}
 	case ProviderAzureOpenAI:
-		allowed = []string{"api_version"}
+		allowed = []string{"api_version", "responses"}
 		if d.GetBaseUrl() == "" {
 			return fmt.Errorf("provider %s needs a base URL: the resource endpoint, e.g. https://NAME.openai.azure.com", d.GetProvider())
 		}

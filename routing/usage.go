@@ -44,7 +44,9 @@ func UsageFromBody(body []byte) Usage {
 // ChunkUsage inspects the JSON data of one streamed chunk. It returns the
 // usage the chunk carries, and whether the chunk is the usage-only chunk
 // OpenAI sends last when stream_options.include_usage is on (empty choices).
-// Chunks without a "usage" member cost one bytes.Contains.
+// A Responses API event carries it in its "response" (response.completed,
+// .incomplete and .failed). Chunks without a "usage" member cost one
+// bytes.Contains.
 func ChunkUsage(data []byte) (u Usage, usageOnly bool) {
 	if !bytes.Contains(data, usageName) {
 		return u, false
@@ -54,6 +56,10 @@ func ChunkUsage(data []byte) (u Usage, usageOnly bool) {
 		switch string(name) {
 		case "usage":
 			u = parseUsage(data[v.Start:v.End])
+		case "response":
+			if r := UsageFromBody(data[v.Start:v.End]); r.Present {
+				u = r
+			}
 		case "choices":
 			val := data[v.Start:v.End]
 			emptyChoices = len(val) >= 2 && val[0] == '[' && len(bytes.TrimSpace(val[1:len(val)-1])) == 0

@@ -80,6 +80,13 @@ var chunkCases = []struct {
 	{"delta chunk",
 		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}`,
 		routing.Usage{}, false},
+	{"responses completed event",
+		`{"type":"response.completed","sequence_number":9,"response":{"id":"resp_1","object":"response","status":"completed","output":[],` +
+			`"usage":{"input_tokens":12,"input_tokens_details":{"cached_tokens":4},"output_tokens":5,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":17}}}`,
+		routing.Usage{PromptTokens: 12, CompletionTokens: 5, TotalTokens: 17, CachedTokens: 4, Present: true}, false},
+	{"responses created event",
+		`{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","status":"in_progress","output":[],"usage":null}}`,
+		routing.Usage{}, false},
 	{"delta chunk with usage null",
 		`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}],"usage":null}`,
 		routing.Usage{}, false},

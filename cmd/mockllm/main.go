@@ -1,6 +1,6 @@
 // Command mockllm serves a fake LLM API for tests, benchmarks and demos: the
-// OpenAI, Anthropic Messages, Gemini (and Vertex AI) and Bedrock Converse wire
-// formats, with per-request fault injection. See package mock for the behaviour.
+// OpenAI (also the Responses API and Azure OpenAI's paths), Anthropic Messages,
+// Gemini (and Vertex AI) and Bedrock Converse wire formats, with per-request fault injection. See package mock for the behaviour.
 package main
 
 import (
@@ -25,7 +25,11 @@ const usageText = `Usage: mockllm [flags]
 
 Serves fake LLM APIs in several wire formats:
   OpenAI      POST /v1/chat/completions, POST /v1/completions (both with "stream": true),
-              POST /v1/embeddings, GET /v1/models
+              POST /v1/embeddings, GET /v1/models, POST /v1/responses ("stream": true for
+              the Responses API's events; function_call items, namespace tools)
+  Azure       POST /openai/deployments/{deployment}/chat/completions|completions|embeddings
+              (?api-version= required), POST /openai/v1/chat/completions|embeddings|responses,
+              POST /openai/responses?api-version=...; key in api-key
   Anthropic   POST /v1/messages ("stream": true for SSE), POST /v1/messages/count_tokens
               (also without /v1); needs x-api-key (or Authorization) and anthropic-version
   Gemini      POST /v1beta/models/{model}:generateContent, :streamGenerateContent

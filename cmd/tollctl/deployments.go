@@ -51,7 +51,7 @@ func (d *deploymentFlags) register(cmd *cobra.Command, add bool) {
 	upstream := `model name sent upstream (for azure-openai: the Azure deployment name); "*" on a wildcard route sends the name the client asked for (default: NAME)`
 	timeout := "upstream request timeout for this deployment, e.g. 30s or 2m (default: the node's)"
 	firstToken := "for streams: the longest wait for the first token before the deployment counts as failed and the next one is tried, e.g. 5s (default: no limit beyond the upstream timeout)"
-	option := "provider option key=value; repeat for more: api_version (azure-openai), region and prompt_caching (bedrock), vertex_project and vertex_location (gemini on Vertex AI)"
+	option := "provider option key=value; repeat for more: api_version (azure-openai), responses (openai, azure-openai, openai-compatible), region and prompt_caching (bedrock), vertex_project and vertex_location (gemini on Vertex AI)"
 	if !add {
 		baseURL = `new API root including the version path, e.g. http://127.0.0.1:8000/v1; "" for the provider's default`
 		upstream = `new model name sent upstream ("*": the name the client asked for)`
@@ -216,6 +216,10 @@ for bedrock, and the preset's own for a preset.
 
 --option sets a provider option as key=value; repeat it for more:
   azure-openai  api_version (default ` + routing.AzureAPIVersion + `)
+  openai, azure-openai, openai-compatible
+                responses on|off: pass /v1/responses through to the
+                deployment untouched (default: on for openai and
+                azure-openai, off for openai-compatible: set it for vLLM)
   bedrock       region (required), e.g. us-east-1; prompt_caching on|off
                 (default: on for the models Bedrock caches prompts for:
                 Claude 3.7 Sonnet, 3.5 Haiku, 4 and later, Nova)

@@ -127,9 +127,19 @@ func errUnpriced(model string) apiError {
 		"The price of the model '" + model + "' is unknown, and this key's budget does not allow unpriced models. An operator can set a price on the deployment or allow unpriced models on the budget."}
 }
 
-func errBudgetExceeded(e *budget.Exceeded) apiError {
-	msg := "The budget of " + budgetName(e.Budget.ID) + " is exhausted: spent " + usd(e.SpentNanos) +
-		" of " + usd(e.Budget.LimitNanos) + " (" + e.Budget.Period + ")"
+// errBudgetExceeded refuses a request its budget cannot cover: one that is
+// spent, or one whose reservation (its largest possible cost) is more
+// than what is left.
+func errBudgetExceeded(e *budget.Exceeded, reserve int64) apiError {
+	spent, limit := max(e.SpentNanos, 0), max(e.Budget.LimitNanos, 0)
+	var msg string
+	if left := limit - spent; left > 0 {
+		msg = "The budget of " + budgetName(e.Budget.ID) + " cannot cover this request: it would reserve " + usd(reserve) +
+			" (its largest possible cost), and " + usd(left) + " of " + usd(limit) + " (" + e.Budget.Period + ") is left"
+	} else {
+		msg = "The budget of " + budgetName(e.Budget.ID) + " is exhausted: spent " + usd(spent) +
+			" of " + usd(limit) + " (" + e.Budget.Period + ")"
+	}
 	if e.ResetAt > 0 {
 		msg += "; it resets at " + time.Unix(e.ResetAt, 0).UTC().Format(time.RFC3339)
 	}
@@ -141,18 +151,15 @@ func budgetName(id string) string {
 	return kind + " '" + ref + "'"
 }
 
-// usd formats nano-dollars as dollars with four decimals.
+// usd formats nano-dollars as dollars with four decimals. Spend is never
+// negative: a negative amount (an overflow upstream of here) prints as $0.
 func usd(nanos int64) string {
-	neg := nanos < 0
-	if neg {
-		nanos = -nanos
+	nanos = max(nanos, 0)
+	tenths := nanos / 100_000 // units of $0.0001, rounded half up
+	if nanos%100_000 >= 50_000 {
+		tenths++
 	}
-	tenths := (nanos + 50_000) / 100_000 // units of $0.0001
-	s := "$" + strconv.FormatInt(tenths/10_000, 10) + "." + fmt.Sprintf("%04d", tenths%10_000)
-	if neg {
-		s = "-" + s
-	}
-	return s
+	return "$" + strconv.FormatInt(tenths/10_000, 10) + "." + fmt.Sprintf("%04d", tenths%10_000)
 }
 
 func errRateLimited(r *ratelimit.Refusal) apiError {

@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,6 +58,11 @@ type Record struct {
 	// zero) when the deployment's price is unknown.
 	CostNanos int64
 	Unpriced  bool
+	// UsageRejected is set when the upstream reported usage that cannot
+	// be true (a negative count, or more than MaxUsageTokens): the tokens
+	// are recorded as zero and the cost is the request's reservation (or
+	// the same bound without one), not what the counts would price at.
+	UsageRejected bool
 	// BudgetNanos is what counts against the request's budgets: its cost,
 	// or its whole reservation when an answer began but its usage never
 	// arrived (the client went away mid-stream, the stream broke, the
@@ -70,8 +76,14 @@ type Record struct {
 
 	tickets [2]*ratelimit.Ticket // the key/team ticket and the deployment's
 
-	dep       *raftstore.Deployment // the deployment that answered
-	committed bool
+	bodyLen int // bytes of the request body
+	// deadline is when the request's time (RequestTimeout) is up, zero
+	// without; deadlineBinds: it bounds the current attempt.
+	deadline      time.Time
+	deadlineBinds bool
+	dep           *raftstore.Deployment // the deployment that answered
+	committed     bool
+	streamDone    bool // an OpenAI-wire stream's [DONE] (or a Responses stream's last event) arrived
 }
 
 // Recorder receives every finished request, before the last byte of the
@@ -108,12 +120,24 @@ type Budgets interface {
 // Config configures a Handler.
 type Config struct {
 	State StateSource
+	// Ready reports whether State is current (the node has caught up with
+	// the cluster). Until it is, every API request gets 503 with
+	// Retry-After: a stale state must not answer that a key is invalid,
+	// revoked or not allowed. Nil: always ready.
+	Ready func() bool
 	// MaxBodyBytes limits request bodies; default 8 MiB.
 	MaxBodyBytes int64
+	// BodyReadTimeout bounds reading a request's whole body; a client that
+	// sends it slower gets 408. Default 30s.
+	BodyReadTimeout time.Duration
 	// UpstreamTimeout bounds a non-streaming upstream call and the wait for
 	// a stream's response headers, unless the deployment sets its own;
 	// default 10 minutes.
 	UpstreamTimeout time.Duration
+	// RequestTimeout bounds a request until its answer begins, over all
+	// its attempts and backoffs (a stream that started is not cut); zero:
+	// no bound beyond the attempts'.
+	RequestTimeout time.Duration
 	// Transport carries upstream requests; default NewTransport(), with
 	// SetHTTP2(UpstreamHTTP2).
 	Transport http.RoundTripper
@@ -166,6 +190,9 @@ func New(cfg Config) *Handler {
 	if cfg.UpstreamTimeout <= 0 {
 		cfg.UpstreamTimeout = 10 * time.Minute
 	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = 30 * time.Second
+	}
 	if cfg.OutputCap <= 0 {
 		cfg.OutputCap = 4096
 	}
@@ -197,6 +224,10 @@ func New(cfg Config) *Handler {
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.Ready != nil && !h.cfg.Ready() {
+		h.notReady(w, r)
+		return
+	}
 	switch r.URL.Path {
 	case "/v1/chat/completions", "/chat/completions":
 		h.proxy(w, r, routing.EndpointChat)
@@ -215,6 +246,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeError(w, errUnknownPath(r.URL.Path))
 	}
+}
+
+// notReady answers a request that came before the node caught up: 503
+// with Retry-After, in the error shape of the endpoint asked for.
+func (h *Handler) notReady(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Retry-After", "1")
+	e := apiError{http.StatusServiceUnavailable, typeServer, "not_ready", "",
+		"This gateway node is starting and has not caught up with the cluster yet; retry in a moment (or through another node)."}
+	ep := routing.EndpointChat
+	if p := r.URL.Path; p == "/v1/messages" || p == "/messages" || strings.HasSuffix(p, "/count_tokens") {
+		ep = routing.EndpointMessages
+	}
+	writeErrorIn(w, ep, e.toError(translate.KindOverloaded))
 }
 
 // authenticate returns the request's key, or nil and the 401 to answer.
@@ -256,6 +300,9 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 		return
 	}
 	rec := &Record{Start: time.Now(), Endpoint: ep, RequestID: h.nextRequestID()}
+	if h.cfg.RequestTimeout > 0 {
+		rec.deadline = rec.Start.Add(h.cfg.RequestTimeout)
+	}
 	w.Header().Set("X-Request-Id", rec.RequestID)
 	defer h.finish(rec)
 	fail := func(e apiError) {
@@ -271,15 +318,11 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 
 	in := getBuf()
 	defer putBuf(in)
-	body, err := readBody(r, h.cfg.MaxBodyBytes, in.b[:0])
+	body, err := h.readBodyIn(w, r, in.b[:0])
 	in.b = body
+	rec.bodyLen = len(body)
 	if err != nil {
-		if errors.Is(err, errBodyTooLarge) {
-			fail(errTooLarge(h.cfg.MaxBodyBytes))
-		} else {
-			fail(apiError{http.StatusBadRequest, typeInvalidRequest, "body_read_failed", "",
-				"Could not read the request body: " + err.Error()})
-		}
+		fail(h.bodyError(w, err))
 		return
 	}
 	req, err := routing.ScanRequest(body)
@@ -324,7 +367,7 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 				if ex.ResetAt > 0 {
 					w.Header().Set("Retry-After", strconv.FormatInt(max(ex.ResetAt-time.Now().Unix(), 1), 10))
 				}
-				fail(errBudgetExceeded(ex))
+				fail(errBudgetExceeded(ex, estimate))
 			} else {
 				fail(apiError{http.StatusServiceUnavailable, typeServer, "budget_unavailable", "", "The budget could not be checked: " + err.Error()})
 			}
@@ -617,10 +660,13 @@ func (h *Handler) commit(rec *Record) {
 	}
 	rec.committed = true
 	rec.Latency = time.Since(rec.Start)
-	if d := rec.dep; d != nil && h.cfg.Pricing != nil && rec.Usage.Present {
+	switch d := rec.dep; {
+	case rec.Usage.Present && !saneUsage(rec.Usage):
+		h.rejectUsage(rec)
+	case d != nil && h.cfg.Pricing != nil && rec.Usage.Present:
 		cost, ok := h.cfg.Pricing.Cost(d, rec.Usage)
-		rec.CostNanos, rec.Unpriced = cost, !ok
-	} else if rec.dep != nil && rec.Usage.Present {
+		rec.CostNanos, rec.Unpriced = max(cost, 0), !ok
+	case d != nil && rec.Usage.Present:
 		rec.Unpriced = true
 	}
 	rec.BudgetNanos = rec.CostNanos
@@ -642,6 +688,43 @@ func (h *Handler) commit(rec *Record) {
 }
 
 func (h *Handler) finish(rec *Record) { h.commit(rec) }
+
+// MaxUsageTokens bounds the tokens one answer may report (prompt plus
+// output): no model's context and output come near it, so a count above it
+// is a broken upstream, not usage.
+const MaxUsageTokens = 10_000_000
+
+// saneUsage reports whether u's counts can be true.
+func saneUsage(u routing.Usage) bool {
+	for _, n := range [...]int64{u.PromptTokens, u.CompletionTokens, u.TotalTokens, u.CachedTokens, u.CacheWriteTokens} {
+		if n < 0 || n > MaxUsageTokens {
+			return false
+		}
+	}
+	return u.PromptTokens+u.CompletionTokens <= MaxUsageTokens
+}
+
+// rejectUsage records a request whose upstream reported impossible usage:
+// flagged and logged, its tokens zero, its cost what the request reserved
+// (or, without a reservation, the same bound at the deployment's dearest
+// price), never the face value of the counts.
+func (h *Handler) rejectUsage(rec *Record) {
+	u := rec.Usage
+	h.log.Warn("upstream reported impossible usage; charged at the reservation", "request", rec.RequestID,
+		"deployment", rec.Deployment, "prompt_tokens", u.PromptTokens, "completion_tokens", u.CompletionTokens,
+		"cached_tokens", u.CachedTokens, "cache_write_tokens", u.CacheWriteTokens)
+	rec.UsageRejected = true
+	rec.Usage = routing.Usage{Present: true}
+	switch {
+	case rec.Reservation != nil:
+		rec.CostNanos = rec.Reservation.Amount()
+	case rec.dep != nil && h.cfg.Pricing != nil:
+		cost, ok := h.cfg.Pricing.MaxCost(rec.dep, int64(rec.bodyLen), h.cfg.OutputCap)
+		rec.CostNanos, rec.Unpriced = max(cost, 0), !ok
+	default:
+		rec.Unpriced = true
+	}
+}
 
 // fail ends a request with an error of the gateway's own: recorded first,
 // then written, like every answer.
@@ -666,6 +749,8 @@ type failure struct {
 	cools, retry bool
 	// rateLimited names the deployment limit that skipped it.
 	rateLimited string
+	// final ends the request: its deadline passed.
+	final bool
 }
 
 // retryable reports whether another deployment (or route) may serve after
@@ -718,7 +803,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, s
 					if !anyRetry(noRetry[:min(len(deps), 8)]) {
 						break
 					}
-					if !sleepCtx(r, backoff(h.cfg.RetryBackoff, a/len(deps))) {
+					if !sleepCtx(r, rec, backoff(h.cfg.RetryBackoff, a/len(deps))) {
 						rec.Status = statusClientClosed
 						return
 					}
@@ -726,6 +811,10 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, s
 				if i < 8 && noRetry[i] {
 					continue
 				}
+			}
+			if rec.pastDeadline() {
+				h.failWith(w, rec, h.errRequestTimeout(rec, last))
+				return
 			}
 			d := deps[i]
 			f := h.try(w, r, rec, rt, d, x)
@@ -736,7 +825,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, s
 			if f.cools {
 				h.health.failed(d, time.Now().UnixNano(), retryAfterOf(f.retryAfter))
 			}
-			if !f.retryable() {
+			if !f.retryable() || f.final {
 				h.failWith(w, rec, f)
 				return
 			}
@@ -775,8 +864,12 @@ func anyRetry(noRetry []bool) bool {
 	return false
 }
 
-// sleepCtx waits d unless the client goes away first.
-func sleepCtx(r *http.Request, d time.Duration) bool {
+// sleepCtx waits d unless the client goes away first; it waits no longer
+// than the request's deadline.
+func sleepCtx(r *http.Request, rec *Record, d time.Duration) bool {
+	if !rec.deadline.IsZero() {
+		d = min(d, max(time.Until(rec.deadline), 0))
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -887,6 +980,8 @@ func (h *Handler) try(w http.ResponseWriter, r *http.Request, rec *Record, rt *r
 		f = h.attempt(w, r, rec, d, x)
 	case rec.Endpoint == routing.EndpointMessages && d.Provider == routing.ProviderAnthropic:
 		f = h.attemptAnthropic(w, r, rec, d, x)
+	case rec.Endpoint == routing.EndpointResponses && routing.SpeaksResponses(d.Provider, d.Options):
+		f = h.attemptResponses(w, r, rec, d, x)
 	case rec.Endpoint == routing.EndpointEmbeddings && d.Provider == routing.ProviderGemini:
 		f = h.attemptGeminiEmbeddings(w, r, rec, d, x)
 	case rec.Endpoint == routing.EndpointEmbeddings:
@@ -942,14 +1037,8 @@ func upstreamModel(d *raftstore.Deployment, requested string) string {
 // attempt sends an OpenAI-format request to an OpenAI-wire deployment,
 // passing the body through with only the model renamed.
 func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, rec *Record, d *raftstore.Deployment, x *exchange) *failure {
-	timeout := h.cfg.UpstreamTimeout
-	if d.TimeoutMillis > 0 {
-		timeout = time.Duration(d.TimeoutMillis) * time.Millisecond
-	}
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel, timer, timedOut, timeout := h.deadline(r, rec, d)
 	defer cancel()
-	var timedOut atomic.Bool
-	timer := time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
 	defer timer.Stop()
 
 	req := &x.req
@@ -975,9 +1064,9 @@ func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, rec *Record, d
 	defer resp.Body.Close()
 	rec.UpstreamLatency = time.Since(sent)
 	if isEventStream(resp.Header.Get("Content-Type")) && resp.StatusCode < 300 {
-		return h.stream(w, r, rec, resp, req, d, timer, &timedOut)
+		return h.stream(w, r, rec, resp, req, d, timer, timedOut)
 	}
-	return h.buffered(w, r, rec, resp, d, &timedOut, timeout)
+	return h.buffered(w, r, rec, resp, d, timedOut, timeout)
 }
 
 // transportFailure turns an upstream call's error into a failure, or nil
@@ -988,10 +1077,7 @@ func (h *Handler) transportFailure(r *http.Request, rec *Record, d *raftstore.De
 		rec.Status = statusClientClosed
 		return nil
 	case timedOut:
-		f := failureOf(apiError{http.StatusGatewayTimeout, typeTimeout, "upstream_timeout", "",
-			"The upstream deployment '" + d.ID + "' did not answer within " + timeout.String() + "."}, translate.KindTimeout)
-		f.cools, f.retry = true, true
-		return f
+		return h.timeoutFailure(rec, d, timeout, "did not answer")
 	default:
 		f := failureOf(apiError{http.StatusBadGateway, typeUpstream, "upstream_unreachable", "",
 			"The upstream deployment '" + d.ID + "' failed: " + upstreamErrText(err)}, translate.KindOverloaded)
@@ -1028,8 +1114,12 @@ func errAnswerBroke(d *raftstore.Deployment, err error) *failure {
 		"The upstream deployment '" + d.ID + "' failed while answering: " + upstreamErrText(err)}, translate.KindOverloaded))
 }
 
-// errNoFirstToken: a stream stayed silent past the first-token timeout.
-func errNoFirstToken(d *raftstore.Deployment) *failure {
+// errNoFirstToken: a stream stayed silent past the first-token timeout
+// (or the request's deadline).
+func (h *Handler) errNoFirstToken(rec *Record, d *raftstore.Deployment) *failure {
+	if rec.deadlineBinds {
+		return h.timeoutFailure(rec, d, 0, "sent no first token")
+	}
 	return retryable(failureOf(apiError{http.StatusGatewayTimeout, typeTimeout, "upstream_timeout", "",
 		"The upstream deployment '" + d.ID + "' sent no first token in time."}, translate.KindTimeout))
 }
@@ -1084,6 +1174,33 @@ func putBuf(b *buffer) {
 }
 
 var errBodyTooLarge = errors.New("request body too large")
+
+// readBodyIn reads the request body within BodyReadTimeout: a client that
+// trickles its body does not hold a handler for longer. The connection's
+// read deadline is lifted afterwards, as net/http reads on from it to
+// notice a client that goes away.
+func (h *Handler) readBodyIn(w http.ResponseWriter, r *http.Request, dst []byte) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(h.cfg.BodyReadTimeout)) == nil {
+		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	}
+	return readBody(r, h.cfg.MaxBodyBytes, dst)
+}
+
+// bodyError is the answer to a request whose body could not be read.
+func (h *Handler) bodyError(w http.ResponseWriter, err error) apiError {
+	var ne net.Error
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		return errTooLarge(h.cfg.MaxBodyBytes)
+	case errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		w.Header().Set("Connection", "close") // the rest of the body is still on its way
+		return apiError{http.StatusRequestTimeout, typeInvalidRequest, "request_timeout", "",
+			"The request body did not arrive within " + h.cfg.BodyReadTimeout.String() + "."}
+	}
+	return apiError{http.StatusBadRequest, typeInvalidRequest, "body_read_failed", "",
+		"Could not read the request body: " + err.Error()}
+}
 
 // readBody reads the whole request body into dst, refusing more than limit
 // bytes.

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -74,19 +73,6 @@ func targetOf(d *raftstore.Deployment, requested string) *translate.Target {
 		Credential: d.Credential, Options: d.Options}
 }
 
-// deadline arms an attempt's timeout: it cancels ctx after the
-// deployment's (or the node's) upstream timeout.
-func (h *Handler) deadline(r *http.Request, d *raftstore.Deployment) (context.Context, context.CancelFunc, *time.Timer, *atomic.Bool, time.Duration) {
-	timeout := h.cfg.UpstreamTimeout
-	if d.TimeoutMillis > 0 {
-		timeout = time.Duration(d.TimeoutMillis) * time.Millisecond
-	}
-	ctx, cancel := context.WithCancel(r.Context())
-	timedOut := new(atomic.Bool)
-	timer := time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
-	return ctx, cancel, timer, timedOut, timeout
-}
-
 // tryTranslated serves a request whose client format differs from the
 // deployment's wire format, through the canonical chat form.
 func (h *Handler) tryTranslated(w http.ResponseWriter, r *http.Request, rec *Record, rt *raftstore.Route, d *raftstore.Deployment, x *exchange) *failure {
@@ -97,6 +83,7 @@ func (h *Handler) tryTranslated(w http.ResponseWriter, r *http.Request, rec *Rec
 	}
 	if rec.Endpoint == routing.EndpointResponses {
 		in = translate.ResponsesInboundFor(creq) // echoes the request's settings
+		h.noteDroppedTools(w, rec, creq)
 	}
 	if rec.Reservation != nil && creq.OutputLimit() <= 0 {
 		// The budget reservation assumed OutputCap (see estimate).
@@ -123,7 +110,7 @@ func (h *Handler) tryTranslated(w http.ResponseWriter, r *http.Request, rec *Rec
 		}
 		return &failure{kind: translate.KindAuth, err: e, cools: true}
 	}
-	ctx, cancel, timer, timedOut, timeout := h.deadline(r, d)
+	ctx, cancel, timer, timedOut, timeout := h.deadline(r, rec, d)
 	defer cancel()
 	defer timer.Stop()
 	hreq = hreq.WithContext(ctx)
@@ -180,8 +167,8 @@ func (h *Handler) tryTranslated(w http.ResponseWriter, r *http.Request, rec *Rec
 func (h *Handler) streamTranslated(w http.ResponseWriter, r *http.Request, rec *Record, resp *http.Response,
 	prov translate.Provider, in translate.Inbound, creq *translate.ChatRequest, d *raftstore.Deployment,
 	timer *time.Timer, timedOut *atomic.Bool, names map[string]string) *failure {
-	if d.FirstTokenTimeoutMillis > 0 {
-		timer.Reset(time.Duration(d.FirstTokenTimeoutMillis) * time.Millisecond)
+	if t := firstTokenTimeout(rec, d); t > 0 {
+		timer.Reset(t)
 	}
 	// The decoder reads the upstream through a buffer, and the buffer reads
 	// through fr: what the client was written is flushed right before the
@@ -196,7 +183,7 @@ func (h *Handler) streamTranslated(w http.ResponseWriter, r *http.Request, rec *
 			return nil
 		}
 		if timedOut.Load() {
-			return errNoFirstToken(d)
+			return h.errNoFirstToken(rec, d)
 		}
 		var te *translate.Error
 		if errors.As(err, &te) {
@@ -208,7 +195,7 @@ func (h *Handler) streamTranslated(w http.ResponseWriter, r *http.Request, rec *
 		return errEndedEarly(d, io.ErrUnexpectedEOF)
 	}
 	if !started(timer, timedOut) {
-		return errNoFirstToken(d)
+		return h.errNoFirstToken(rec, d)
 	}
 	startStream(w, rec, d, contentTypeEventStream, http.StatusOK)
 	fr.fl, _ = w.(http.Flusher)
@@ -354,7 +341,7 @@ func asBadResponse(err error, d *raftstore.Deployment) *translate.Error {
 // offers (thinking, cache control, documents) reaches it, and reads the
 // usage from the answer on the way back.
 func (h *Handler) attemptAnthropic(w http.ResponseWriter, r *http.Request, rec *Record, d *raftstore.Deployment, x *exchange) *failure {
-	ctx, cancel, timer, timedOut, timeout := h.deadline(r, d)
+	ctx, cancel, timer, timedOut, timeout := h.deadline(r, rec, d)
 	defer cancel()
 	defer timer.Stop()
 	out := routing.RewriteRequest(nil, x.body, &x.req, upstreamModel(d, x.req.Model), false)
@@ -399,7 +386,10 @@ func (h *Handler) attemptAnthropic(w http.ResponseWriter, r *http.Request, rec *
 		var body struct {
 			Usage *anthropicUsage `json:"usage"`
 		}
-		if json.Unmarshal(data, &body) == nil && body.Usage != nil {
+		if !validAnswer(data) || json.Unmarshal(data, &body) != nil {
+			return errBadAnswer(d, data)
+		}
+		if body.Usage != nil {
 			rec.Usage = body.Usage.usage()
 		}
 		rec.Status = http.StatusOK
@@ -408,8 +398,8 @@ func (h *Handler) attemptAnthropic(w http.ResponseWriter, r *http.Request, rec *
 	}
 	// A stream: relay it event by event, reading usage from message_start
 	// and message_delta, and record before message_stop goes out.
-	if d.FirstTokenTimeoutMillis > 0 {
-		timer.Reset(time.Duration(d.FirstTokenTimeoutMillis) * time.Millisecond)
+	if t := firstTokenTimeout(rec, d); t > 0 {
+		timer.Reset(t)
 	}
 	sse := translate.NewSSEReader(resp.Body)
 	var u anthropicUsage
@@ -425,7 +415,7 @@ func (h *Handler) attemptAnthropic(w http.ResponseWriter, r *http.Request, rec *
 					return nil
 				}
 				if timedOut.Load() {
-					return errNoFirstToken(d)
+					return h.errNoFirstToken(rec, d)
 				}
 				return errEndedEarly(d, err)
 			}
@@ -447,7 +437,7 @@ func (h *Handler) attemptAnthropic(w http.ResponseWriter, r *http.Request, rec *
 			}
 			begun = true
 			if !started(timer, timedOut) {
-				return errNoFirstToken(d)
+				return h.errNoFirstToken(rec, d)
 			}
 			startStream(w, rec, d, contentTypeEventStream, http.StatusOK)
 		}
@@ -522,7 +512,7 @@ func (h *Handler) attemptGeminiEmbeddings(w http.ResponseWriter, r *http.Request
 		e := asError(err)
 		return &failure{kind: translate.KindInvalidRequest, err: e}
 	}
-	ctx, cancel, timer, timedOut, timeout := h.deadline(r, d)
+	ctx, cancel, timer, timedOut, timeout := h.deadline(r, rec, d)
 	defer cancel()
 	defer timer.Stop()
 	sent := time.Now()
@@ -545,7 +535,7 @@ func (h *Handler) attemptGeminiEmbeddings(w http.ResponseWriter, r *http.Request
 		}
 		return errAnswerBroke(d, rerr)
 	}
-	out, u, err := translate.GeminiEmbeddingsResponse(data, x.req.Model, inputs, int64(len(x.body)/4))
+	out, u, err := translate.GeminiEmbeddingsResponseAs(data, x.req.Model, inputs, int64(len(x.body)/4), translate.EmbeddingsBase64(x.body))
 	if err != nil {
 		return upstreamFailure(asBadResponse(err, d))
 	}
@@ -573,9 +563,9 @@ func (h *Handler) countTokens(w http.ResponseWriter, r *http.Request) {
 		fail(aerr)
 		return
 	}
-	body, err := readBody(r, h.cfg.MaxBodyBytes, nil)
+	body, err := h.readBodyIn(w, r, nil)
 	if err != nil {
-		fail(errTooLarge(h.cfg.MaxBodyBytes))
+		fail(h.bodyError(w, err))
 		return
 	}
 	req, err := routing.ScanRequest(body)

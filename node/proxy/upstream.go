@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net/http"
 	"slices"
@@ -102,10 +103,7 @@ func (h *Handler) buffered(w http.ResponseWriter, r *http.Request, rec *Record, 
 			rec.Status = statusClientClosed
 			return nil
 		case timedOut.Load():
-			f := failureOf(apiError{http.StatusGatewayTimeout, typeTimeout, "upstream_timeout", "",
-				"The upstream deployment '" + d.ID + "' did not finish within " + timeout.String() + "."}, translate.KindTimeout)
-			f.cools, f.retry = true, true
-			return f
+			return h.timeoutFailure(rec, d, timeout, "did not finish its answer")
 		case resp.StatusCode < 300:
 			return errAnswerBroke(d, err)
 		}
@@ -125,6 +123,9 @@ func (h *Handler) buffered(w http.ResponseWriter, r *http.Request, rec *Record, 
 		}
 		return f
 	}
+	if !validAnswer(data) {
+		return errBadAnswer(d, data)
+	}
 	rec.Status = resp.StatusCode
 	rec.Usage = routing.UsageFromBody(data)
 	var cts []string
@@ -136,6 +137,25 @@ func (h *Handler) buffered(w http.ResponseWriter, r *http.Request, rec *Record, 
 }
 
 var contentTypeEventStream = []string{"text/event-stream"}
+
+// validAnswer reports whether a successful answer is a whole JSON object,
+// as every endpoint's answer is: an empty, truncated or non-JSON body must
+// reach neither the client nor the ledger.
+func validAnswer(data []byte) bool {
+	b := bytes.TrimLeft(data, " \t\r\n")
+	return len(b) > 0 && b[0] == '{' && json.Valid(b)
+}
+
+// errBadAnswer: a successful status with a body that is not a whole JSON
+// object. Another deployment, or a retry, may answer properly.
+func errBadAnswer(d *raftstore.Deployment, data []byte) *failure {
+	what := "an empty body"
+	if len(bytes.TrimSpace(data)) > 0 {
+		what = "a body that is not a whole JSON object (" + strconv.Itoa(len(data)) + " bytes)"
+	}
+	return retryable(&failure{kind: translate.KindBadResponse,
+		err: translate.BadResponse(d.Provider, "deployment '%s' answered 200 with %s", d.ID, what)})
+}
 
 // answer writes a whole answer of d: recorded first (h.commit), then sent.
 // A nil contentType sets none.
@@ -212,8 +232,8 @@ var (
 // another deployment may serve.
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, rec *Record, resp *http.Response, req *routing.Request,
 	d *raftstore.Deployment, timer *time.Timer, timedOut *atomic.Bool) *failure {
-	if d.FirstTokenTimeoutMillis > 0 {
-		timer.Reset(time.Duration(d.FirstTokenTimeoutMillis) * time.Millisecond)
+	if t := firstTokenTimeout(rec, d); t > 0 {
+		timer.Reset(t)
 	}
 	br := readerPool.Get().(*bufio.Reader)
 	br.Reset(resp.Body)
@@ -235,13 +255,13 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, rec *Record, re
 			return nil
 		}
 		if timedOut.Load() {
-			return errNoFirstToken(d)
+			return h.errNoFirstToken(rec, d)
 		}
 		return errEndedEarly(d, ferr)
 	}
 	// The timeout covers the wait for the stream to start.
 	if !started(timer, timedOut) {
-		return errNoFirstToken(d)
+		return h.errNoFirstToken(rec, d)
 	}
 	startStream(w, rec, d, []string{resp.Header.Get("Content-Type")}, resp.StatusCode)
 	fl, _ := w.(http.Flusher)
@@ -292,7 +312,18 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, rec *Record, re
 				h.commit(rec)
 				panic(http.ErrAbortHandler)
 			}
-			h.commit(rec) // a stream without [DONE]
+			if !rec.streamDone {
+				// The stream ended without [DONE]: the answer may be cut
+				// short. Abort the client's connection too, so that it does
+				// not take it for whole.
+				rec.Status = http.StatusBadGateway
+				h.log.Warn("upstream stream ended without [DONE]", "request", rec.RequestID, "deployment", rec.Deployment)
+				h.commit(rec)
+				if fl != nil {
+					fl.Flush()
+				}
+				panic(http.ErrAbortHandler)
+			}
 			if fl != nil {
 				fl.Flush()
 			}
@@ -330,6 +361,7 @@ func (h *Handler) relayLine(w http.ResponseWriter, fl http.Flusher, rec *Record,
 	if bytes.HasPrefix(content, dataPrefix) {
 		data := bytes.TrimLeft(content[len(dataPrefix):], " ")
 		if bytes.Equal(data, doneMarker) {
+			rec.streamDone = true
 			h.commit(rec) // before the stream's last event reaches the client
 		}
 		if i := bytes.Index(data, usageNullField); i >= 0 {
@@ -343,6 +375,13 @@ func (h *Handler) relayLine(w http.ResponseWriter, fl http.Flusher, rec *Record,
 			}
 		} else if u, usageOnly := routing.ChunkUsage(data); u.Present {
 			rec.Usage = u
+			if rec.Endpoint == routing.EndpointResponses {
+				// response.completed (or .incomplete): the stream's last
+				// event, and its proper end (Responses streams send no
+				// [DONE]).
+				rec.streamDone = true
+				h.commit(rec)
+			}
 			if hide && usageOnly {
 				return true, nil
 			}

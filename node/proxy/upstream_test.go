@@ -56,7 +56,7 @@ func TestUpstreamBodyBroken(t *testing.T) {
 	stall.TimeoutMs = 200
 	r = g.post(t, "/v1/chat/completions", secret, chatBody(newRoute(t, "stall", stall)))
 	e = wantError(t, r, 504, "timeout_error", "upstream_timeout")
-	if !strings.Contains(e.Error.Message, "did not finish within 200ms") {
+	if !strings.Contains(e.Error.Message, "did not finish its answer within its per-attempt timeout of 200ms") {
 		t.Errorf("message %q", e.Error.Message)
 	}
 	if rec := g.rec.of(t, r); rec.Status != 504 {

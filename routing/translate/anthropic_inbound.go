@@ -11,14 +11,25 @@ package translate
 //     e.g. web_search_*, computer_*, bash_*, text_editor_*), mcp_servers,
 //     document, search_result and other content blocks without a canonical
 //     form, images given by Files API id, a missing max_tokens (Anthropic
-//     requires it), roles other than user and assistant.
+//     requires it), roles other than user, assistant and system.
+//   - Carried in place: a {"role":"system"} message inside "messages" (the
+//     beta mid-conversation-system-2026-04-07; Claude Code sends one at
+//     messages[1]) becomes a canonical system message where it stands. The
+//     upstream adapters keep its meaning as their formats allow: OpenAI
+//     chat takes system messages anywhere, so it stays in place; Gemini
+//     (systemInstruction), Bedrock (the system blocks) and Anthropic (the
+//     top-level system, for requests that were translated) have no system
+//     turn, so its text joins the system prompt after what came before it.
+//     An Anthropic request to an Anthropic deployment is passed through
+//     untouched and never comes here.
 //   - Dropped: "thinking" (the canonical form has no thinking budget, and
 //     the thinking blocks Anthropic returns could not be sent back on a
 //     later turn), thinking and redacted_thinking blocks in the history,
 //     tool_result "is_error" (OpenAI's tool messages
 //     have no error flag; the result's text, which describes the error, is
-//     kept), service_tier, container, context_management, and the other
-//     settings of output_config.
+//     kept), service_tier, container, context_management, the other
+//     settings of output_config (effort, ...), and every other unknown
+//     field: beta fields that only tune behaviour are dropped, not refused.
 //   - Carried: cache_control breakpoints, on system blocks, content blocks,
 //     tool results and tools, so that a request translated to Bedrock (as
 //     cachePoint blocks) or to Anthropic is still prompt-cached. One on an
@@ -259,13 +270,44 @@ func anthropicDecodeSystem(raw json.RawMessage) (*Message, error) {
 	return &Message{Role: "system", Content: PartsContent(parts...)}, nil
 }
 
+// anthropicDecodeSystemTurn turns a system message inside "messages" (the
+// beta mid-conversation-system: a string or text blocks) into a canonical
+// system message at the same place; each upstream adapter then carries it
+// as its format allows (see the file comment). An empty one is dropped.
+func anthropicDecodeSystemTurn(path string, content json.RawMessage) ([]Message, error) {
+	raw := bytes.TrimSpace(content)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, anthropicInvalid(path+".content", "Field required")
+	}
+	if raw[0] != '"' && raw[0] != '[' {
+		return nil, anthropicInvalid(path+".content", "Input should be a string or a list of text blocks")
+	}
+	m, err := anthropicDecodeSystem(raw)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			// anthropicDecodeSystem names "system": name this message.
+			e.Param = path + ".content" + strings.TrimPrefix(e.Param, "system")
+			e.Message = path + ".content" + strings.TrimPrefix(e.Message, "system")
+		}
+		return nil, err
+	}
+	if m == nil {
+		return nil, nil
+	}
+	return []Message{*m}, nil
+}
+
 // anthropicDecodeTurn turns one client message into canonical messages: a
 // user turn's tool_result blocks become tool messages, followed by a user
 // message with the rest of its content.
 func anthropicDecodeTurn(i int, t anthropicTurnIn) ([]Message, error) {
 	path := fmt.Sprintf("messages.%d", i)
+	if t.Role == "system" {
+		return anthropicDecodeSystemTurn(path, t.Content)
+	}
 	if t.Role != "user" && t.Role != "assistant" {
-		return nil, anthropicInvalid(path+".role", "Input should be 'user' or 'assistant'")
+		return nil, anthropicInvalid(path+".role", "Input should be 'user', 'assistant' or 'system'")
 	}
 	raw := bytes.TrimSpace(t.Content)
 	switch {

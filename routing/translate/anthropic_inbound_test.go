@@ -53,7 +53,7 @@ func TestAnthropicInboundDecodeRefusals(t *testing.T) {
 		{"bad output format", base(`,"output_format":[1]`), "output_config.format"},
 		{"system image", base(`,"system":[{"type":"image","source":{"type":"url","url":"https://x/y.png"}}]`), "system.0.type"},
 		{"system number", base(`,"system":42`), "system"},
-		{"system role", msgs(`{"role":"system","content":"x"}`), "messages.0.role"},
+		{"developer role", msgs(`{"role":"developer","content":"x"}`), "messages.0.role"},
 		{"no content", msgs(`{"role":"user"}`), "messages.0.content"},
 		{"content object", msgs(`{"role":"user","content":{"type":"text"}}`), "messages.0.content"},
 		{"content blocks malformed", msgs(`{"role":"user","content":[{"type":1}]}`), "messages.0.content"},

@@ -9,8 +9,10 @@ package translate
 //     (arrays of integers, or arrays of them) are refused: Gemini embeds
 //     text only.
 //   - dimensions → outputDimensionality.
-//   - encoding_format "base64" is refused (Gemini answers floats only);
-//     "float" or absent is the default.
+//   - encoding_format "base64" (the default of OpenAI's Node and Python
+//     SDKs) is answered by encoding Gemini's floats as OpenAI does: each
+//     vector as little-endian float32 values, base64 (standard alphabet);
+//     "float" or absent gives JSON numbers.
 //   - user is dropped.
 //   - the number of inputs per request is not limited here: the upstream
 //     refuses batches above its limit (100 on AI Studio; on Vertex it
@@ -21,6 +23,8 @@ package translate
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -46,9 +50,7 @@ func GeminiEmbeddingsRequest(body []byte, t *Target) (*http.Request, int, error)
 		return nil, 0, err
 	}
 	switch in.EncodingFormat {
-	case "", "float":
-	case "base64":
-		return nil, 0, Unsupported("encoding_format", geminiName)
+	case "", "float", "base64":
 	default:
 		return nil, 0, Invalid("encoding_format", "Unknown encoding_format %q.", in.EncodingFormat)
 	}
@@ -172,6 +174,31 @@ func geminiEmbedInputs(raw json.RawMessage) ([]string, error) {
 // returned; promptTokens is the caller's estimate of the input tokens, used
 // where the upstream reports none.
 func GeminiEmbeddingsResponse(body []byte, model string, inputs int, promptTokens int64) ([]byte, *Usage, error) {
+	return GeminiEmbeddingsResponseAs(body, model, inputs, promptTokens, false)
+}
+
+// EmbeddingsBase64 reports whether an OpenAI embeddings request asks for
+// encoding_format "base64".
+func EmbeddingsBase64(reqBody []byte) bool {
+	var in struct {
+		EncodingFormat string `json:"encoding_format"`
+	}
+	return json.Unmarshal(reqBody, &in) == nil && in.EncodingFormat == "base64"
+}
+
+// embeddingBase64 encodes a vector as OpenAI's base64 embeddings are:
+// little-endian float32 values.
+func embeddingBase64(v []float64) string {
+	b := make([]byte, 4*len(v))
+	for i, f := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(f)))
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// GeminiEmbeddingsResponseAs is GeminiEmbeddingsResponse that, with b64,
+// writes each embedding as a base64 string (encoding_format "base64").
+func GeminiEmbeddingsResponseAs(body []byte, model string, inputs int, promptTokens int64, b64 bool) ([]byte, *Usage, error) {
 	var r struct {
 		Embeddings *[]struct {
 			Values []float64 `json:"values"`
@@ -217,9 +244,9 @@ func GeminiEmbeddingsResponse(body []byte, model string, inputs int, promptToken
 		return nil, nil, BadResponse(geminiName, "%d embeddings were asked for and %d came back", inputs, len(vectors))
 	}
 	type item struct {
-		Object    string    `json:"object"`
-		Index     int       `json:"index"`
-		Embedding []float64 `json:"embedding"`
+		Object    string `json:"object"`
+		Index     int    `json:"index"`
+		Embedding any    `json:"embedding"` // []float64, or a base64 string
 	}
 	type usage struct {
 		PromptTokens int64 `json:"prompt_tokens"`
@@ -236,6 +263,9 @@ func GeminiEmbeddingsResponse(body []byte, model string, inputs int, promptToken
 			return nil, nil, BadResponse(geminiName, "embedding %d is empty", i)
 		}
 		out.Data[i] = item{Object: "embedding", Index: i, Embedding: v}
+		if b64 {
+			out.Data[i].Embedding = embeddingBase64(v)
+		}
 	}
 	b, err := json.Marshal(out)
 	if err != nil {

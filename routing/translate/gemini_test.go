@@ -857,7 +857,6 @@ func TestGeminiEmbeddingsRequest(t *testing.T) {
 		{`{"model":"m"}`, "input", "invalid_request"},
 		{`{"model":"m","input":null}`, "input", "invalid_request"},
 		{`{"model":"m","input":{"text":"x"}}`, "input", "invalid_request"},
-		{`{"model":"m","input":"x","encoding_format":"base64"}`, "encoding_format", "unsupported_parameter"},
 		{`{"model":"m","input":"x","encoding_format":"int8"}`, "encoding_format", "invalid_request"},
 		{`{"model":"m","input":"x","dimensions":0}`, "dimensions", "invalid_request"},
 		{`{"model":"m","input":"x","dimensions":"big"}`, "", "invalid_request"},

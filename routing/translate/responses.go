@@ -122,6 +122,7 @@ type responsesItem struct {
 	Content   json.RawMessage `json:"content"`
 	CallID    string          `json:"call_id"`
 	Name      string          `json:"name"`
+	Namespace string          `json:"namespace"`
 	Arguments *string         `json:"arguments"`
 	Output    json.RawMessage `json:"output"`
 }
@@ -217,11 +218,9 @@ func (responsesInbound) DecodeRequest(body []byte) (*ChatRequest, error) {
 	}
 	out.Messages = append(out.Messages, msgs...)
 
-	tools, err := respDecodeTools(in.Tools)
-	if err != nil {
+	if err := respDecodeTools(in.Tools, out); err != nil {
 		return nil, err
 	}
-	out.Tools = tools
 	if !respIsNull(in.ToolChoice) {
 		tc, narrowed, err := respDecodeToolChoice(in.ToolChoice, out.Tools)
 		if err != nil {
@@ -532,7 +531,11 @@ func respDecodeCall(it *responsesItem, param string) (ToolCall, error) {
 	if it.Arguments == nil {
 		return ToolCall{}, Invalid(param+".arguments", "'arguments' is required for a 'function_call' item.")
 	}
-	return ToolCall{ID: it.CallID, Type: "function", Function: FunctionCall{Name: it.Name, Arguments: *it.Arguments}}, nil
+	name := it.Name
+	if it.Namespace != "" {
+		name = respFlatName(it.Namespace, name)
+	}
+	return ToolCall{ID: it.CallID, Type: "function", Function: FunctionCall{Name: name, Arguments: *it.Arguments}}, nil
 }
 
 // respDecodeCallOutput reads a function_call_output item into a tool
@@ -578,32 +581,6 @@ func respDecodeCallOutput(it *responsesItem, param string) (Message, error) {
 	return m, nil
 }
 
-// respDecodeTools reads "tools": function tools only.
-func respDecodeTools(raws []json.RawMessage) ([]Tool, error) {
-	var tools []Tool
-	for i, raw := range raws {
-		param := fmt.Sprintf("tools[%d]", i)
-		var t responsesTool
-		if err := respUnmarshal(raw, param, &t); err != nil {
-			return nil, err
-		}
-		if t.Type != "function" {
-			return nil, Invalid(param+".type", "Tools of type %q are not supported by this gateway: it offers function tools (type 'function') only.", t.Type)
-		}
-		if t.Name == "" {
-			return nil, Invalid(param+".name", "'name' is required for a function tool.")
-		}
-		var params json.RawMessage
-		if !respIsNull(t.Parameters) {
-			params = t.Parameters
-		}
-		tools = append(tools, Tool{Type: "function", Function: FunctionDecl{
-			Name: t.Name, Description: t.Description, Parameters: params, Strict: t.Strict,
-		}})
-	}
-	return tools, nil
-}
-
 // respDecodeToolChoice reads tool_choice. allowed_tools narrows tools to the
 // functions it lists, so the result comes with the (possibly narrowed)
 // tool list.
@@ -620,10 +597,11 @@ func respDecodeToolChoice(raw json.RawMessage, tools []Tool) (*ToolChoice, []Too
 		return nil, nil, Invalid("tool_choice", "Invalid value for 'tool_choice': %q. Supported values are: 'none', 'auto' and 'required', or an object.", mode)
 	}
 	var obj struct {
-		Type  string `json:"type"`
-		Name  string `json:"name"`
-		Mode  string `json:"mode"`
-		Tools []struct {
+		Type      string `json:"type"`
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+		Mode      string `json:"mode"`
+		Tools     []struct {
 			Type string `json:"type"`
 			Name string `json:"name"`
 		} `json:"tools"`
@@ -635,6 +613,9 @@ func respDecodeToolChoice(raw json.RawMessage, tools []Tool) (*ToolChoice, []Too
 	case "function":
 		if obj.Name == "" {
 			return nil, nil, Invalid("tool_choice.name", "'tool_choice.name' is required when 'tool_choice.type' is 'function'.")
+		}
+		if obj.Namespace != "" {
+			obj.Name = respFlatName(obj.Namespace, obj.Name)
 		}
 		return &ToolChoice{Mode: "function", Function: obj.Name}, tools, nil
 	case "allowed_tools":
@@ -755,6 +736,8 @@ type responsesEcho struct {
 	tools             []respTool
 	user              *string
 	metadata          json.RawMessage
+	// namespaces maps a flattened tool's name to its namespace and name.
+	namespaces map[string]NamespacedName
 }
 
 // respTool is a function tool as a Response object reports it.
@@ -781,6 +764,7 @@ func newResponsesEcho(req *ChatRequest) responsesEcho {
 	if req == nil {
 		return e
 	}
+	e.namespaces = req.ToolNamespaces
 	if n := req.OutputLimit(); n != 0 {
 		e.maxOutputTokens = &n
 	}
@@ -967,6 +951,7 @@ type respCallItem struct {
 	Arguments string `json:"arguments"`
 	CallID    string `json:"call_id"`
 	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
 }
 
 func newRespTextPart(text string) respTextPart {
@@ -1099,9 +1084,10 @@ func (in responsesInbound) EncodeResponse(resp *ChatResponse) ([]byte, error) {
 		})
 	}
 	for i, tc := range msg.ToolCalls {
+		name, ns := in.echo.callName(tc.Function.Name)
 		obj.Output = append(obj.Output, respCallItem{
 			ID: respCallID(base, i), Type: "function_call", Status: "completed",
-			Arguments: tc.Function.Arguments, CallID: tc.ID, Name: tc.Function.Name,
+			Arguments: tc.Function.Arguments, CallID: tc.ID, Name: name, Namespace: ns,
 		})
 	}
 	if obj.Status == "incomplete" && len(obj.Output) > 0 {
@@ -1194,6 +1180,7 @@ type respStreamItem struct {
 	partOpen bool
 	// Function call items.
 	callID, name string
+	namespace    string          // the client's namespace of the function, if any
 	args         strings.Builder // the arguments written as deltas so far
 	held         []string        // pieces received while not shown, in order
 	shown        bool            // output_item.added written
@@ -1210,7 +1197,7 @@ type respStreamPart struct {
 func (it *respStreamItem) wire() any {
 	if it.isCall {
 		return respCallItem{ID: it.id, Type: "function_call", Status: it.status,
-			Arguments: it.args.String(), CallID: it.callID, Name: it.name}
+			Arguments: it.args.String(), CallID: it.callID, Name: it.name, Namespace: it.namespace}
 	}
 	content := make([]any, 0, len(it.parts))
 	for i := range it.parts {
@@ -1531,7 +1518,8 @@ func (s *responsesStream) writeToolCallDelta(tc *ToolCall, pos int) error {
 			it.sealed = true // its key now names the new call
 		}
 		it = &respStreamItem{isCall: true, index: len(s.items), id: respCallID(s.base, s.calls), status: "in_progress",
-			callID: tc.ID, name: tc.Function.Name}
+			callID: tc.ID}
+		it.name, it.namespace = s.echo.callName(tc.Function.Name)
 		s.calls++
 		s.items = append(s.items, it)
 		s.toolItems[key] = it
@@ -1549,7 +1537,7 @@ func (s *responsesStream) writeToolCallDelta(tc *ToolCall, pos int) error {
 		it.callID = tc.ID
 	}
 	if it.name == "" {
-		it.name = tc.Function.Name
+		it.name, it.namespace = s.echo.callName(tc.Function.Name)
 	}
 	if a := tc.Function.Arguments; a != "" {
 		if !it.shown {

@@ -48,6 +48,13 @@ type ChatRequest struct {
 	Logprobs            *bool           `json:"logprobs,omitempty"`
 	ReasoningEffort     string          `json:"reasoning_effort,omitempty"`
 	Metadata            json.RawMessage `json:"metadata,omitempty"`
+
+	// Set by the Responses decoder, never sent upstream:
+	// ToolNamespaces maps the flattened function tools of namespace tools
+	// to the client's names; DroppedTools lists the types of the hosted
+	// tools left out of the request (see responses_tools.go).
+	ToolNamespaces map[string]NamespacedName `json:"-"`
+	DroppedTools   []string                  `json:"-"`
 }
 
 // OutputLimit returns max_completion_tokens, else max_tokens, else 0.

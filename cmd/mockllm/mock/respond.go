@@ -40,21 +40,36 @@ func (p *present) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// serveOpenAI serves the OpenAI routes.
-func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, o op) {
+// serveOpenAI serves the OpenAI routes, and in format azure Azure
+// OpenAI's (key in api-key, a deployment path's deployment as the model
+// when the body names none).
+func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, o op, f format, deployment string) {
 	var req request
 	var body []byte
-	auth := r.Header.Get("Authorization")
+	auth, source := r.Header.Get("Authorization"), "authorization"
+	if f == azure {
+		if k := r.Header.Get("Api-Key"); k != "" || auth == "" {
+			auth, source = k, "api-key"
+		}
+		if msg := azureQueryError(r, deployment); msg != "" {
+			s.record(auth, source, nil)
+			s.writeError(w, http.StatusNotFound, msg, "404")
+			return
+		}
+	}
 	if o != opModels {
 		buf := getBuf()
 		defer putBuf(buf)
 		var ok bool
-		if body, ok = s.readRecorded(w, r, buf, openAI, auth, "authorization"); !ok {
+		if body, ok = s.readRecorded(w, r, buf, openAI, auth, source); !ok {
 			return
 		}
 		if err := json.Unmarshal(body, &req); err != nil {
 			s.writeError(w, http.StatusBadRequest, "We could not parse the JSON body of your request: "+err.Error(), "")
 			return
+		}
+		if req.Model == "" {
+			req.Model = deployment
 		}
 		if req.Model == "" {
 			s.writeError(w, http.StatusBadRequest, "you must provide a model parameter", "")
@@ -99,6 +114,8 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, o op) {
 		s.completion(w, r, &req, &p, &textKind, nil)
 	case opEmbeddings:
 		s.embeddings(w, &req, &p)
+	case opResponses:
+		s.responses(w, r, body, req.Model, &p)
 	case opModels:
 		s.finish(s.writeBody(w, http.StatusOK, modelsBody, p.fault == faultMidStream))
 	}

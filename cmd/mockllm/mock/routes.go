@@ -15,10 +15,11 @@ const (
 	gemini // Gemini API (generativelanguage.googleapis.com)
 	vertex // Vertex AI, Google publisher models: the Gemini shapes on other paths
 	bedrock
+	azure // Azure OpenAI: the OpenAI shapes on deployment and /openai/v1 paths, key in api-key
 	numFormats
 )
 
-var formatNames = [numFormats]string{"openai", "anthropic", "gemini", "vertex", "bedrock"}
+var formatNames = [numFormats]string{"openai", "anthropic", "gemini", "vertex", "bedrock", "azure"}
 
 // op is what a route does.
 type op uint8
@@ -37,6 +38,7 @@ const (
 	opPredict        // Vertex embeddings
 	opConverse       // Bedrock
 	opConverseStream // Bedrock
+	opResponses      // OpenAI Responses API
 )
 
 // route is one API endpoint. key names it in Stats.ByPath.
@@ -87,7 +89,20 @@ var routes = [...]route{
 
 	{bedrockPrefix + "{modelId}/converse", bedrock, opConverse, http.MethodPost},
 	{bedrockPrefix + "{modelId}/converse-stream", bedrock, opConverseStream, http.MethodPost},
+
+	{"/v1/responses", openAI, opResponses, http.MethodPost},
+	{azureDeployments + "{deployment}/chat/completions", azure, opChat, http.MethodPost},
+	{azureDeployments + "{deployment}/completions", azure, opCompletions, http.MethodPost},
+	{azureDeployments + "{deployment}/embeddings", azure, opEmbeddings, http.MethodPost},
+	{"/openai/v1/chat/completions", azure, opChat, http.MethodPost},
+	{"/openai/v1/embeddings", azure, opEmbeddings, http.MethodPost},
+	{"/openai/v1/responses", azure, opResponses, http.MethodPost},
+	{"/openai/responses", azure, opResponses, http.MethodPost},
 }
+
+// azureDeployments starts the paths of Azure OpenAI's deployment API,
+// /openai/deployments/{deployment}/chat/completions?api-version=...
+const azureDeployments = "/openai/deployments/"
 
 const numRoutes = len(routes)
 
@@ -137,8 +152,15 @@ func lookup(path string) (int, string) {
 			return -1, ""
 		}
 		model, key = rest[:i], bedrockPrefix+"{modelId}/"+rest[i+1:]
+	case strings.HasPrefix(path, azureDeployments):
+		// The deployment stands for the model.
+		dep, op, ok := strings.Cut(path[len(azureDeployments):], "/")
+		if !ok {
+			return -1, ""
+		}
+		model, key = dep, azureDeployments+"{deployment}/"+op
 	default:
-		return -1, ""
+		return lookupFixed(path)
 	}
 	if model == "" {
 		return -1, ""
@@ -146,6 +168,17 @@ func lookup(path string) (int, string) {
 	for i := 8; i < numRoutes; i++ {
 		if routes[i].key == key {
 			return i, model
+		}
+	}
+	return -1, ""
+}
+
+// lookupFixed returns the index of the route with the fixed path path that
+// lookup's switch does not list, or -1.
+func lookupFixed(path string) (int, string) {
+	for i := 8; i < numRoutes; i++ {
+		if routes[i].key == path {
+			return i, ""
 		}
 	}
 	return -1, ""

@@ -60,14 +60,15 @@ type Stats struct {
 	// "/model/{modelId}/converse-stream").
 	ByPath map[string]int64 `json:"by_path"`
 	// ByFormat counts requests to known routes per wire format: "openai",
-	// "anthropic", "gemini", "vertex" and "bedrock".
+	// "anthropic", "gemini", "vertex", "bedrock" and "azure".
 	ByFormat map[string]int64 `json:"by_format"`
 	// LastAuthorization is the credential of the last request, as sent: the
 	// Authorization header, or Anthropic's x-api-key, or Gemini's
 	// x-goog-api-key header or key query parameter.
 	LastAuthorization string `json:"last_authorization"`
 	// LastAuthHeader names where LastAuthorization came from:
-	// "authorization", "x-api-key", "x-goog-api-key" or "key" (query); ""
+	// "authorization", "x-api-key", "api-key" (Azure), "x-goog-api-key" or
+	// "key" (query); ""
 	// when the request carried no credential.
 	LastAuthHeader string `json:"last_auth_header"`
 	LastBody       []byte `json:"last_body"` // JSON-encoded as a string, not base64
@@ -208,7 +209,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch rt.format {
 	case openAI:
-		s.serveOpenAI(w, r, rt.op)
+		s.serveOpenAI(w, r, rt.op, openAI, "")
+	case azure:
+		s.serveOpenAI(w, r, rt.op, azure, model)
 	case anthropic:
 		s.serveAnthropic(w, r, rt.op)
 	case gemini, vertex:

@@ -22,8 +22,69 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ErrorKind classifies an apply error, so a replayed result wraps the same
+// sentinel error.
+type ErrorKind int32
+
+const (
+	ErrorKind_ERROR_KIND_UNSPECIFIED         ErrorKind = 0
+	ErrorKind_ERROR_KIND_NOT_FOUND           ErrorKind = 1
+	ErrorKind_ERROR_KIND_ALREADY_EXISTS      ErrorKind = 2
+	ErrorKind_ERROR_KIND_INVALID             ErrorKind = 3
+	ErrorKind_ERROR_KIND_FAILED_PRECONDITION ErrorKind = 4
+)
+
+// Enum value maps for ErrorKind.
+var (
+	ErrorKind_name = map[int32]string{
+		0: "ERROR_KIND_UNSPECIFIED",
+		1: "ERROR_KIND_NOT_FOUND",
+		2: "ERROR_KIND_ALREADY_EXISTS",
+		3: "ERROR_KIND_INVALID",
+		4: "ERROR_KIND_FAILED_PRECONDITION",
+	}
+	ErrorKind_value = map[string]int32{
+		"ERROR_KIND_UNSPECIFIED":         0,
+		"ERROR_KIND_NOT_FOUND":           1,
+		"ERROR_KIND_ALREADY_EXISTS":      2,
+		"ERROR_KIND_INVALID":             3,
+		"ERROR_KIND_FAILED_PRECONDITION": 4,
+	}
+)
+
+func (x ErrorKind) Enum() *ErrorKind {
+	p := new(ErrorKind)
+	*p = x
+	return p
+}
+
+func (x ErrorKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ErrorKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_tollgate_v1_raft_proto_enumTypes[0].Descriptor()
+}
+
+func (ErrorKind) Type() protoreflect.EnumType {
+	return &file_tollgate_v1_raft_proto_enumTypes[0]
+}
+
+func (x ErrorKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ErrorKind.Descriptor instead.
+func (ErrorKind) EnumDescriptor() ([]byte, []int) {
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{0}
+}
+
 // Command is the envelope of every Raft log entry. The proposer stamps the
 // time, so that applying a command never reads a clock: replicas agree.
+//
+// A node that cannot decode an entry, or finds an op it does not know,
+// stops rather than skip it (replicas would diverge) unless the entry is
+// marked ignorable: then a node that does not know the op applies nothing.
 type Command struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	UnixNanos int64                  `protobuf:"varint,1,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
@@ -56,6 +117,7 @@ type Command struct {
 	//	*Command_GrantLease
 	//	*Command_ReturnLease
 	//	*Command_ReleaseNode
+	//	*Command_GrantLeases
 	//	*Command_SetClusterSecret
 	//	*Command_ImportKeys
 	Op            isCommand_Op `protobuf_oneof:"op"`
@@ -301,6 +363,15 @@ func (x *Command) GetReleaseNode() *ReleaseNodeCommand {
 	return nil
 }
 
+func (x *Command) GetGrantLeases() *GrantLeasesCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_GrantLeases); ok {
+			return x.GrantLeases
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetSetClusterSecret() *SetClusterSecretCommand {
 	if x != nil {
 		if x, ok := x.Op.(*Command_SetClusterSecret); ok {
@@ -403,6 +474,10 @@ type Command_ReleaseNode struct {
 	ReleaseNode *ReleaseNodeCommand `protobuf:"bytes,73,opt,name=release_node,json=releaseNode,proto3,oneof"`
 }
 
+type Command_GrantLeases struct {
+	GrantLeases *GrantLeasesCommand `protobuf:"bytes,74,opt,name=grant_leases,json=grantLeases,proto3,oneof"`
+}
+
 type Command_SetClusterSecret struct {
 	SetClusterSecret *SetClusterSecretCommand `protobuf:"bytes,80,opt,name=set_cluster_secret,json=setClusterSecret,proto3,oneof"`
 }
@@ -450,6 +525,8 @@ func (*Command_GrantLease) isCommand_Op() {}
 func (*Command_ReturnLease) isCommand_Op() {}
 
 func (*Command_ReleaseNode) isCommand_Op() {}
+
+func (*Command_GrantLeases) isCommand_Op() {}
 
 func (*Command_SetClusterSecret) isCommand_Op() {}
 
@@ -1426,6 +1503,151 @@ func (x *GrantLeaseCommand) GetWantNanos() int64 {
 	return 0
 }
 
+// GrantLeasesCommand carries many lease requests in one entry; each is
+// applied as a GrantLeaseCommand would be, in order.
+type GrantLeasesCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Grants        []*GrantLeaseCommand   `protobuf:"bytes,1,rep,name=grants,proto3" json:"grants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantLeasesCommand) Reset() {
+	*x = GrantLeasesCommand{}
+	mi := &file_tollgate_v1_raft_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantLeasesCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantLeasesCommand) ProtoMessage() {}
+
+func (x *GrantLeasesCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_raft_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantLeasesCommand.ProtoReflect.Descriptor instead.
+func (*GrantLeasesCommand) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *GrantLeasesCommand) GetGrants() []*GrantLeaseCommand {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
+}
+
+// GrantLeasesResult is the result of a GrantLeasesCommand: per grant, in
+// order, the budget period after it, or an error message.
+type GrantLeasesResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Outcomes      []*GrantLeaseOutcome   `protobuf:"bytes,1,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantLeasesResult) Reset() {
+	*x = GrantLeasesResult{}
+	mi := &file_tollgate_v1_raft_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantLeasesResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantLeasesResult) ProtoMessage() {}
+
+func (x *GrantLeasesResult) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_raft_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantLeasesResult.ProtoReflect.Descriptor instead.
+func (*GrantLeasesResult) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GrantLeasesResult) GetOutcomes() []*GrantLeaseOutcome {
+	if x != nil {
+		return x.Outcomes
+	}
+	return nil
+}
+
+type GrantLeaseOutcome struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Period *BudgetPeriod          `protobuf:"bytes,1,opt,name=period,proto3" json:"period,omitempty"`
+	// Empty when the grant applied.
+	Error         string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantLeaseOutcome) Reset() {
+	*x = GrantLeaseOutcome{}
+	mi := &file_tollgate_v1_raft_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantLeaseOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantLeaseOutcome) ProtoMessage() {}
+
+func (x *GrantLeaseOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_raft_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantLeaseOutcome.ProtoReflect.Descriptor instead.
+func (*GrantLeaseOutcome) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *GrantLeaseOutcome) GetPeriod() *BudgetPeriod {
+	if x != nil {
+		return x.Period
+	}
+	return nil
+}
+
+func (x *GrantLeaseOutcome) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // ReturnLeaseCommand gives back a node's unspent lease of a budget period.
 type ReturnLeaseCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1438,7 +1660,7 @@ type ReturnLeaseCommand struct {
 
 func (x *ReturnLeaseCommand) Reset() {
 	*x = ReturnLeaseCommand{}
-	mi := &file_tollgate_v1_raft_proto_msgTypes[20]
+	mi := &file_tollgate_v1_raft_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1672,7 @@ func (x *ReturnLeaseCommand) String() string {
 func (*ReturnLeaseCommand) ProtoMessage() {}
 
 func (x *ReturnLeaseCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_raft_proto_msgTypes[20]
+	mi := &file_tollgate_v1_raft_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1685,7 @@ func (x *ReturnLeaseCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReturnLeaseCommand.ProtoReflect.Descriptor instead.
 func (*ReturnLeaseCommand) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{20}
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReturnLeaseCommand) GetNode() string {
@@ -1497,7 +1719,7 @@ type ReleaseNodeCommand struct {
 
 func (x *ReleaseNodeCommand) Reset() {
 	*x = ReleaseNodeCommand{}
-	mi := &file_tollgate_v1_raft_proto_msgTypes[21]
+	mi := &file_tollgate_v1_raft_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1509,7 +1731,7 @@ func (x *ReleaseNodeCommand) String() string {
 func (*ReleaseNodeCommand) ProtoMessage() {}
 
 func (x *ReleaseNodeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_raft_proto_msgTypes[21]
+	mi := &file_tollgate_v1_raft_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1522,7 +1744,7 @@ func (x *ReleaseNodeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseNodeCommand.ProtoReflect.Descriptor instead.
 func (*ReleaseNodeCommand) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{21}
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReleaseNodeCommand) GetNode() string {
@@ -1547,7 +1769,7 @@ type BudgetPeriod struct {
 
 func (x *BudgetPeriod) Reset() {
 	*x = BudgetPeriod{}
-	mi := &file_tollgate_v1_raft_proto_msgTypes[22]
+	mi := &file_tollgate_v1_raft_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +1781,7 @@ func (x *BudgetPeriod) String() string {
 func (*BudgetPeriod) ProtoMessage() {}
 
 func (x *BudgetPeriod) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_raft_proto_msgTypes[22]
+	mi := &file_tollgate_v1_raft_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +1794,7 @@ func (x *BudgetPeriod) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetPeriod.ProtoReflect.Descriptor instead.
 func (*BudgetPeriod) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{22}
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *BudgetPeriod) GetBudget() string {
@@ -1614,7 +1836,7 @@ type NodeSeq struct {
 
 func (x *NodeSeq) Reset() {
 	*x = NodeSeq{}
-	mi := &file_tollgate_v1_raft_proto_msgTypes[23]
+	mi := &file_tollgate_v1_raft_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1848,7 @@ func (x *NodeSeq) String() string {
 func (*NodeSeq) ProtoMessage() {}
 
 func (x *NodeSeq) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_raft_proto_msgTypes[23]
+	mi := &file_tollgate_v1_raft_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1861,7 @@ func (x *NodeSeq) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSeq.ProtoReflect.Descriptor instead.
 func (*NodeSeq) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{23}
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *NodeSeq) GetNode() string {
@@ -1671,7 +1893,7 @@ type SetClusterSecretCommand struct {
 
 func (x *SetClusterSecretCommand) Reset() {
 	*x = SetClusterSecretCommand{}
-	mi := &file_tollgate_v1_raft_proto_msgTypes[24]
+	mi := &file_tollgate_v1_raft_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1683,7 +1905,7 @@ func (x *SetClusterSecretCommand) String() string {
 func (*SetClusterSecretCommand) ProtoMessage() {}
 
 func (x *SetClusterSecretCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_raft_proto_msgTypes[24]
+	mi := &file_tollgate_v1_raft_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1696,7 +1918,7 @@ func (x *SetClusterSecretCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterSecretCommand.ProtoReflect.Descriptor instead.
 func (*SetClusterSecretCommand) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{24}
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SetClusterSecretCommand) GetSecret() string {
@@ -1728,13 +1950,18 @@ type Snapshot struct {
 	BudgetPeriods []*BudgetPeriod `protobuf:"bytes,8,rep,name=budget_periods,json=budgetPeriods,proto3" json:"budget_periods,omitempty"`
 	NodeSeqs      []*NodeSeq      `protobuf:"bytes,9,rep,name=node_seqs,json=nodeSeqs,proto3" json:"node_seqs,omitempty"`
 	ClusterSecret string          `protobuf:"bytes,10,opt,name=cluster_secret,json=clusterSecret,proto3" json:"cluster_secret,omitempty"`
+	// Request ids applied recently, with their results (see Command).
+	AppliedRequests []*AppliedRequest `protobuf:"bytes,11,rep,name=applied_requests,json=appliedRequests,proto3" json:"applied_requests,omitempty"`
+	// Daily spend rollups (hour_unix holds the day's start), folded from
+	// hourly rollups older than the hourly retention.
+	DailyRollups  []*SpendRollup `protobuf:"bytes,12,rep,name=daily_rollups,json=dailyRollups,proto3" json:"daily_rollups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_tollgate_v1_raft_proto_msgTypes[25]
+	mi := &file_tollgate_v1_raft_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1746,7 +1973,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_raft_proto_msgTypes[25]
+	mi := &file_tollgate_v1_raft_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1759,7 +1986,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{25}
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Snapshot) GetKeys() []*StoredKey {
@@ -1832,6 +2059,163 @@ func (x *Snapshot) GetClusterSecret() string {
 	return ""
 }
 
+func (x *Snapshot) GetAppliedRequests() []*AppliedRequest {
+	if x != nil {
+		return x.AppliedRequests
+	}
+	return nil
+}
+
+func (x *Snapshot) GetDailyRollups() []*SpendRollup {
+	if x != nil {
+		return x.DailyRollups
+	}
+	return nil
+}
+
+// AppliedRequest is a request id the state machine applied, with when
+// (the command's time) and its result.
+type AppliedRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	UnixNanos int64                  `protobuf:"varint,2,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	// The result message, marshalled, and its full name; empty for none.
+	Result     []byte `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	ResultType string `protobuf:"bytes,4,opt,name=result_type,json=resultType,proto3" json:"result_type,omitempty"`
+	// The error, if the command failed: its message and kind.
+	Error         string    `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	ErrorKind     ErrorKind `protobuf:"varint,6,opt,name=error_kind,json=errorKind,proto3,enum=tollgate.v1.ErrorKind" json:"error_kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppliedRequest) Reset() {
+	*x = AppliedRequest{}
+	mi := &file_tollgate_v1_raft_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppliedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppliedRequest) ProtoMessage() {}
+
+func (x *AppliedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_raft_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppliedRequest.ProtoReflect.Descriptor instead.
+func (*AppliedRequest) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *AppliedRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AppliedRequest) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
+func (x *AppliedRequest) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *AppliedRequest) GetResultType() string {
+	if x != nil {
+		return x.ResultType
+	}
+	return ""
+}
+
+func (x *AppliedRequest) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *AppliedRequest) GetErrorKind() ErrorKind {
+	if x != nil {
+		return x.ErrorKind
+	}
+	return ErrorKind_ERROR_KIND_UNSPECIFIED
+}
+
+// SnapshotHeader opens a streamed snapshot: after the magic bytes come
+// length-delimited records, this header first, then Snapshot messages each
+// holding a part of the state; together they are one Snapshot.
+type SnapshotHeader struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FormatVersion uint32                 `protobuf:"varint,1,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
+	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotHeader) Reset() {
+	*x = SnapshotHeader{}
+	mi := &file_tollgate_v1_raft_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotHeader) ProtoMessage() {}
+
+func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_raft_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
+func (*SnapshotHeader) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *SnapshotHeader) GetFormatVersion() uint32 {
+	if x != nil {
+		return x.FormatVersion
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 type SetRouteOptionsCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Route         string                 `protobuf:"bytes,1,opt,name=route,proto3" json:"route,omitempty"`
@@ -1842,7 +2226,7 @@ type SetRouteOptionsCommand struct {
 
 func (x *SetRouteOptionsCommand) Reset() {
 	*x = SetRouteOptionsCommand{}
-	mi := &file_tollgate_v1_raft_proto_msgTypes[26]
+	mi := &file_tollgate_v1_raft_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +2238,7 @@ func (x *SetRouteOptionsCommand) String() string {
 func (*SetRouteOptionsCommand) ProtoMessage() {}
 
 func (x *SetRouteOptionsCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_raft_proto_msgTypes[26]
+	mi := &file_tollgate_v1_raft_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +2251,7 @@ func (x *SetRouteOptionsCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRouteOptionsCommand.ProtoReflect.Descriptor instead.
 func (*SetRouteOptionsCommand) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{26}
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SetRouteOptionsCommand) GetRoute() string {
@@ -1895,7 +2279,7 @@ type ImportKeysCommand struct {
 
 func (x *ImportKeysCommand) Reset() {
 	*x = ImportKeysCommand{}
-	mi := &file_tollgate_v1_raft_proto_msgTypes[27]
+	mi := &file_tollgate_v1_raft_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1907,7 +2291,7 @@ func (x *ImportKeysCommand) String() string {
 func (*ImportKeysCommand) ProtoMessage() {}
 
 func (x *ImportKeysCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_raft_proto_msgTypes[27]
+	mi := &file_tollgate_v1_raft_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1920,7 +2304,7 @@ func (x *ImportKeysCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportKeysCommand.ProtoReflect.Descriptor instead.
 func (*ImportKeysCommand) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{27}
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ImportKeysCommand) GetKeys() []*StoredKey {
@@ -1940,7 +2324,7 @@ type ImportKeysResult struct {
 
 func (x *ImportKeysResult) Reset() {
 	*x = ImportKeysResult{}
-	mi := &file_tollgate_v1_raft_proto_msgTypes[28]
+	mi := &file_tollgate_v1_raft_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1952,7 +2336,7 @@ func (x *ImportKeysResult) String() string {
 func (*ImportKeysResult) ProtoMessage() {}
 
 func (x *ImportKeysResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_raft_proto_msgTypes[28]
+	mi := &file_tollgate_v1_raft_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1965,7 +2349,7 @@ func (x *ImportKeysResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportKeysResult.ProtoReflect.Descriptor instead.
 func (*ImportKeysResult) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{28}
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ImportKeysResult) GetSkipped() []bool {
@@ -1979,7 +2363,7 @@ var File_tollgate_v1_raft_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\n" +
-	"\x16tollgate/v1/raft.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17tollgate/v1/admin.proto\x1a\x1btollgate/v1/resources.proto\x1a\x17tollgate/v1/spend.proto\"\x98\r\n" +
+	"\x16tollgate/v1/raft.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17tollgate/v1/admin.proto\x1a\x1btollgate/v1/resources.proto\x1a\x17tollgate/v1/spend.proto\"\xde\r\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"unix_nanos\x18\x01 \x01(\x03R\tunixNanos\x12\x1d\n" +
@@ -2014,7 +2398,8 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\vgrant_lease\x18G \x01(\v2\x1e.tollgate.v1.GrantLeaseCommandH\x00R\n" +
 	"grantLease\x12D\n" +
 	"\freturn_lease\x18H \x01(\v2\x1f.tollgate.v1.ReturnLeaseCommandH\x00R\vreturnLease\x12D\n" +
-	"\frelease_node\x18I \x01(\v2\x1f.tollgate.v1.ReleaseNodeCommandH\x00R\vreleaseNode\x12T\n" +
+	"\frelease_node\x18I \x01(\v2\x1f.tollgate.v1.ReleaseNodeCommandH\x00R\vreleaseNode\x12D\n" +
+	"\fgrant_leases\x18J \x01(\v2\x1f.tollgate.v1.GrantLeasesCommandH\x00R\vgrantLeases\x12T\n" +
 	"\x12set_cluster_secret\x18P \x01(\v2$.tollgate.v1.SetClusterSecretCommandH\x00R\x10setClusterSecret\x12A\n" +
 	"\vimport_keys\x18\x0e \x01(\v2\x1e.tollgate.v1.ImportKeysCommandH\x00R\n" +
 	"importKeysB\x04\n" +
@@ -2078,7 +2463,14 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\x06budget\x18\x02 \x01(\tR\x06budget\x12!\n" +
 	"\fperiod_start\x18\x03 \x01(\x03R\vperiodStart\x12\x1d\n" +
 	"\n" +
-	"want_nanos\x18\x04 \x01(\x03R\twantNanos\"c\n" +
+	"want_nanos\x18\x04 \x01(\x03R\twantNanos\"L\n" +
+	"\x12GrantLeasesCommand\x126\n" +
+	"\x06grants\x18\x01 \x03(\v2\x1e.tollgate.v1.GrantLeaseCommandR\x06grants\"O\n" +
+	"\x11GrantLeasesResult\x12:\n" +
+	"\boutcomes\x18\x01 \x03(\v2\x1e.tollgate.v1.GrantLeaseOutcomeR\boutcomes\"\\\n" +
+	"\x11GrantLeaseOutcome\x121\n" +
+	"\x06period\x18\x01 \x01(\v2\x19.tollgate.v1.BudgetPeriodR\x06period\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\"c\n" +
 	"\x12ReturnLeaseCommand\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
 	"\x06budget\x18\x02 \x01(\tR\x06budget\x12!\n" +
@@ -2099,7 +2491,7 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\"N\n" +
 	"\x17SetClusterSecretCommand\x12\x16\n" +
 	"\x06secret\x18\x01 \x01(\tR\x06secret\x12\x1b\n" +
-	"\treseal_of\x18\x02 \x01(\tR\bresealOf\"\xe5\x03\n" +
+	"\treseal_of\x18\x02 \x01(\tR\bresealOf\"\xec\x04\n" +
 	"\bSnapshot\x12*\n" +
 	"\x04keys\x18\x01 \x03(\v2\x16.tollgate.v1.StoredKeyR\x04keys\x12/\n" +
 	"\x06routes\x18\x02 \x03(\v2\x17.tollgate.v1.ModelRouteR\x06routes\x12?\n" +
@@ -2111,14 +2503,35 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\x0ebudget_periods\x18\b \x03(\v2\x19.tollgate.v1.BudgetPeriodR\rbudgetPeriods\x121\n" +
 	"\tnode_seqs\x18\t \x03(\v2\x14.tollgate.v1.NodeSeqR\bnodeSeqs\x12%\n" +
 	"\x0ecluster_secret\x18\n" +
-	" \x01(\tR\rclusterSecret\"c\n" +
+	" \x01(\tR\rclusterSecret\x12F\n" +
+	"\x10applied_requests\x18\v \x03(\v2\x1b.tollgate.v1.AppliedRequestR\x0fappliedRequests\x12=\n" +
+	"\rdaily_rollups\x18\f \x03(\v2\x18.tollgate.v1.SpendRollupR\fdailyRollups\"\xc5\x01\n" +
+	"\x0eAppliedRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x02 \x01(\x03R\tunixNanos\x12\x16\n" +
+	"\x06result\x18\x03 \x01(\fR\x06result\x12\x1f\n" +
+	"\vresult_type\x18\x04 \x01(\tR\n" +
+	"resultType\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x125\n" +
+	"\n" +
+	"error_kind\x18\x06 \x01(\x0e2\x16.tollgate.v1.ErrorKindR\terrorKind\"M\n" +
+	"\x0eSnapshotHeader\x12%\n" +
+	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\"c\n" +
 	"\x16SetRouteOptionsCommand\x12\x14\n" +
 	"\x05route\x18\x01 \x01(\tR\x05route\x123\n" +
 	"\aoptions\x18\x02 \x01(\v2\x19.tollgate.v1.RouteOptionsR\aoptions\"?\n" +
 	"\x11ImportKeysCommand\x12*\n" +
 	"\x04keys\x18\x01 \x03(\v2\x16.tollgate.v1.StoredKeyR\x04keys\",\n" +
 	"\x10ImportKeysResult\x12\x18\n" +
-	"\askipped\x18\x01 \x03(\bR\askippedB;Z9github.com/tollgate/tollgate/proto/tollgate/v1;tollgatev1b\x06proto3"
+	"\askipped\x18\x01 \x03(\bR\askipped*\x9c\x01\n" +
+	"\tErrorKind\x12\x1a\n" +
+	"\x16ERROR_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14ERROR_KIND_NOT_FOUND\x10\x01\x12\x1d\n" +
+	"\x19ERROR_KIND_ALREADY_EXISTS\x10\x02\x12\x16\n" +
+	"\x12ERROR_KIND_INVALID\x10\x03\x12\"\n" +
+	"\x1eERROR_KIND_FAILED_PRECONDITION\x10\x04B;Z9github.com/tollgate/tollgate/proto/tollgate/v1;tollgatev1b\x06proto3"
 
 var (
 	file_tollgate_v1_raft_proto_rawDescOnce sync.Once
@@ -2132,99 +2545,113 @@ func file_tollgate_v1_raft_proto_rawDescGZIP() []byte {
 	return file_tollgate_v1_raft_proto_rawDescData
 }
 
-var file_tollgate_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_tollgate_v1_raft_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_tollgate_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_tollgate_v1_raft_proto_goTypes = []any{
-	(*Command)(nil),                 // 0: tollgate.v1.Command
-	(*StoredKey)(nil),               // 1: tollgate.v1.StoredKey
-	(*StoredCredential)(nil),        // 2: tollgate.v1.StoredCredential
-	(*CreateKeyCommand)(nil),        // 3: tollgate.v1.CreateKeyCommand
-	(*UpdateKeyCommand)(nil),        // 4: tollgate.v1.UpdateKeyCommand
-	(*RevokeKeyCommand)(nil),        // 5: tollgate.v1.RevokeKeyCommand
-	(*RotateKeyCommand)(nil),        // 6: tollgate.v1.RotateKeyCommand
-	(*AddDeploymentCommand)(nil),    // 7: tollgate.v1.AddDeploymentCommand
-	(*UpdateDeploymentCommand)(nil), // 8: tollgate.v1.UpdateDeploymentCommand
-	(*RemoveDeploymentCommand)(nil), // 9: tollgate.v1.RemoveDeploymentCommand
-	(*DeleteRouteCommand)(nil),      // 10: tollgate.v1.DeleteRouteCommand
-	(*SetCredentialCommand)(nil),    // 11: tollgate.v1.SetCredentialCommand
-	(*DeleteCredentialCommand)(nil), // 12: tollgate.v1.DeleteCredentialCommand
-	(*AddAdminTokenCommand)(nil),    // 13: tollgate.v1.AddAdminTokenCommand
-	(*RestoreCommand)(nil),          // 14: tollgate.v1.RestoreCommand
-	(*CreateTeamCommand)(nil),       // 15: tollgate.v1.CreateTeamCommand
-	(*UpdateTeamCommand)(nil),       // 16: tollgate.v1.UpdateTeamCommand
-	(*DeleteTeamCommand)(nil),       // 17: tollgate.v1.DeleteTeamCommand
-	(*SpendReportCommand)(nil),      // 18: tollgate.v1.SpendReportCommand
-	(*GrantLeaseCommand)(nil),       // 19: tollgate.v1.GrantLeaseCommand
-	(*ReturnLeaseCommand)(nil),      // 20: tollgate.v1.ReturnLeaseCommand
-	(*ReleaseNodeCommand)(nil),      // 21: tollgate.v1.ReleaseNodeCommand
-	(*BudgetPeriod)(nil),            // 22: tollgate.v1.BudgetPeriod
-	(*NodeSeq)(nil),                 // 23: tollgate.v1.NodeSeq
-	(*SetClusterSecretCommand)(nil), // 24: tollgate.v1.SetClusterSecretCommand
-	(*Snapshot)(nil),                // 25: tollgate.v1.Snapshot
-	(*SetRouteOptionsCommand)(nil),  // 26: tollgate.v1.SetRouteOptionsCommand
-	(*ImportKeysCommand)(nil),       // 27: tollgate.v1.ImportKeysCommand
-	(*ImportKeysResult)(nil),        // 28: tollgate.v1.ImportKeysResult
-	nil,                             // 29: tollgate.v1.BudgetPeriod.LeasesEntry
-	(*Key)(nil),                     // 30: tollgate.v1.Key
-	(*timestamppb.Timestamp)(nil),   // 31: google.protobuf.Timestamp
-	(*UpdateKeyRequest)(nil),        // 32: tollgate.v1.UpdateKeyRequest
-	(*Deployment)(nil),              // 33: tollgate.v1.Deployment
-	(*UpdateDeploymentRequest)(nil), // 34: tollgate.v1.UpdateDeploymentRequest
-	(*Team)(nil),                    // 35: tollgate.v1.Team
-	(*UpdateTeamRequest)(nil),       // 36: tollgate.v1.UpdateTeamRequest
-	(*SpendRollup)(nil),             // 37: tollgate.v1.SpendRollup
-	(*BudgetUse)(nil),               // 38: tollgate.v1.BudgetUse
-	(*ModelRoute)(nil),              // 39: tollgate.v1.ModelRoute
-	(*RouteOptions)(nil),            // 40: tollgate.v1.RouteOptions
+	(ErrorKind)(0),                  // 0: tollgate.v1.ErrorKind
+	(*Command)(nil),                 // 1: tollgate.v1.Command
+	(*StoredKey)(nil),               // 2: tollgate.v1.StoredKey
+	(*StoredCredential)(nil),        // 3: tollgate.v1.StoredCredential
+	(*CreateKeyCommand)(nil),        // 4: tollgate.v1.CreateKeyCommand
+	(*UpdateKeyCommand)(nil),        // 5: tollgate.v1.UpdateKeyCommand
+	(*RevokeKeyCommand)(nil),        // 6: tollgate.v1.RevokeKeyCommand
+	(*RotateKeyCommand)(nil),        // 7: tollgate.v1.RotateKeyCommand
+	(*AddDeploymentCommand)(nil),    // 8: tollgate.v1.AddDeploymentCommand
+	(*UpdateDeploymentCommand)(nil), // 9: tollgate.v1.UpdateDeploymentCommand
+	(*RemoveDeploymentCommand)(nil), // 10: tollgate.v1.RemoveDeploymentCommand
+	(*DeleteRouteCommand)(nil),      // 11: tollgate.v1.DeleteRouteCommand
+	(*SetCredentialCommand)(nil),    // 12: tollgate.v1.SetCredentialCommand
+	(*DeleteCredentialCommand)(nil), // 13: tollgate.v1.DeleteCredentialCommand
+	(*AddAdminTokenCommand)(nil),    // 14: tollgate.v1.AddAdminTokenCommand
+	(*RestoreCommand)(nil),          // 15: tollgate.v1.RestoreCommand
+	(*CreateTeamCommand)(nil),       // 16: tollgate.v1.CreateTeamCommand
+	(*UpdateTeamCommand)(nil),       // 17: tollgate.v1.UpdateTeamCommand
+	(*DeleteTeamCommand)(nil),       // 18: tollgate.v1.DeleteTeamCommand
+	(*SpendReportCommand)(nil),      // 19: tollgate.v1.SpendReportCommand
+	(*GrantLeaseCommand)(nil),       // 20: tollgate.v1.GrantLeaseCommand
+	(*GrantLeasesCommand)(nil),      // 21: tollgate.v1.GrantLeasesCommand
+	(*GrantLeasesResult)(nil),       // 22: tollgate.v1.GrantLeasesResult
+	(*GrantLeaseOutcome)(nil),       // 23: tollgate.v1.GrantLeaseOutcome
+	(*ReturnLeaseCommand)(nil),      // 24: tollgate.v1.ReturnLeaseCommand
+	(*ReleaseNodeCommand)(nil),      // 25: tollgate.v1.ReleaseNodeCommand
+	(*BudgetPeriod)(nil),            // 26: tollgate.v1.BudgetPeriod
+	(*NodeSeq)(nil),                 // 27: tollgate.v1.NodeSeq
+	(*SetClusterSecretCommand)(nil), // 28: tollgate.v1.SetClusterSecretCommand
+	(*Snapshot)(nil),                // 29: tollgate.v1.Snapshot
+	(*AppliedRequest)(nil),          // 30: tollgate.v1.AppliedRequest
+	(*SnapshotHeader)(nil),          // 31: tollgate.v1.SnapshotHeader
+	(*SetRouteOptionsCommand)(nil),  // 32: tollgate.v1.SetRouteOptionsCommand
+	(*ImportKeysCommand)(nil),       // 33: tollgate.v1.ImportKeysCommand
+	(*ImportKeysResult)(nil),        // 34: tollgate.v1.ImportKeysResult
+	nil,                             // 35: tollgate.v1.BudgetPeriod.LeasesEntry
+	(*Key)(nil),                     // 36: tollgate.v1.Key
+	(*timestamppb.Timestamp)(nil),   // 37: google.protobuf.Timestamp
+	(*UpdateKeyRequest)(nil),        // 38: tollgate.v1.UpdateKeyRequest
+	(*Deployment)(nil),              // 39: tollgate.v1.Deployment
+	(*UpdateDeploymentRequest)(nil), // 40: tollgate.v1.UpdateDeploymentRequest
+	(*Team)(nil),                    // 41: tollgate.v1.Team
+	(*UpdateTeamRequest)(nil),       // 42: tollgate.v1.UpdateTeamRequest
+	(*SpendRollup)(nil),             // 43: tollgate.v1.SpendRollup
+	(*BudgetUse)(nil),               // 44: tollgate.v1.BudgetUse
+	(*ModelRoute)(nil),              // 45: tollgate.v1.ModelRoute
+	(*RouteOptions)(nil),            // 46: tollgate.v1.RouteOptions
 }
 var file_tollgate_v1_raft_proto_depIdxs = []int32{
-	3,  // 0: tollgate.v1.Command.create_key:type_name -> tollgate.v1.CreateKeyCommand
-	4,  // 1: tollgate.v1.Command.update_key:type_name -> tollgate.v1.UpdateKeyCommand
-	5,  // 2: tollgate.v1.Command.revoke_key:type_name -> tollgate.v1.RevokeKeyCommand
-	6,  // 3: tollgate.v1.Command.rotate_key:type_name -> tollgate.v1.RotateKeyCommand
-	7,  // 4: tollgate.v1.Command.add_deployment:type_name -> tollgate.v1.AddDeploymentCommand
-	8,  // 5: tollgate.v1.Command.update_deployment:type_name -> tollgate.v1.UpdateDeploymentCommand
-	9,  // 6: tollgate.v1.Command.remove_deployment:type_name -> tollgate.v1.RemoveDeploymentCommand
-	10, // 7: tollgate.v1.Command.delete_route:type_name -> tollgate.v1.DeleteRouteCommand
-	26, // 8: tollgate.v1.Command.set_route_options:type_name -> tollgate.v1.SetRouteOptionsCommand
-	11, // 9: tollgate.v1.Command.set_credential:type_name -> tollgate.v1.SetCredentialCommand
-	12, // 10: tollgate.v1.Command.delete_credential:type_name -> tollgate.v1.DeleteCredentialCommand
-	13, // 11: tollgate.v1.Command.add_admin_token:type_name -> tollgate.v1.AddAdminTokenCommand
-	14, // 12: tollgate.v1.Command.restore:type_name -> tollgate.v1.RestoreCommand
-	15, // 13: tollgate.v1.Command.create_team:type_name -> tollgate.v1.CreateTeamCommand
-	16, // 14: tollgate.v1.Command.update_team:type_name -> tollgate.v1.UpdateTeamCommand
-	17, // 15: tollgate.v1.Command.delete_team:type_name -> tollgate.v1.DeleteTeamCommand
-	18, // 16: tollgate.v1.Command.spend_report:type_name -> tollgate.v1.SpendReportCommand
-	19, // 17: tollgate.v1.Command.grant_lease:type_name -> tollgate.v1.GrantLeaseCommand
-	20, // 18: tollgate.v1.Command.return_lease:type_name -> tollgate.v1.ReturnLeaseCommand
-	21, // 19: tollgate.v1.Command.release_node:type_name -> tollgate.v1.ReleaseNodeCommand
-	24, // 20: tollgate.v1.Command.set_cluster_secret:type_name -> tollgate.v1.SetClusterSecretCommand
-	27, // 21: tollgate.v1.Command.import_keys:type_name -> tollgate.v1.ImportKeysCommand
-	30, // 22: tollgate.v1.StoredKey.key:type_name -> tollgate.v1.Key
-	31, // 23: tollgate.v1.StoredCredential.updated_at:type_name -> google.protobuf.Timestamp
-	1,  // 24: tollgate.v1.CreateKeyCommand.key:type_name -> tollgate.v1.StoredKey
-	32, // 25: tollgate.v1.UpdateKeyCommand.update:type_name -> tollgate.v1.UpdateKeyRequest
-	33, // 26: tollgate.v1.AddDeploymentCommand.deployment:type_name -> tollgate.v1.Deployment
-	34, // 27: tollgate.v1.UpdateDeploymentCommand.update:type_name -> tollgate.v1.UpdateDeploymentRequest
-	25, // 28: tollgate.v1.RestoreCommand.snapshot:type_name -> tollgate.v1.Snapshot
-	35, // 29: tollgate.v1.CreateTeamCommand.team:type_name -> tollgate.v1.Team
-	36, // 30: tollgate.v1.UpdateTeamCommand.update:type_name -> tollgate.v1.UpdateTeamRequest
-	37, // 31: tollgate.v1.SpendReportCommand.rollups:type_name -> tollgate.v1.SpendRollup
-	38, // 32: tollgate.v1.SpendReportCommand.budgets:type_name -> tollgate.v1.BudgetUse
-	29, // 33: tollgate.v1.BudgetPeriod.leases:type_name -> tollgate.v1.BudgetPeriod.LeasesEntry
-	1,  // 34: tollgate.v1.Snapshot.keys:type_name -> tollgate.v1.StoredKey
-	39, // 35: tollgate.v1.Snapshot.routes:type_name -> tollgate.v1.ModelRoute
-	2,  // 36: tollgate.v1.Snapshot.credentials:type_name -> tollgate.v1.StoredCredential
-	35, // 37: tollgate.v1.Snapshot.teams:type_name -> tollgate.v1.Team
-	37, // 38: tollgate.v1.Snapshot.rollups:type_name -> tollgate.v1.SpendRollup
-	22, // 39: tollgate.v1.Snapshot.budget_periods:type_name -> tollgate.v1.BudgetPeriod
-	23, // 40: tollgate.v1.Snapshot.node_seqs:type_name -> tollgate.v1.NodeSeq
-	40, // 41: tollgate.v1.SetRouteOptionsCommand.options:type_name -> tollgate.v1.RouteOptions
-	1,  // 42: tollgate.v1.ImportKeysCommand.keys:type_name -> tollgate.v1.StoredKey
-	43, // [43:43] is the sub-list for method output_type
-	43, // [43:43] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	4,  // 0: tollgate.v1.Command.create_key:type_name -> tollgate.v1.CreateKeyCommand
+	5,  // 1: tollgate.v1.Command.update_key:type_name -> tollgate.v1.UpdateKeyCommand
+	6,  // 2: tollgate.v1.Command.revoke_key:type_name -> tollgate.v1.RevokeKeyCommand
+	7,  // 3: tollgate.v1.Command.rotate_key:type_name -> tollgate.v1.RotateKeyCommand
+	8,  // 4: tollgate.v1.Command.add_deployment:type_name -> tollgate.v1.AddDeploymentCommand
+	9,  // 5: tollgate.v1.Command.update_deployment:type_name -> tollgate.v1.UpdateDeploymentCommand
+	10, // 6: tollgate.v1.Command.remove_deployment:type_name -> tollgate.v1.RemoveDeploymentCommand
+	11, // 7: tollgate.v1.Command.delete_route:type_name -> tollgate.v1.DeleteRouteCommand
+	32, // 8: tollgate.v1.Command.set_route_options:type_name -> tollgate.v1.SetRouteOptionsCommand
+	12, // 9: tollgate.v1.Command.set_credential:type_name -> tollgate.v1.SetCredentialCommand
+	13, // 10: tollgate.v1.Command.delete_credential:type_name -> tollgate.v1.DeleteCredentialCommand
+	14, // 11: tollgate.v1.Command.add_admin_token:type_name -> tollgate.v1.AddAdminTokenCommand
+	15, // 12: tollgate.v1.Command.restore:type_name -> tollgate.v1.RestoreCommand
+	16, // 13: tollgate.v1.Command.create_team:type_name -> tollgate.v1.CreateTeamCommand
+	17, // 14: tollgate.v1.Command.update_team:type_name -> tollgate.v1.UpdateTeamCommand
+	18, // 15: tollgate.v1.Command.delete_team:type_name -> tollgate.v1.DeleteTeamCommand
+	19, // 16: tollgate.v1.Command.spend_report:type_name -> tollgate.v1.SpendReportCommand
+	20, // 17: tollgate.v1.Command.grant_lease:type_name -> tollgate.v1.GrantLeaseCommand
+	24, // 18: tollgate.v1.Command.return_lease:type_name -> tollgate.v1.ReturnLeaseCommand
+	25, // 19: tollgate.v1.Command.release_node:type_name -> tollgate.v1.ReleaseNodeCommand
+	21, // 20: tollgate.v1.Command.grant_leases:type_name -> tollgate.v1.GrantLeasesCommand
+	28, // 21: tollgate.v1.Command.set_cluster_secret:type_name -> tollgate.v1.SetClusterSecretCommand
+	33, // 22: tollgate.v1.Command.import_keys:type_name -> tollgate.v1.ImportKeysCommand
+	36, // 23: tollgate.v1.StoredKey.key:type_name -> tollgate.v1.Key
+	37, // 24: tollgate.v1.StoredCredential.updated_at:type_name -> google.protobuf.Timestamp
+	2,  // 25: tollgate.v1.CreateKeyCommand.key:type_name -> tollgate.v1.StoredKey
+	38, // 26: tollgate.v1.UpdateKeyCommand.update:type_name -> tollgate.v1.UpdateKeyRequest
+	39, // 27: tollgate.v1.AddDeploymentCommand.deployment:type_name -> tollgate.v1.Deployment
+	40, // 28: tollgate.v1.UpdateDeploymentCommand.update:type_name -> tollgate.v1.UpdateDeploymentRequest
+	29, // 29: tollgate.v1.RestoreCommand.snapshot:type_name -> tollgate.v1.Snapshot
+	41, // 30: tollgate.v1.CreateTeamCommand.team:type_name -> tollgate.v1.Team
+	42, // 31: tollgate.v1.UpdateTeamCommand.update:type_name -> tollgate.v1.UpdateTeamRequest
+	43, // 32: tollgate.v1.SpendReportCommand.rollups:type_name -> tollgate.v1.SpendRollup
+	44, // 33: tollgate.v1.SpendReportCommand.budgets:type_name -> tollgate.v1.BudgetUse
+	20, // 34: tollgate.v1.GrantLeasesCommand.grants:type_name -> tollgate.v1.GrantLeaseCommand
+	23, // 35: tollgate.v1.GrantLeasesResult.outcomes:type_name -> tollgate.v1.GrantLeaseOutcome
+	26, // 36: tollgate.v1.GrantLeaseOutcome.period:type_name -> tollgate.v1.BudgetPeriod
+	35, // 37: tollgate.v1.BudgetPeriod.leases:type_name -> tollgate.v1.BudgetPeriod.LeasesEntry
+	2,  // 38: tollgate.v1.Snapshot.keys:type_name -> tollgate.v1.StoredKey
+	45, // 39: tollgate.v1.Snapshot.routes:type_name -> tollgate.v1.ModelRoute
+	3,  // 40: tollgate.v1.Snapshot.credentials:type_name -> tollgate.v1.StoredCredential
+	41, // 41: tollgate.v1.Snapshot.teams:type_name -> tollgate.v1.Team
+	43, // 42: tollgate.v1.Snapshot.rollups:type_name -> tollgate.v1.SpendRollup
+	26, // 43: tollgate.v1.Snapshot.budget_periods:type_name -> tollgate.v1.BudgetPeriod
+	27, // 44: tollgate.v1.Snapshot.node_seqs:type_name -> tollgate.v1.NodeSeq
+	30, // 45: tollgate.v1.Snapshot.applied_requests:type_name -> tollgate.v1.AppliedRequest
+	43, // 46: tollgate.v1.Snapshot.daily_rollups:type_name -> tollgate.v1.SpendRollup
+	0,  // 47: tollgate.v1.AppliedRequest.error_kind:type_name -> tollgate.v1.ErrorKind
+	46, // 48: tollgate.v1.SetRouteOptionsCommand.options:type_name -> tollgate.v1.RouteOptions
+	2,  // 49: tollgate.v1.ImportKeysCommand.keys:type_name -> tollgate.v1.StoredKey
+	50, // [50:50] is the sub-list for method output_type
+	50, // [50:50] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_raft_proto_init() }
@@ -2256,6 +2683,7 @@ func file_tollgate_v1_raft_proto_init() {
 		(*Command_GrantLease)(nil),
 		(*Command_ReturnLease)(nil),
 		(*Command_ReleaseNode)(nil),
+		(*Command_GrantLeases)(nil),
 		(*Command_SetClusterSecret)(nil),
 		(*Command_ImportKeys)(nil),
 	}
@@ -2264,13 +2692,14 @@ func file_tollgate_v1_raft_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_v1_raft_proto_rawDesc), len(file_tollgate_v1_raft_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   30,
+			NumEnums:      1,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_tollgate_v1_raft_proto_goTypes,
 		DependencyIndexes: file_tollgate_v1_raft_proto_depIdxs,
+		EnumInfos:         file_tollgate_v1_raft_proto_enumTypes,
 		MessageInfos:      file_tollgate_v1_raft_proto_msgTypes,
 	}.Build()
 	File_tollgate_v1_raft_proto = out.File

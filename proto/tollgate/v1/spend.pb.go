@@ -50,8 +50,12 @@ type SpendRecord struct {
 	// Prompt tokens written to the provider's prompt cache, counted in
 	// prompt_tokens (as cached_tokens, the ones read from it, are).
 	CacheWriteTokens int64 `protobuf:"varint,20,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The upstream reported usage that cannot be true (a negative count, or
+	// more than 10M tokens): the token counts are zero and cost_nanos is what
+	// the request reserved, not the counts' face value.
+	UsageRejected bool `protobuf:"varint,21,opt,name=usage_rejected,json=usageRejected,proto3" json:"usage_rejected,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SpendRecord) Reset() {
@@ -222,6 +226,13 @@ func (x *SpendRecord) GetCacheWriteTokens() int64 {
 		return x.CacheWriteTokens
 	}
 	return 0
+}
+
+func (x *SpendRecord) GetUsageRejected() bool {
+	if x != nil {
+		return x.UsageRejected
+	}
+	return false
 }
 
 // SpendRollup sums the requests of one key and model in one UTC hour.
@@ -417,7 +428,7 @@ var File_tollgate_v1_spend_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_spend_proto_rawDesc = "" +
 	"\n" +
-	"\x17tollgate/v1/spend.proto\x12\vtollgate.v1\"\xf1\x04\n" +
+	"\x17tollgate/v1/spend.proto\x12\vtollgate.v1\"\x98\x05\n" +
 	"\vSpendRecord\x12\x1d\n" +
 	"\n" +
 	"unix_nanos\x18\x01 \x01(\x03R\tunixNanos\x12\x1d\n" +
@@ -445,7 +456,8 @@ const file_tollgate_v1_spend_proto_rawDesc = "" +
 	"\vttft_micros\x18\x12 \x01(\x03R\n" +
 	"ttftMicros\x12\x1a\n" +
 	"\battempts\x18\x13 \x01(\x05R\battempts\x12,\n" +
-	"\x12cache_write_tokens\x18\x14 \x01(\x03R\x10cacheWriteTokens\"\xfd\x02\n" +
+	"\x12cache_write_tokens\x18\x14 \x01(\x03R\x10cacheWriteTokens\x12%\n" +
+	"\x0eusage_rejected\x18\x15 \x01(\bR\rusageRejected\"\xfd\x02\n" +
 	"\vSpendRollup\x12\x1b\n" +
 	"\thour_unix\x18\x01 \x01(\x03R\bhourUnix\x12\x15\n" +
 	"\x06key_id\x18\x02 \x01(\tR\x05keyId\x12\x17\n" +

@@ -1,0 +1,87 @@
+package raftstore
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+)
+
+func withID(cmd *pb.Command, id string) *pb.Command {
+	cmd.RequestId = id
+	return cmd
+}
+
+// TestRequestIDAppliesOnce retries a key create and a failing team create
+// with the same request ids (as a client does after an election): the
+// retries return the first results and change nothing, also after a
+// snapshot and restore; an id older than the maximum age applies again.
+func TestRequestIDAppliesOnce(t *testing.T) {
+	h := newHarness(t)
+	first := h.must(withID(createKeyCmd("k1", "s1"), "req-1")).(*pb.StoredKey)
+	_, teamErr := h.apply(withID(teamCmd("", nil), "req-2"))
+	if !errors.Is(teamErr, ErrInvalid) {
+		t.Fatalf("team create: %v", teamErr)
+	}
+	check := func(h *harness) {
+		t.Helper()
+		// The retry of a create draws a new id and secret; it must not
+		// create a second key.
+		v, err := h.apply(withID(createKeyCmd("k1-retry", "s1-retry"), "req-1"))
+		if err != nil || !proto.Equal(v, first) {
+			t.Fatalf("retry = %v, %v; want the first result", v, err)
+		}
+		if h.state().Key("k1-retry") != nil || h.state().KeyCount() != 1 {
+			t.Fatal("the retry created a second key")
+		}
+		_, err = h.apply(withID(teamCmd("", nil), "req-2"))
+		if !errors.Is(err, ErrInvalid) || err.Error() != teamErr.Error() {
+			t.Fatalf("retried error = %v, want %v", err, teamErr)
+		}
+	}
+	check(h)
+
+	// Through a snapshot: a new FSM restored from it remembers the ids.
+	data := persist(t, h.f)
+	h2 := newHarness(t)
+	if err := h2.f.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+		t.Fatal(err)
+	}
+	h2.idx, h2.now = h.idx, h.now
+	check(h2)
+
+	// Past the maximum age the id is forgotten and the command applies.
+	h.now += appliedRequestMaxAge + 1e9
+	if _, err := h.apply(withID(createKeyCmd("k2", "s2"), "req-1")); err != nil || h.state().Key("k2") == nil {
+		t.Fatalf("an expired id did not apply: %v", err)
+	}
+}
+
+// TestRequestIDsBoundedByCount applies more requests than are remembered:
+// the oldest are forgotten, the newest still deduplicate.
+func TestRequestIDsBoundedByCount(t *testing.T) {
+	old := maxAppliedRequests
+	maxAppliedRequests = 5
+	t.Cleanup(func() { maxAppliedRequests = old })
+	h := newHarness(t)
+	for i := range 12 {
+		h.must(withID(addAdminTokenCmd(hashOf(string(rune('a'+i)))), string(rune('a'+i))))
+	}
+	st := h.state()
+	if st.requests.Len() != 5 || st.requestsByAge.Len() != 5 {
+		t.Fatalf("%d / %d requests remembered, want 5", st.requests.Len(), st.requestsByAge.Len())
+	}
+	if _, ok := st.appliedRequest("a", h.now); ok {
+		t.Error("the oldest id is still remembered")
+	}
+	if _, ok := st.appliedRequest("l", h.now); !ok {
+		t.Error("the newest id is forgotten")
+	}
+	if got := len(st.Snapshot().GetAppliedRequests()); got != 5 {
+		t.Errorf("snapshot holds %d requests", got)
+	}
+}

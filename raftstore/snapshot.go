@@ -1,0 +1,370 @@
+package raftstore
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	iradix "github.com/hashicorp/go-immutable-radix"
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+)
+
+// A Raft snapshot is streamed: snapshotMagic, then records, each a kind
+// byte, a uvarint length and that many bytes: one recordHeader (a
+// pb.SnapshotHeader), recordPart records (pb.Snapshot messages each
+// holding up to snapshotChunk items of one part of the state; together
+// they are the whole Snapshot), and one recordEnd (empty) so that a
+// truncated stream is told from a complete one. Neither writing nor
+// reading holds more than one record in memory besides the state itself.
+//
+// Releases before this format wrote the whole state as one pb.Snapshot
+// message; a protobuf message never starts with a zero byte, so Restore
+// tells the two apart by the magic and still reads the old one.
+const (
+	snapshotMagic  = "\x00TGSNAP"
+	snapshotFormat = 2
+	snapshotChunk  = 1024
+	maxRecordBytes = 256 << 20
+	recordHeader   = 'H'
+	recordPart     = 'S'
+	recordEnd      = 'E'
+)
+
+// Snapshot implements raft.FSM. The published state is immutable, so the
+// snapshot just holds on to it.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	return &fsmSnapshot{st: f.state.Load()}, nil
+}
+
+type fsmSnapshot struct{ st *State }
+
+// Persist streams the state into sink.
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	w := bufio.NewWriterSize(sink, 64<<10)
+	err := writeSnapshot(w, s.st)
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("persist snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) Release() {}
+
+// Restore implements raft.FSM: it builds a whole new state from the
+// snapshot, record by record, and swaps it in; on any error the current
+// state stays.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	st, err := readSnapshot(bufio.NewReaderSize(rc, 64<<10), f.newBuilder())
+	if err != nil {
+		return err
+	}
+	f.publish(st)
+	return nil
+}
+
+func (f *fsm) newBuilder() *stateBuilder {
+	return newStateBuilder(f.sealer, f.state.Load().retention)
+}
+
+func writeRecord(w io.Writer, kind byte, m proto.Message) error {
+	var data []byte
+	if m != nil {
+		var err error
+		if data, err = (proto.MarshalOptions{Deterministic: true}).Marshal(m); err != nil {
+			return err
+		}
+	}
+	hdr := binary.AppendUvarint([]byte{kind}, uint64(len(data)))
+	if _, err := w.Write(hdr); err != nil {
+		return err
+	}
+	_, err := w.Write(data)
+	return err
+}
+
+func writeSnapshot(w io.Writer, st *State) error {
+	if _, err := io.WriteString(w, snapshotMagic); err != nil {
+		return err
+	}
+	if err := writeRecord(w, recordHeader, &pb.SnapshotHeader{FormatVersion: snapshotFormat, Index: st.Index}); err != nil {
+		return err
+	}
+	if err := snapshotParts(st, func(part *pb.Snapshot) error { return writeRecord(w, recordPart, part) }); err != nil {
+		return err
+	}
+	return writeRecord(w, recordEnd, nil)
+}
+
+func readSnapshot(r *bufio.Reader, b *stateBuilder) (*State, error) {
+	head, err := r.Peek(len(snapshotMagic))
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("read snapshot: %w", err)
+	}
+	if string(head) != snapshotMagic {
+		return readLegacySnapshot(r, b)
+	}
+	_, _ = r.Discard(len(snapshotMagic))
+	for n := 0; ; n++ {
+		kind, data, err := readRecord(r)
+		if err != nil {
+			return nil, fmt.Errorf("read snapshot record %d: %w", n, err)
+		}
+		switch {
+		case n == 0 && kind == recordHeader:
+			var h pb.SnapshotHeader
+			if err := proto.Unmarshal(data, &h); err != nil {
+				return nil, fmt.Errorf("decode snapshot header: %w", err)
+			}
+			if h.GetFormatVersion() != snapshotFormat {
+				return nil, fmt.Errorf("snapshot format %d: this release reads %d: %w", h.GetFormatVersion(), snapshotFormat, ErrInvalid)
+			}
+			b.st.Index = h.GetIndex()
+		case n > 0 && kind == recordPart:
+			var part pb.Snapshot
+			if err := proto.Unmarshal(data, &part); err != nil {
+				return nil, fmt.Errorf("decode snapshot record %d: %w", n, err)
+			}
+			if err := b.add(&part); err != nil {
+				return nil, err
+			}
+		case n > 0 && kind == recordEnd:
+			return b.finish(), nil
+		default:
+			return nil, fmt.Errorf("snapshot record %d has kind %q: %w", n, kind, ErrInvalid)
+		}
+	}
+}
+
+func readRecord(r *bufio.Reader) (byte, []byte, error) {
+	kind, err := r.ReadByte()
+	if err != nil {
+		return 0, nil, noEOF(err)
+	}
+	size, err := binary.ReadUvarint(r)
+	if err != nil {
+		return 0, nil, noEOF(err)
+	}
+	if size > maxRecordBytes {
+		return 0, nil, fmt.Errorf("record of %d bytes: %w", size, ErrInvalid)
+	}
+	data := make([]byte, size)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return 0, nil, noEOF(err)
+	}
+	return kind, data, nil
+}
+
+// noEOF reports a stream that ends before its end record as truncated.
+func noEOF(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// readLegacySnapshot reads the single-message form of older releases.
+func readLegacySnapshot(r io.Reader, b *stateBuilder) (*State, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("read snapshot: %w", err)
+	}
+	var snap pb.Snapshot
+	if err := proto.Unmarshal(data, &snap); err != nil {
+		return nil, fmt.Errorf("decode snapshot: %w", err)
+	}
+	b.st.Index = snap.GetIndex()
+	if err := b.add(&snap); err != nil {
+		return nil, err
+	}
+	return b.finish(), nil
+}
+
+// snapshotParts calls emit with the state in parts of at most
+// snapshotChunk items each, in a stable order: keys by creation, routes,
+// credentials, teams, hourly then daily rollups, budget periods, node
+// report counters, admin tokens, applied request ids, the cluster secret.
+func snapshotParts(st *State, emit func(*pb.Snapshot) error) error {
+	part := &pb.Snapshot{}
+	n := 0
+	flush := func(force bool) error {
+		if n == 0 || (!force && n < snapshotChunk) {
+			return nil
+		}
+		err := emit(part)
+		part, n = &pb.Snapshot{}, 0
+		return err
+	}
+	add := func(fn func(p *pb.Snapshot)) error {
+		fn(part)
+		n++
+		return flush(false)
+	}
+	walk := func(t *iradix.Tree, fn func(p *pb.Snapshot, v any)) error {
+		it := t.Root().Iterator()
+		for _, v, ok := it.Next(); ok; _, v, ok = it.Next() {
+			if err := add(func(p *pb.Snapshot) { fn(p, v) }); err != nil {
+				return err
+			}
+		}
+		return flush(true)
+	}
+	steps := []func() error{
+		func() error {
+			return walk(st.keysByCreated, func(p *pb.Snapshot, v any) { p.Keys = append(p.Keys, v.(*pb.StoredKey)) })
+		},
+		func() error {
+			part.Routes, part.Credentials, part.Teams = st.RouteConfigs(), st.Credentials(), st.Teams()
+			n = 1
+			return flush(true)
+		},
+		func() error {
+			return walk(st.rollups, func(p *pb.Snapshot, v any) { p.Rollups = append(p.Rollups, v.(*pb.SpendRollup)) })
+		},
+		func() error {
+			return walk(st.daily, func(p *pb.Snapshot, v any) { p.DailyRollups = append(p.DailyRollups, v.(*pb.SpendRollup)) })
+		},
+		func() error {
+			return walk(st.periods, func(p *pb.Snapshot, v any) { p.BudgetPeriods = append(p.BudgetPeriods, v.(*pb.BudgetPeriod)) })
+		},
+		func() error {
+			part.NodeSeqs, part.AdminTokenHashes = nodeSeqsOf(st), adminTokensOf(st)
+			part.AppliedRequests, part.ClusterSecret = appliedRequestsOf(st), st.clusterSecret
+			n = 1
+			return flush(true)
+		},
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func nodeSeqsOf(st *State) []*pb.NodeSeq {
+	nodes := make([]string, 0, len(st.nodeSeqs))
+	for n := range st.nodeSeqs {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	out := make([]*pb.NodeSeq, 0, len(nodes))
+	for _, n := range nodes {
+		out = append(out, &pb.NodeSeq{Node: n, Seq: st.nodeSeqs[n]})
+	}
+	return out
+}
+
+func adminTokensOf(st *State) [][]byte {
+	out := make([][]byte, 0, len(st.adminTokens))
+	for h := range st.adminTokens {
+		out = append(out, append([]byte(nil), h[:]...))
+	}
+	sort.Slice(out, func(i, j int) bool { return string(out[i]) < string(out[j]) })
+	return out
+}
+
+// snapshotOf returns the whole state as one Snapshot message (what an
+// admin snapshot save holds and a RestoreCommand carries).
+func snapshotOf(st *State) *pb.Snapshot {
+	snap := &pb.Snapshot{}
+	_ = snapshotParts(st, func(part *pb.Snapshot) error {
+		proto.Merge(snap, part)
+		return nil
+	})
+	snap.Index = st.Index
+	return snap
+}
+
+// stateBuilder builds a new state from the parts of a snapshot.
+type stateBuilder struct {
+	st                    *State
+	keys                  *keyWriter
+	teams, rollups, daily *iradix.Txn
+	periods               *periodWriter
+	requests              []*pb.AppliedRequest
+}
+
+func newStateBuilder(sealer *Sealer, r Retention) *stateBuilder {
+	st := emptyState()
+	st.sealer, st.retention = sealer, r
+	return &stateBuilder{st: st,
+		keys:  &keyWriter{byID: st.keys.Txn(), byHash: st.keysByHash.Txn(), byCreated: st.keysByCreated.Txn(), byTeam: st.keysByTeam.Txn()},
+		teams: st.teams.Txn(), rollups: st.rollups.Txn(), daily: st.daily.Txn(), periods: st.periodWriter()}
+}
+
+// add merges one part of a snapshot into the state being built.
+func (b *stateBuilder) add(part *pb.Snapshot) error {
+	st := b.st
+	for _, k := range part.GetKeys() {
+		if _, err := hash32(k.GetSecretHash()); err != nil {
+			return fmt.Errorf("snapshot key %q: %w", k.GetKey().GetId(), err)
+		}
+		b.keys.put(k)
+	}
+	for _, h := range part.GetAdminTokenHashes() {
+		h, err := hash32(h)
+		if err != nil {
+			return fmt.Errorf("snapshot admin token: %w", err)
+		}
+		st.adminTokens[h] = struct{}{}
+	}
+	for _, c := range part.GetCredentials() {
+		st.creds[c.GetName()] = c
+	}
+	for _, r := range part.GetRoutes() {
+		st.routeSrc[r.GetName()] = r
+	}
+	for _, t := range part.GetTeams() {
+		b.teams.Insert([]byte(t.GetId()), newTeamEntry(t))
+	}
+	for _, r := range part.GetRollups() {
+		b.rollups.Insert(rollupKey(r), r)
+	}
+	for _, r := range part.GetDailyRollups() {
+		b.daily.Insert(rollupKey(r), r)
+	}
+	for _, bp := range part.GetBudgetPeriods() {
+		b.periods.put(periodKey(bp.GetBudget(), bp.GetPeriodStart()), bp)
+	}
+	for _, ns := range part.GetNodeSeqs() {
+		st.nodeSeqs[ns.GetNode()] = ns.GetSeq()
+	}
+	if s := part.GetClusterSecret(); s != "" {
+		st.clusterSecret = s
+	}
+	b.requests = append(b.requests, part.GetAppliedRequests()...)
+	return nil
+}
+
+func (b *stateBuilder) finish() *State {
+	st := b.st
+	kw := b.keys
+	st.keys, st.keysByHash = kw.byID.CommitOnly(), kw.byHash.CommitOnly()
+	st.keysByCreated, st.keysByTeam = kw.byCreated.CommitOnly(), kw.byTeam.CommitOnly()
+	st.teams, st.rollups, st.daily = b.teams.CommitOnly(), b.rollups.CommitOnly(), b.daily.CommitOnly()
+	b.periods.commit(st)
+	st.putAppliedRequests(b.requests)
+	st.rebuildRoutes()
+	return st
+}
+
+// stateFromSnapshot builds a state from a whole Snapshot message.
+func stateFromSnapshot(snap *pb.Snapshot, sealer *Sealer, r Retention) (*State, error) {
+	b := newStateBuilder(sealer, r)
+	b.st.Index = snap.GetIndex()
+	if err := b.add(snap); err != nil {
+		return nil, err
+	}
+	return b.finish(), nil
+}

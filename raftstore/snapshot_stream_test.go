@@ -1,0 +1,107 @@
+package raftstore
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+)
+
+// records splits a streamed snapshot into its record kinds.
+func records(t *testing.T, data []byte) []byte {
+	t.Helper()
+	if !bytes.HasPrefix(data, []byte(snapshotMagic)) {
+		t.Fatalf("no magic: % x", data[:min(len(data), 8)])
+	}
+	r := bufio.NewReader(bytes.NewReader(data[len(snapshotMagic):]))
+	var kinds []byte
+	for {
+		kind, _, err := readRecord(r)
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return kinds
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, kind)
+	}
+}
+
+// TestSnapshotStreamsInRecords persists a state of 3,000 keys: the
+// snapshot is a header, parts of at most snapshotChunk keys, and an end
+// record; it restores to the same state, and the same stream cut off
+// before its end record is refused.
+func TestSnapshotStreamsInRecords(t *testing.T) {
+	h := rich(t)
+	big := bigState(3000)
+	st := h.state().withKeys(func(kw *keyWriter) {
+		it := big.keys.Root().Iterator()
+		for _, v, ok := it.Next(); ok; _, v, ok = it.Next() {
+			kw.put(v.(*pb.StoredKey))
+		}
+	})
+	h.f.state.Store(st)
+	data := persist(t, h.f)
+	kinds := records(t, data)
+	keyParts := (3000 + 3 + snapshotChunk - 1) / snapshotChunk
+	if len(kinds) < 2+keyParts || kinds[0] != recordHeader || kinds[len(kinds)-1] != recordEnd {
+		t.Fatalf("record kinds %q", kinds)
+	}
+	compareStates(t, restored(t, data), st)
+
+	// Cut before the end record: the last bytes are the end record's kind
+	// and zero length.
+	cut := data[:len(data)-2]
+	f := newFSM()
+	if err := f.Restore(io.NopCloser(bytes.NewReader(cut))); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("Restore of a cut stream: %v", err)
+	}
+	if f.state.Load().KeyCount() != 0 {
+		t.Error("a cut stream replaced the state")
+	}
+}
+
+// TestRestoreReadsSingleMessageSnapshot restores the form older releases
+// wrote (one Snapshot message) and an admin snapshot's bytes.
+func TestRestoreReadsSingleMessageSnapshot(t *testing.T) {
+	want := rich(t).state()
+	legacy, err := proto.MarshalOptions{Deterministic: true}.Marshal(snapshotOf(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	compareStates(t, restored(t, legacy), want)
+}
+
+// TestFollowerSnapshotsAtShutdown: a follower of a two-node cluster takes a
+// snapshot in SnapshotForRestart, so its next start restores instead of
+// replaying the log.
+func TestFollowerSnapshotsAtShutdown(t *testing.T) {
+	leader := openReady(t, testConfig(t.TempDir()))
+	waitLeader(t, leader)
+	cfg2 := testConfig(t.TempDir())
+	cfg2.NodeID, cfg2.Bootstrap = "n2", false
+	follower := openStore(t, cfg2)
+	t.Cleanup(func() { _ = follower.Close() })
+	if err := leader.AddServer(Server{ID: "n2", Address: follower.Addr(), Voter: true}); err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, leader, createKeyCmd("k1", "s1"))
+	if err := follower.WaitForIndex(ctxT(t), leader.State().Index); err != nil {
+		t.Fatal(err)
+	}
+	follower.SnapshotForRestart()
+	idx, err := strconv.ParseUint(follower.Stats()["last_snapshot_index"], 10, 64)
+	if err != nil || idx < leader.State().Index {
+		t.Fatalf("follower's last_snapshot_index = %q", follower.Stats()["last_snapshot_index"])
+	}
+	if snaps, _ := filepath.Glob(filepath.Join(cfg2.Dir, "snapshots", "*", "state.bin")); len(snaps) != 1 {
+		t.Fatalf("follower snapshot files: %v", snaps)
+	}
+}
