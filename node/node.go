@@ -311,7 +311,8 @@ func New(cfg Config) (*Node, error) {
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 	}
 
-	adm := admin.New(admin.Config{Store: gatedStore{n}, BootstrapToken: n.adminToken, Logger: cfg.Logger,
+	n.store.SetProposeGate(n.commandGate)
+	adm := admin.New(admin.Config{Store: n.store, BootstrapToken: n.adminToken, Logger: cfg.Logger,
 		Prices: n.pricing.apiPrice, TestModel: dataPlane.TestModel})
 	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(adm.UnaryInterceptor(), n.forwardInterceptor),

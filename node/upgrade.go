@@ -1,18 +1,13 @@
 package node
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/tollgate/tollgate/node/admin"
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 	"github.com/tollgate/tollgate/raftstore"
 )
@@ -36,15 +31,15 @@ var legacyCommands = map[string]bool{
 	"grant_lease": true, "return_lease": true, "release_node": true, "set_cluster_secret": true,
 }
 
-// commandsMeta encodes the command types this release applies (every
-// field of the oneof it was built with; raftstore handles each) for
-// gossip: the oneof field numbers, comma-separated (short enough for memberlist's
-// 512-byte metadata).
+// commandsMeta encodes the command types this release applies
+// (raftstore.SupportedCommands) for gossip: their oneof field numbers,
+// comma-separated (short enough for memberlist's 512-byte metadata).
 func commandsMeta() string {
-	fields := commandOneof.Fields()
-	nums := make([]int, 0, fields.Len())
-	for i := range fields.Len() {
-		nums = append(nums, int(fields.Get(i).Number()))
+	var nums []int
+	for _, name := range raftstore.SupportedCommands() {
+		if fd := commandOneof.Fields().ByName(protoreflect.Name(name)); fd != nil {
+			nums = append(nums, int(fd.Number()))
+		}
 	}
 	slices.Sort(nums)
 	parts := make([]string, len(nums))
@@ -69,8 +64,8 @@ func supports(m memberMeta, fd protoreflect.FieldDescriptor) bool {
 	return false
 }
 
-// commandGate refuses, on the leader, a command type that some Raft member
-// does not apply (an older release during a rolling upgrade, or a member
+// commandGate (raftstore's propose gate) refuses, on the leader, a command
+// type that some Raft member does not apply (an older release during a rolling upgrade, or a member
 // whose release gossip has not told): it would stop that member. The
 // types every release applies pass at once.
 func (n *Node) commandGate(name string) error {
@@ -107,26 +102,3 @@ func releaseOf(m memberMeta) string {
 	}
 	return m.Version
 }
-
-// commandName returns the name of cmd's type, "" for none.
-func commandName(cmd *pb.Command) string {
-	if fd := cmd.ProtoReflect().WhichOneof(commandOneof); fd != nil {
-		return string(fd.Name())
-	}
-	return ""
-}
-
-// gatedStore is the store the admin API writes through: it runs the
-// command gate before proposing.
-type gatedStore struct{ n *Node }
-
-func (g gatedStore) State() *raftstore.State { return g.n.store.State() }
-
-func (g gatedStore) Apply(ctx context.Context, cmd *pb.Command) (proto.Message, error) {
-	if err := g.n.commandGate(commandName(cmd)); err != nil {
-		return nil, status.Error(codes.FailedPrecondition, err.Error())
-	}
-	return g.n.store.Apply(ctx, cmd)
-}
-
-var _ admin.Store = gatedStore{}
