@@ -349,7 +349,7 @@ func (m *Manager) renewIfLow(r *Reservation, limits []*raftstore.Limit) {
 			continue
 		}
 		a := m.accountOf(ref)
-		if m.available(st, ref, a) < lowWater(lim, r.amount, a) {
+		if m.available(st, ref, a) < lowWater(lim, r.amount, a) && m.left(ref, lim) > 0 {
 			low = append(low, i)
 		}
 	}
