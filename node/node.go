@@ -159,6 +159,7 @@ type Node struct {
 	cfg        Config
 	log        *slog.Logger
 	store      *raftstore.Store
+	fatal      chan error // the state machine stopped (raftstore Config.OnFatal)
 	httpLn     net.Listener
 	adminLn    net.Listener
 	httpSrv    *http.Server
@@ -254,6 +255,15 @@ func New(cfg Config) (*Node, error) {
 	if len(cfg.SecretsKey) > 0 {
 		if rcfg.Secrets, err = raftstore.NewSealer(cfg.SecretsKey, cfg.SecretsOldKeys...); err != nil {
 			return nil, err
+		}
+	}
+	// A log entry this release cannot apply stops the node (Run returns
+	// the error) instead of letting it serve a state that forked.
+	n.fatal = make(chan error, 1)
+	rcfg.OnFatal = func(err error) {
+		select {
+		case n.fatal <- err:
+		default:
 		}
 	}
 	n.store, err = raftstore.Open(rcfg)
@@ -496,6 +506,9 @@ func (n *Node) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 	case runErr = <-errc:
+	case err := <-n.fatal:
+		n.log.Error("stopping: the replicated state cannot be applied by this release; upgrade this node", "err", err)
+		runErr = fmt.Errorf("raft state machine stopped: %w", err)
 	}
 	n.shutdown(stopMembership)
 	return runErr

@@ -32,6 +32,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
 	cur := f.state.Load()
 	next := cur // a private copy once anything changed
+	var stop error
 	for i, l := range logs {
 		if f.failed != nil {
 			out[i] = &applyResult{err: fmt.Errorf("entry %d: %w", l.Index, ErrStopped)}
@@ -42,7 +43,8 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		}
 		st, res, fatal := applyEntry(next, l)
 		if fatal != nil {
-			f.fail(fatal)
+			stop = fatal
+			f.failed = fmt.Errorf("%w: %w", ErrStopped, fatal)
 			out[i] = &applyResult{err: fatal}
 			continue
 		}
@@ -59,14 +61,10 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	if next != cur {
 		f.publish(next)
 	}
-	return out
-}
-
-func (f *fsm) fail(err error) {
-	f.failed = fmt.Errorf("%w: %w", ErrStopped, err)
-	if f.onFatal != nil {
-		f.onFatal(err)
+	if stop != nil && f.onFatal != nil {
+		f.onFatal(stop) // after the publish: it may well end the process
 	}
+	return out
 }
 
 // applyEntry decodes and applies one command entry to cur. It returns the
@@ -85,7 +83,11 @@ func applyEntry(cur *State, l *raft.Log) (*State, *applyResult, error) {
 		return nil, nil, fmt.Errorf("raftstore: log entry %d holds a command this release does not know "+
 			"(fields %s): upgrade this node: %w", l.Index, unknownFields(&cmd), ErrInvalid)
 	}
-	if res, ok := cur.appliedRequest(cmd.GetRequestId(), cmd.GetUnixNanos()); ok {
+	var fp []byte
+	if cmd.GetRequestId() != "" {
+		fp = commandFingerprint(&cmd)
+	}
+	if res, ok := cur.appliedRequest(cmd.GetRequestId(), cmd.GetUnixNanos(), fp); ok {
 		return nil, res, nil
 	}
 	next, res := applyCommand(cur, &cmd)
@@ -94,7 +96,7 @@ func applyEntry(cur *State, l *raft.Log) (*State, *applyResult, error) {
 			cp := *cur
 			next = &cp
 		}
-		next.rememberRequest(id, cmd.GetUnixNanos(), &res)
+		next.rememberRequest(id, cmd.GetUnixNanos(), fp, &res)
 	}
 	return next, &res, nil
 }

@@ -107,7 +107,12 @@ func TestUnknownCommandStopsTheStateMachine(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFSM()
 			var fatal []error
-			f.onFatal = func(err error) { fatal = append(fatal, err) }
+			f.onFatal = func(err error) {
+				fatal = append(fatal, err)
+				if f.state.Load().Key("k1") == nil {
+					t.Error("onFatal ran before the entries ahead of the bad one were published")
+				}
+			}
 			rs := results(t, f.ApplyBatch([]*raft.Log{
 				entry(t, 1, createKeyCmd("k1", "s1")), tc.bad(2), entry(t, 3, createKeyCmd("k2", "s2")),
 			}))
@@ -125,6 +130,10 @@ func TestUnknownCommandStopsTheStateMachine(t *testing.T) {
 			}
 			if len(fatal) != 1 || !strings.Contains(fatal[0].Error(), "entry 2") {
 				t.Fatalf("onFatal calls: %v", fatal)
+			}
+			// No snapshot may claim the entries it did not apply.
+			if _, err := f.Snapshot(); !errors.Is(err, ErrStopped) {
+				t.Errorf("Snapshot after the stop: %v", err)
 			}
 		})
 	}

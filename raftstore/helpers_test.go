@@ -1,7 +1,6 @@
 package raftstore
 
 import (
-	"maps"
 	"reflect"
 	"slices"
 	"testing"
@@ -196,7 +195,7 @@ type views struct {
 
 func copyKeyView(k *Key) Key {
 	c := *k
-	c.exact = maps.Clone(k.exact)
+	c.exact = slices.Clone(k.exact)
 	c.patterns = slices.Clone(k.patterns)
 	return c
 }
@@ -216,10 +215,10 @@ func viewsOf(st *State) views {
 	if len(st.routeNames) > 0 { // nil and empty are the same listing
 		v.routeNames = slices.Clone(st.routeNames)
 	}
-	it := st.keysByHash.Root().Iterator()
-	for hk, k, ok := it.Next(); ok; hk, k, ok = it.Next() {
-		v.keys[[32]byte(hk)] = copyKeyView(k.(*Key))
-	}
+	st.keysByHash.ascend(func(k *Key) bool {
+		v.keys[k.hash] = copyKeyView(k)
+		return true
+	})
 	for n, r := range st.routes {
 		v.routes[n] = copyRouteView(r)
 	}

@@ -1,7 +1,10 @@
 package raftstore
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -28,80 +31,91 @@ const (
 )
 
 type appliedReq struct {
-	id    string
-	nanos int64
-	value proto.Message
-	err   error
+	id          string
+	nanos       int64
+	value       proto.Message
+	err         error
+	fingerprint []byte // commandFingerprint of the command; nil if unknown
 }
 
-func requestAgeKey(nanos int64, id string) []byte {
-	return append(orderedInt64(make([]byte, 0, 8+len(id)), nanos), id...)
+// commandFingerprint identifies what a command does, apart from when it
+// was proposed and under which request id: a retry of a write has the
+// same fingerprint, another write under a reused id does not.
+func commandFingerprint(cmd *pb.Command) []byte {
+	c := proto.Clone(cmd).(*pb.Command)
+	c.UnixNanos, c.RequestId = 0, ""
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(c)
+	h := sha256.Sum256(b)
+	return h[:]
 }
 
 // appliedRequest returns the remembered result of request id, if it was
-// applied no longer than the maximum age before now.
-func (s *State) appliedRequest(id string, now int64) (*applyResult, bool) {
+// applied no longer than the maximum age before now. A remembered id whose
+// command had another fingerprint than fp answers ErrAlreadyExists: the id
+// was reused for another write, which is not applied.
+func (s *State) appliedRequest(id string, now int64, fp []byte) (*applyResult, bool) {
 	if id == "" {
 		return nil, false
 	}
-	v, ok := s.requests.Get([]byte(id))
-	if !ok {
+	it, ok := s.requests.get(named[*appliedReq]{k: id})
+	if !ok || now-it.v.nanos > appliedRequestMaxAge {
 		return nil, false
 	}
-	r := v.(*appliedReq)
-	if now-r.nanos > appliedRequestMaxAge {
-		return nil, false
+	if it.v.fingerprint != nil && !bytes.Equal(it.v.fingerprint, fp) {
+		return &applyResult{err: fmt.Errorf("request id %q was used by another write a moment ago: %w", id, ErrAlreadyExists)}, true
 	}
-	return &applyResult{value: r.value, err: r.err}, true
+	return &applyResult{value: it.v.value, err: it.v.err}, true
 }
 
 // rememberRequest records the result of request id, applied at nanos, in
 // s, which must not be published yet, and forgets the oldest ids beyond
 // the bounds.
-func (s *State) rememberRequest(id string, nanos int64, res *applyResult) {
-	byID, byAge := s.requests.Txn(), s.requestsByAge.Txn()
-	count := s.requests.Len() + 1
-	if v, ok := byID.Get([]byte(id)); ok { // expired and applied again
-		byAge.Delete(requestAgeKey(v.(*appliedReq).nanos, id))
-		count--
-	}
-	byID.Insert([]byte(id), &appliedReq{id: id, nanos: nanos, value: res.value, err: res.err})
-	byAge.Insert(requestAgeKey(nanos, id), id)
+func (s *State) rememberRequest(id string, nanos int64, fp []byte, res *applyResult) {
+	byID, byAge := s.requests.txn(), s.requestsByAge.txn()
+	putRequest(byID, byAge, &appliedReq{id: id, nanos: nanos, value: res.value, err: res.err, fingerprint: fp})
 	for range expireStep + 1 {
-		k, v, ok := byAge.Root().Iterator().Next()
-		if !ok || (count <= maxAppliedRequests && nanos-decodeOrderedInt64(k) <= appliedRequestMaxAge) {
+		oldest, ok := byAge.min()
+		if !ok || (byID.Len() <= maxAppliedRequests && nanos-oldest.nanos <= appliedRequestMaxAge) {
 			break
 		}
-		byAge.Delete(k)
-		byID.Delete([]byte(v.(string)))
-		count--
+		byAge.delete(oldest)
+		byID.delete(named[*appliedReq]{k: oldest.id})
 	}
-	s.requests, s.requestsByAge = byID.CommitOnly(), byAge.CommitOnly()
+	s.requests, s.requestsByAge = byID.commit(), byAge.commit()
+}
+
+func putRequest(byID *ptxn[named[*appliedReq]], byAge *ptxn[ageItem], r *appliedReq) {
+	if old, ok := byID.put(named[*appliedReq]{r.id, r}); ok {
+		byAge.delete(ageItem{old.v.nanos, r.id})
+	}
+	byAge.put(ageItem{r.nanos, r.id})
 }
 
 // appliedRequestsOf lists the remembered requests oldest first, for a
 // snapshot.
 func appliedRequestsOf(s *State) []*pb.AppliedRequest {
 	var out []*pb.AppliedRequest
-	it := s.requestsByAge.Root().Iterator()
-	for _, v, ok := it.Next(); ok; _, v, ok = it.Next() {
-		r, _ := s.requests.Get([]byte(v.(string)))
-		out = append(out, appliedRequestToProto(r.(*appliedReq)))
-	}
+	s.requestsByAge.ascend(func(a ageItem) bool {
+		r, _ := s.requests.get(named[*appliedReq]{k: a.id})
+		out = append(out, appliedRequestToProto(r.v))
+		return true
+	})
 	return out
 }
 
 func appliedRequestToProto(r *appliedReq) *pb.AppliedRequest {
-	p := &pb.AppliedRequest{Id: r.id, UnixNanos: r.nanos}
+	p := &pb.AppliedRequest{Id: r.id, UnixNanos: r.nanos, Fingerprint: r.fingerprint}
 	if r.value != nil {
 		p.ResultType = string(r.value.ProtoReflect().Descriptor().FullName())
 		p.Result, _ = proto.MarshalOptions{Deterministic: true}.Marshal(r.value)
 	}
 	if r.err != nil {
 		p.Error = r.err.Error()
-		for kind, sentinel := range errorKinds {
-			if errors.Is(r.err, sentinel) {
+		for _, kind := range []pb.ErrorKind{pb.ErrorKind_ERROR_KIND_NOT_FOUND, pb.ErrorKind_ERROR_KIND_ALREADY_EXISTS,
+			pb.ErrorKind_ERROR_KIND_INVALID, pb.ErrorKind_ERROR_KIND_FAILED_PRECONDITION} { // a fixed order: deterministic
+			if errors.Is(r.err, errorKinds[kind]) {
 				p.ErrorKind = kind
+				break
 			}
 		}
 	}
@@ -126,7 +140,7 @@ func (e *appliedError) Error() string { return e.msg }
 func (e *appliedError) Unwrap() error { return e.kind }
 
 func appliedRequestFromProto(p *pb.AppliedRequest) *appliedReq {
-	r := &appliedReq{id: p.GetId(), nanos: p.GetUnixNanos()}
+	r := &appliedReq{id: p.GetId(), nanos: p.GetUnixNanos(), fingerprint: p.GetFingerprint()}
 	if p.GetResultType() != "" {
 		if mt, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(p.GetResultType())); err == nil {
 			m := mt.New().Interface()
@@ -143,17 +157,11 @@ func appliedRequestFromProto(p *pb.AppliedRequest) *appliedReq {
 
 // putAppliedRequests loads remembered requests into s (not yet published).
 func (s *State) putAppliedRequests(reqs []*pb.AppliedRequest) {
-	byID, byAge := s.requests.Txn(), s.requestsByAge.Txn()
+	byID, byAge := s.requests.txn(), s.requestsByAge.txn()
 	for _, p := range reqs {
-		if p.GetId() == "" {
-			continue
+		if p.GetId() != "" {
+			putRequest(byID, byAge, appliedRequestFromProto(p))
 		}
-		r := appliedRequestFromProto(p)
-		if v, ok := byID.Get([]byte(r.id)); ok {
-			byAge.Delete(requestAgeKey(v.(*appliedReq).nanos, r.id))
-		}
-		byID.Insert([]byte(r.id), r)
-		byAge.Insert(requestAgeKey(r.nanos, r.id), r.id)
 	}
-	s.requests, s.requestsByAge = byID.CommitOnly(), byAge.CommitOnly()
+	s.requests, s.requestsByAge = byID.commit(), byAge.commit()
 }

@@ -29,14 +29,19 @@ func TestRequestIDAppliesOnce(t *testing.T) {
 	}
 	check := func(h *harness) {
 		t.Helper()
-		// The retry of a create draws a new id and secret; it must not
-		// create a second key.
-		v, err := h.apply(withID(createKeyCmd("k1-retry", "s1-retry"), "req-1"))
+		// A retry proposes the same command again (at another time): it
+		// gets the first result and creates nothing.
+		v, err := h.apply(withID(createKeyCmd("k1", "s1"), "req-1"))
 		if err != nil || !proto.Equal(v, first) {
 			t.Fatalf("retry = %v, %v; want the first result", v, err)
 		}
-		if h.state().Key("k1-retry") != nil || h.state().KeyCount() != 1 {
-			t.Fatal("the retry created a second key")
+		// Another write under the same id is refused, not answered with
+		// the first write's result.
+		if _, err := h.apply(withID(createKeyCmd("k1-other", "s1-other"), "req-1")); !errors.Is(err, ErrAlreadyExists) {
+			t.Fatalf("another command under a used request id: err = %v, want ErrAlreadyExists", err)
+		}
+		if h.state().Key("k1-other") != nil || h.state().KeyCount() != 1 {
+			t.Fatal("a retry or a reused id created a second key")
 		}
 		_, err = h.apply(withID(teamCmd("", nil), "req-2"))
 		if !errors.Is(err, ErrInvalid) || err.Error() != teamErr.Error() {
@@ -75,10 +80,10 @@ func TestRequestIDsBoundedByCount(t *testing.T) {
 	if st.requests.Len() != 5 || st.requestsByAge.Len() != 5 {
 		t.Fatalf("%d / %d requests remembered, want 5", st.requests.Len(), st.requestsByAge.Len())
 	}
-	if _, ok := st.appliedRequest("a", h.now); ok {
+	if _, ok := st.appliedRequest("a", h.now, nil); ok {
 		t.Error("the oldest id is still remembered")
 	}
-	if _, ok := st.appliedRequest("l", h.now); !ok {
+	if _, ok := st.appliedRequest("l", h.now, nil); !ok {
 		t.Error("the newest id is forgotten")
 	}
 	if got := len(st.Snapshot().GetAppliedRequests()); got != 5 {

@@ -1,10 +1,8 @@
 package raftstore
 
 import (
-	"encoding/binary"
 	"time"
 
-	iradix "github.com/hashicorp/go-immutable-radix"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
@@ -44,56 +42,51 @@ func (r Retention) orDefault() Retention {
 // most compactStep of them, the hourly rollups older than the hourly
 // retention into daily ones, and dropping at most compactStep daily
 // rollups older than the daily retention.
-func compactRollups(s *State, hourly *iradix.Txn, nowNanos int64) {
+func compactRollups(s *State, hourly *ptxn[*pb.SpendRollup], nowNanos int64) {
 	r := s.retention.orDefault()
 	now := nowNanos / 1e9
 	hourCutoff, dayCutoff := now-int64(r.Hourly/time.Second), now-int64(r.Daily/time.Second)
-	var daily *iradix.Txn
-	it := hourly.Root().Iterator()
-	var fold [][]byte
-	for k, _, ok := it.Next(); ok && len(fold) < compactStep; k, _, ok = it.Next() {
-		if int64(binary.BigEndian.Uint64(k[:8])) >= hourCutoff {
+	var daily *ptxn[*pb.SpendRollup]
+	for range compactStep {
+		old, ok := hourly.min()
+		if !ok || old.GetHourUnix() >= hourCutoff {
 			break
 		}
-		fold = append(fold, k)
-	}
-	for _, k := range fold {
-		v, _ := hourly.Delete(k)
+		hourly.delete(old)
 		if daily == nil {
-			daily = s.daily.Txn()
+			daily = s.daily.txn()
 		}
-		addToDaily(daily, v.(*pb.SpendRollup))
+		addToDaily(daily, old)
 	}
-	s.rollups = hourly.CommitOnly()
-	dit := s.daily.Root().Iterator()
-	var drop [][]byte
-	for k, _, ok := dit.Next(); ok && len(drop) < compactStep; k, _, ok = dit.Next() {
-		if int64(binary.BigEndian.Uint64(k[:8]))+daySeconds > dayCutoff {
+	s.rollups = hourly.commit()
+	for range compactStep {
+		t := s.daily
+		if daily != nil {
+			t = daily.ptree
+		}
+		old, ok := t.min()
+		if !ok || old.GetHourUnix()+daySeconds > dayCutoff {
 			break
 		}
-		drop = append(drop, k)
-	}
-	for _, k := range drop {
 		if daily == nil {
-			daily = s.daily.Txn()
+			daily = s.daily.txn()
 		}
-		daily.Delete(k)
+		daily.delete(old)
 	}
 	if daily != nil {
-		s.daily = daily.CommitOnly()
+		s.daily = daily.commit()
 	}
 }
 
 // addToDaily adds an hourly rollup to the daily rollup of its day.
-func addToDaily(daily *iradix.Txn, h *pb.SpendRollup) {
+func addToDaily(daily *ptxn[*pb.SpendRollup], h *pb.SpendRollup) {
 	day := h.GetHourUnix() - h.GetHourUnix()%daySeconds
 	d := &pb.SpendRollup{HourUnix: day, KeyId: h.GetKeyId(), TeamId: h.GetTeamId(), Model: h.GetModel()}
-	k := rollupKey(d)
-	if old, ok := daily.Get(k); ok {
-		d = proto.Clone(old.(*pb.SpendRollup)).(*pb.SpendRollup)
+	if old, ok := daily.get(d); ok {
+		d = proto.Clone(old).(*pb.SpendRollup)
 	}
 	addRollup(d, h)
-	daily.Insert(k, d)
+	daily.put(d)
 }
 
 func addRollup(dst, d *pb.SpendRollup) {
@@ -106,30 +99,27 @@ func addRollup(dst, d *pb.SpendRollup) {
 	dst.UnpricedRequests += d.GetUnpricedRequests()
 }
 
-// WalkRollups calls fn for every rollup with since <= start < until (Unix
-// seconds) until fn returns false: first the daily rollups (older than
-// the hourly retention; their HourUnix is the day's start, so a range
-// resolves to whole days there), then the hourly ones, each in time order.
+// WalkRollups calls fn, until it returns false, for every rollup in the
+// range [since, until) (Unix seconds): first the daily rollups (older than
+// the hourly retention; HourUnix is the day's start) of every day the range
+// touches, so over daily rows a range widens to whole days; then the hourly
+// rollups whose hour starts in the range. Each kind comes in time order.
 // The rollups must not be modified.
 func (s *State) WalkRollups(since, until int64, fn func(*pb.SpendRollup) bool) {
-	if walkTree(s.daily, since, until, fn) {
+	if walkTree(s.daily, since-daySeconds+1, until, fn) {
 		walkTree(s.rollups, since, until, fn)
 	}
 }
 
 // walkTree reports whether fn wanted more.
-func walkTree(t *iradix.Tree, since, until int64, fn func(*pb.SpendRollup) bool) bool {
-	it := t.Root().Iterator()
-	var lo [8]byte
-	binary.BigEndian.PutUint64(lo[:], uint64(max(since, 0)))
-	it.SeekLowerBound(lo[:])
-	for k, v, ok := it.Next(); ok; k, v, ok = it.Next() {
-		if len(k) >= 8 && int64(binary.BigEndian.Uint64(k[:8])) >= until {
-			return true
-		}
-		if !fn(v.(*pb.SpendRollup)) {
+func walkTree(t ptree[*pb.SpendRollup], since, until int64, fn func(*pb.SpendRollup) bool) bool {
+	more := true
+	t.ascendFrom(&pb.SpendRollup{HourUnix: max(since, 0)}, func(r *pb.SpendRollup) bool {
+		if r.GetHourUnix() >= until {
 			return false
 		}
-	}
-	return true
+		more = fn(r)
+		return more
+	})
+	return more
 }

@@ -68,13 +68,21 @@ func TestRollupsFoldIntoDaysAndKeepTotals(t *testing.T) {
 	if n := st.daily.Len(); n < 50*perHour || n > 56*perHour {
 		t.Errorf("%d daily rollups, want about 55 days' worth", n)
 	}
-	// Daily rows carry their day's start.
-	st.WalkRollups(0, start+86400, func(r *pb.SpendRollup) bool {
-		if r.GetHourUnix() != start || r.GetRequests() != 24 {
-			t.Errorf("first day's rollup %v", r)
+	// Daily rows carry their day's start, and a range that touches a day
+	// takes its whole daily row.
+	for _, r := range [][2]int64{{0, start + 86400}, {start + 7200, start + 7201}} {
+		n := 0
+		st.WalkRollups(r[0], r[1], func(r *pb.SpendRollup) bool {
+			n++
+			if r.GetHourUnix() != start || r.GetRequests() != 24 {
+				t.Errorf("first day's rollup %v", r)
+			}
+			return true
+		})
+		if n != perHour {
+			t.Errorf("range %v: %d rollups, want %d", r, n, perHour)
 		}
-		return true
-	})
+	}
 	// A snapshot carries both and restores them.
 	if got := walkTotals(restored(t, persist(t, h.f))); got != want {
 		t.Errorf("after restore: totals %+v, want %+v", got, want)

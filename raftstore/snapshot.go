@@ -8,7 +8,6 @@ import (
 	"io"
 	"sort"
 
-	iradix "github.com/hashicorp/go-immutable-radix"
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
@@ -37,8 +36,14 @@ const (
 )
 
 // Snapshot implements raft.FSM. The published state is immutable, so the
-// snapshot just holds on to it.
+// snapshot just holds on to it. A stopped state machine refuses: Raft
+// would label the snapshot with the index of entries it never applied, and
+// compact them away. (Raft calls Snapshot on the apply goroutine, the only
+// one that sets failed.)
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	if f.failed != nil {
+		return nil, f.failed
+	}
 	return &fsmSnapshot{st: f.state.Load()}, nil
 }
 
@@ -195,53 +200,30 @@ func readLegacySnapshot(r io.Reader, b *stateBuilder) (*State, error) {
 // credentials, teams, hourly then daily rollups, budget periods, node
 // report counters, admin tokens, applied request ids, the cluster secret.
 func snapshotParts(st *State, emit func(*pb.Snapshot) error) error {
-	part := &pb.Snapshot{}
-	n := 0
-	flush := func(force bool) error {
-		if n == 0 || (!force && n < snapshotChunk) {
-			return nil
-		}
-		err := emit(part)
-		part, n = &pb.Snapshot{}, 0
-		return err
-	}
-	add := func(fn func(p *pb.Snapshot)) error {
-		fn(part)
-		n++
-		return flush(false)
-	}
-	walk := func(t *iradix.Tree, fn func(p *pb.Snapshot, v any)) error {
-		it := t.Root().Iterator()
-		for _, v, ok := it.Next(); ok; _, v, ok = it.Next() {
-			if err := add(func(p *pb.Snapshot) { fn(p, v) }); err != nil {
-				return err
-			}
-		}
-		return flush(true)
-	}
+	c := &chunker{part: &pb.Snapshot{}, emit: emit}
 	steps := []func() error{
 		func() error {
-			return walk(st.keysByCreated, func(p *pb.Snapshot, v any) { p.Keys = append(p.Keys, v.(*pb.StoredKey)) })
+			return walkParts(c, st.keysByCreated, func(p *pb.Snapshot, v *pb.StoredKey) { p.Keys = append(p.Keys, v) })
 		},
 		func() error {
-			part.Routes, part.Credentials, part.Teams = st.RouteConfigs(), st.Credentials(), st.Teams()
-			n = 1
-			return flush(true)
+			c.part.Routes, c.part.Credentials, c.part.Teams = st.RouteConfigs(), st.Credentials(), st.Teams()
+			c.n = 1
+			return c.flush(true)
 		},
 		func() error {
-			return walk(st.rollups, func(p *pb.Snapshot, v any) { p.Rollups = append(p.Rollups, v.(*pb.SpendRollup)) })
+			return walkParts(c, st.rollups, func(p *pb.Snapshot, v *pb.SpendRollup) { p.Rollups = append(p.Rollups, v) })
 		},
 		func() error {
-			return walk(st.daily, func(p *pb.Snapshot, v any) { p.DailyRollups = append(p.DailyRollups, v.(*pb.SpendRollup)) })
+			return walkParts(c, st.daily, func(p *pb.Snapshot, v *pb.SpendRollup) { p.DailyRollups = append(p.DailyRollups, v) })
 		},
 		func() error {
-			return walk(st.periods, func(p *pb.Snapshot, v any) { p.BudgetPeriods = append(p.BudgetPeriods, v.(*pb.BudgetPeriod)) })
+			return walkParts(c, st.periods, func(p *pb.Snapshot, v periodItem) { p.BudgetPeriods = append(p.BudgetPeriods, v.bp) })
 		},
 		func() error {
-			part.NodeSeqs, part.AdminTokenHashes = nodeSeqsOf(st), adminTokensOf(st)
-			part.AppliedRequests, part.ClusterSecret = appliedRequestsOf(st), st.clusterSecret
-			n = 1
-			return flush(true)
+			c.part.NodeSeqs, c.part.AdminTokenHashes = nodeSeqsOf(st), adminTokensOf(st)
+			c.part.AppliedRequests, c.part.ClusterSecret = appliedRequestsOf(st), st.clusterSecret
+			c.n = 1
+			return c.flush(true)
 		},
 	}
 	for _, step := range steps {
@@ -250,6 +232,37 @@ func snapshotParts(st *State, emit func(*pb.Snapshot) error) error {
 		}
 	}
 	return nil
+}
+
+// chunker collects items into parts of at most snapshotChunk.
+type chunker struct {
+	part *pb.Snapshot
+	n    int
+	emit func(*pb.Snapshot) error
+}
+
+func (c *chunker) flush(force bool) error {
+	if c.n == 0 || (!force && c.n < snapshotChunk) {
+		return nil
+	}
+	err := c.emit(c.part)
+	c.part, c.n = &pb.Snapshot{}, 0
+	return err
+}
+
+// walkParts adds every item of t to the parts, then flushes.
+func walkParts[T any](c *chunker, t ptree[T], add func(*pb.Snapshot, T)) error {
+	var err error
+	t.ascend(func(v T) bool {
+		add(c.part, v)
+		c.n++
+		err = c.flush(false)
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	return c.flush(true)
 }
 
 func nodeSeqsOf(st *State) []*pb.NodeSeq {
@@ -288,19 +301,19 @@ func snapshotOf(st *State) *pb.Snapshot {
 
 // stateBuilder builds a new state from the parts of a snapshot.
 type stateBuilder struct {
-	st                    *State
-	keys                  *keyWriter
-	teams, rollups, daily *iradix.Txn
-	periods               *periodWriter
-	requests              []*pb.AppliedRequest
+	st             *State
+	keys           *keyWriter
+	teams          *ptxn[named[*teamEntry]]
+	rollups, daily *ptxn[*pb.SpendRollup]
+	periods        *periodWriter
+	requests       []*pb.AppliedRequest
 }
 
 func newStateBuilder(sealer *Sealer, r Retention) *stateBuilder {
 	st := emptyState()
 	st.sealer, st.retention = sealer, r
-	return &stateBuilder{st: st,
-		keys:  &keyWriter{byID: st.keys.Txn(), byHash: st.keysByHash.Txn(), byCreated: st.keysByCreated.Txn(), byTeam: st.keysByTeam.Txn()},
-		teams: st.teams.Txn(), rollups: st.rollups.Txn(), daily: st.daily.Txn(), periods: st.periodWriter()}
+	return &stateBuilder{st: st, keys: st.keyWriter(), teams: st.teams.txn(), rollups: st.rollups.txn(),
+		daily: st.daily.txn(), periods: st.periodWriter()}
 }
 
 // add merges one part of a snapshot into the state being built.
@@ -326,16 +339,16 @@ func (b *stateBuilder) add(part *pb.Snapshot) error {
 		st.routeSrc[r.GetName()] = r
 	}
 	for _, t := range part.GetTeams() {
-		b.teams.Insert([]byte(t.GetId()), newTeamEntry(t))
+		b.teams.put(newTeamEntry(t))
 	}
 	for _, r := range part.GetRollups() {
-		b.rollups.Insert(rollupKey(r), r)
+		b.rollups.put(r)
 	}
 	for _, r := range part.GetDailyRollups() {
-		b.daily.Insert(rollupKey(r), r)
+		b.daily.put(r)
 	}
 	for _, bp := range part.GetBudgetPeriods() {
-		b.periods.put(periodKey(bp.GetBudget(), bp.GetPeriodStart()), bp)
+		b.periods.put(bp)
 	}
 	for _, ns := range part.GetNodeSeqs() {
 		st.nodeSeqs[ns.GetNode()] = ns.GetSeq()
@@ -349,10 +362,8 @@ func (b *stateBuilder) add(part *pb.Snapshot) error {
 
 func (b *stateBuilder) finish() *State {
 	st := b.st
-	kw := b.keys
-	st.keys, st.keysByHash = kw.byID.CommitOnly(), kw.byHash.CommitOnly()
-	st.keysByCreated, st.keysByTeam = kw.byCreated.CommitOnly(), kw.byTeam.CommitOnly()
-	st.teams, st.rollups, st.daily = b.teams.CommitOnly(), b.rollups.CommitOnly(), b.daily.CommitOnly()
+	b.keys.commit(st)
+	st.teams, st.rollups, st.daily = b.teams.commit(), b.rollups.commit(), b.daily.commit()
 	b.periods.commit(st)
 	st.putAppliedRequests(b.requests)
 	st.rebuildRoutes()

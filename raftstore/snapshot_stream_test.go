@@ -42,10 +42,10 @@ func TestSnapshotStreamsInRecords(t *testing.T) {
 	h := rich(t)
 	big := bigState(3000)
 	st := h.state().withKeys(func(kw *keyWriter) {
-		it := big.keys.Root().Iterator()
-		for _, v, ok := it.Next(); ok; _, v, ok = it.Next() {
-			kw.put(v.(*pb.StoredKey))
-		}
+		big.keysByCreated.ascend(func(sk *pb.StoredKey) bool {
+			kw.put(sk)
+			return true
+		})
 	})
 	h.f.state.Store(st)
 	data := persist(t, h.f)

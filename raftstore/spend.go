@@ -1,9 +1,9 @@
 package raftstore
 
 import (
-	"encoding/binary"
 	"fmt"
 	"maps"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -117,10 +117,10 @@ func (s *State) TeamConfig(id string) *pb.Team {
 // Teams returns every team sorted by name, then id.
 func (s *State) Teams() []*pb.Team {
 	out := make([]*pb.Team, 0, s.teams.Len())
-	it := s.teams.Root().Iterator()
-	for _, v, ok := it.Next(); ok; _, v, ok = it.Next() {
-		out = append(out, v.(*teamEntry).cfg)
-	}
+	s.teams.ascend(func(e named[*teamEntry]) bool {
+		out = append(out, e.v.cfg)
+		return true
+	})
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].GetName() != out[j].GetName() {
 			return out[i].GetName() < out[j].GetName()
@@ -133,12 +133,13 @@ func (s *State) Teams() []*pb.Team {
 // KeysOfTeam returns the ids of the keys that belong to a team, sorted.
 func (s *State) KeysOfTeam(team string) []string {
 	var ids []string
-	prefix := teamKeyKey(team, "")
-	it := s.keysByTeam.Root().Iterator()
-	it.SeekPrefix(prefix)
-	for k, _, ok := it.Next(); ok; k, _, ok = it.Next() {
-		ids = append(ids, string(k[len(prefix):]))
-	}
+	s.keysByTeam.ascendFrom(teamKeyItem{team: team}, func(it teamKeyItem) bool {
+		if it.team != team {
+			return false
+		}
+		ids = append(ids, it.id)
+		return true
+	})
 	return ids
 }
 
@@ -162,8 +163,8 @@ func (s *State) BudgetLimit(id string) *Limit {
 // started at start, or nil when nothing was granted or spent in it. It
 // must not be modified.
 func (s *State) BudgetPeriod(budget string, start int64) *pb.BudgetPeriod {
-	if v, ok := s.periods.Get(periodKey(budget, start)); ok {
-		return v.(*pb.BudgetPeriod)
+	if it, ok := s.periods.get(periodItem{budget: budget, start: start}); ok {
+		return it.bp
 	}
 	return nil
 }
@@ -201,21 +202,12 @@ func (s *State) SealClusterSecret(secret string) (string, error) {
 	return s.SealCredential(clusterSecretName, secret)
 }
 
-// rollupKey orders rollups by hour, then key, team and model.
-func rollupKey(r *pb.SpendRollup) []byte {
-	b := make([]byte, 8, 8+len(r.GetKeyId())+len(r.GetTeamId())+len(r.GetModel())+2)
-	binary.BigEndian.PutUint64(b, uint64(r.GetHourUnix()))
-	b = append(b, r.GetKeyId()...)
-	b = append(b, 0)
-	b = append(b, r.GetTeamId()...)
-	b = append(b, 0)
-	return append(b, r.GetModel()...)
-}
-
 // putTeam returns a copy of s with t stored.
 func (s *State) putTeam(t *pb.Team) *State {
 	n := *s
-	n.teams, _, _ = s.teams.Insert([]byte(t.GetId()), newTeamEntry(t))
+	txn := s.teams.txn()
+	txn.put(newTeamEntry(t))
+	n.teams = txn.commit()
 	return &n
 }
 
@@ -292,9 +284,18 @@ func deleteTeam(cur *State, id string) (*State, error) {
 			id, len(keys), keys[0], ErrFailedPrecondition)
 	}
 	next := *cur
-	next.teams, _, _ = cur.teams.Delete([]byte(id))
+	txn := cur.teams.txn()
+	txn.delete(named[*teamEntry]{k: id})
+	next.teams = txn.commit()
 	return &next, nil
 }
+
+// MaxSpendReportItems is the most rollups plus budget uses a node should
+// put in one spend report; a node with more spend to report sends several
+// reports (each with its own seq). The state machine applies a report of
+// any size, in time proportional to its size, so that reports from nodes
+// of older releases, which did not chunk, still count.
+const MaxSpendReportItems = 2000
 
 // spendReport adds a node's rollup deltas to the totals and settles its
 // budget spend against its leases, once per seq.
@@ -308,29 +309,27 @@ func spendReport(cur *State, c *pb.SpendReportCommand, nowNanos int64) (*State, 
 	next := *cur
 	next.nodeSeqs = maps.Clone(cur.nodeSeqs)
 	next.nodeSeqs[c.GetNode()] = c.GetSeq()
-	txn := cur.rollups.Txn()
+	txn := cur.rollups.txn()
 	for _, d := range c.GetRollups() {
-		k := rollupKey(d)
 		r := &pb.SpendRollup{HourUnix: d.GetHourUnix(), KeyId: d.GetKeyId(), TeamId: d.GetTeamId(), Model: d.GetModel()}
-		if old, ok := txn.Get(k); ok {
-			r = proto.Clone(old.(*pb.SpendRollup)).(*pb.SpendRollup)
+		if old, ok := txn.get(d); ok {
+			r = proto.Clone(old).(*pb.SpendRollup)
 		}
 		addRollup(r, d)
-		txn.Insert(k, r)
+		txn.put(r)
 	}
 	compactRollups(&next, txn, nowNanos)
 	pw := cur.periodWriter()
 	for _, u := range c.GetBudgets() {
-		pk := periodKey(u.GetBudget(), u.GetPeriodStart())
 		bp := &pb.BudgetPeriod{Budget: u.GetBudget(), PeriodStart: u.GetPeriodStart()}
-		if old := pw.get(pk); old != nil {
+		if old := pw.get(u.GetBudget(), u.GetPeriodStart()); old != nil {
 			bp = proto.Clone(old).(*pb.BudgetPeriod)
 		}
 		bp.SpentNanos += u.GetSpentNanos()
 		if l := bp.GetLeases()[c.GetNode()]; l > 0 {
 			bp.Leases[c.GetNode()] = max(l-u.GetSpentNanos(), 0)
 		}
-		pw.put(pk, bp)
+		pw.put(bp)
 	}
 	pw.commit(&next)
 	return &next, nil
@@ -346,7 +345,6 @@ func grantLease(cur *State, c *pb.GrantLeaseCommand) (*State, proto.Message, err
 	if c.GetNode() == "" || c.GetWantNanos() <= 0 {
 		return nil, nil, fmt.Errorf("lease request needs a node and a positive amount: %w", ErrInvalid)
 	}
-	pk := periodKey(c.GetBudget(), c.GetPeriodStart())
 	bp := &pb.BudgetPeriod{Budget: c.GetBudget(), PeriodStart: c.GetPeriodStart()}
 	if old := cur.BudgetPeriod(c.GetBudget(), c.GetPeriodStart()); old != nil {
 		bp = proto.Clone(old).(*pb.BudgetPeriod)
@@ -365,24 +363,26 @@ func grantLease(cur *State, c *pb.GrantLeaseCommand) (*State, proto.Message, err
 	bp.Leases[c.GetNode()] += grant
 	next := *cur
 	pw := cur.periodWriter()
-	pw.put(pk, bp)
+	pw.put(bp)
 	pruneOldPeriods(cur, pw, c.GetBudget(), previousPeriodStart(lim.Period, c.GetPeriodStart()))
 	pw.commit(&next)
 	return &next, bp, nil
 }
 
 // pruneOldPeriods drops a budget's periods that started before keepFrom:
-// history. They sort first under the budget's prefix, so the walk stops at
-// the first period it keeps.
+// history. A budget's periods are adjacent and oldest first, so the walk
+// stops at the first period it keeps.
 func pruneOldPeriods(cur *State, pw *periodWriter, budget string, keepFrom int64) {
-	prefix := periodKey(budget, 0)[:len(budget)+1]
-	it := cur.periods.Root().Iterator()
-	it.SeekPrefix(prefix)
-	for k, _, ok := it.Next(); ok; k, _, ok = it.Next() {
-		if len(k) != len(prefix)+8 || decodeOrderedInt64(k[len(prefix):]) >= keepFrom {
-			return
+	var old []int64
+	cur.periods.ascendFrom(periodItem{budget: budget, start: math.MinInt64}, func(it periodItem) bool {
+		if it.budget != budget || it.start >= keepFrom {
+			return false
 		}
-		pw.delete(k)
+		old = append(old, it.start)
+		return true
+	})
+	for _, start := range old {
+		pw.delete(budget, start)
 	}
 }
 
@@ -432,7 +432,7 @@ func returnLease(cur *State, c *pb.ReturnLeaseCommand) (*State, error) {
 	delete(bp.Leases, c.GetNode())
 	next := *cur
 	pw := cur.periodWriter()
-	pw.put(periodKey(c.GetBudget(), c.GetPeriodStart()), bp)
+	pw.put(bp)
 	pw.commit(&next)
 	return &next, nil
 }
@@ -441,26 +441,27 @@ func releaseNode(cur *State, node string) (*State, error) {
 	if node == "" {
 		return nil, nil
 	}
-	prefix := leaseKey(node, nil)
-	it := cur.leasesByNode.Root().Iterator()
-	it.SeekPrefix(prefix)
-	var pks [][]byte
-	for k, _, ok := it.Next(); ok; k, _, ok = it.Next() {
-		pks = append(pks, k[len(prefix):])
-	}
-	if len(pks) == 0 {
+	var held []leaseItem
+	cur.leasesByNode.ascendFrom(leaseItem{node: node, start: math.MinInt64}, func(it leaseItem) bool {
+		if it.node != node {
+			return false
+		}
+		held = append(held, it)
+		return true
+	})
+	if len(held) == 0 {
 		return nil, nil
 	}
 	next := *cur
 	pw := cur.periodWriter()
-	for _, pk := range pks {
-		old := pw.get(pk)
+	for _, it := range held {
+		old := pw.get(it.budget, it.start)
 		if old.GetLeases()[node] == 0 {
 			continue // a settled lease keeps its entry, as it always has
 		}
 		bp := proto.Clone(old).(*pb.BudgetPeriod)
 		delete(bp.Leases, node)
-		pw.put(pk, bp)
+		pw.put(bp)
 	}
 	pw.commit(&next)
 	return &next, nil

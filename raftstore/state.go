@@ -1,13 +1,11 @@
 package raftstore
 
 import (
-	"bytes"
 	"crypto/sha256"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
-
-	iradix "github.com/hashicorp/go-immutable-radix"
 
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 )
@@ -20,10 +18,10 @@ type State struct {
 	// Index is the Raft log index this state reflects.
 	Index uint64
 
-	keys          *iradix.Tree // key id → *pb.StoredKey
-	keysByHash    *iradix.Tree // SHA-256 of the secret → *Key
-	keysByCreated *iradix.Tree // createdKey → *pb.StoredKey
-	keysByTeam    *iradix.Tree // team "\x00" key id → struct{}
+	keys          ptree[named[*pb.StoredKey]] // by key id
+	keysByHash    hashTrie                    // by SHA-256 of the secret
+	keysByCreated ptree[*pb.StoredKey]        // by creation time, then id
+	keysByTeam    ptree[teamKeyItem]          // team, key id
 	routeSrc      map[string]*pb.ModelRoute
 	routes        map[string]*Route // derived from routeSrc and creds
 	routeNames    []string          // sorted
@@ -32,15 +30,15 @@ type State struct {
 	creds         map[string]*pb.StoredCredential
 	adminTokens   map[[32]byte]struct{}
 
-	teams         *iradix.Tree // team id → *teamEntry
-	rollups       *iradix.Tree // rollupKey → *pb.SpendRollup, hourly
-	daily         *iradix.Tree // rollupKey (day start) → *pb.SpendRollup
+	teams         ptree[named[*teamEntry]] // by team id
+	rollups       ptree[*pb.SpendRollup]   // hourly, by hour, key, team, model
+	daily         ptree[*pb.SpendRollup]   // daily (HourUnix: the day's start), same order
 	retention     Retention
-	periods       *iradix.Tree      // periodKey → *pb.BudgetPeriod
-	leasesByNode  *iradix.Tree      // leaseKey → struct{}: the periods a node has a lease entry in
-	nodeSeqs      map[string]uint64 // last spend report per node
-	requests      *iradix.Tree      // request id → *appliedReq
-	requestsByAge *iradix.Tree      // requestAgeKey → request id
+	periods       ptree[periodItem]         // by budget, start
+	leasesByNode  ptree[leaseItem]          // the periods a node has a lease entry in
+	nodeSeqs      map[string]uint64         // last spend report per node
+	requests      ptree[named[*appliedReq]] // by request id
+	requestsByAge ptree[ageItem]            // by time applied
 	clusterSecret string
 	sealer        *Sealer // opens sealed credentials; nil when none are
 }
@@ -59,8 +57,9 @@ type Key struct {
 	Budget *Limit
 	// Limits are the key's own rate limits, nil for none.
 	Limits   *RateLimits
+	hash     [32]byte // of the secret
 	allowAll bool
-	exact    map[string]struct{}
+	exact    []string // few: a scan beats a map, and costs far less memory
 	patterns []string
 }
 
@@ -69,8 +68,10 @@ func (k *Key) Allows(model string) bool {
 	if k.allowAll {
 		return true
 	}
-	if _, ok := k.exact[model]; ok {
-		return true
+	for _, m := range k.exact {
+		if m == model {
+			return true
+		}
 	}
 	for _, p := range k.patterns {
 		if MatchPattern(p, model) {
@@ -138,23 +139,22 @@ type Deployment struct {
 
 func emptyState() *State {
 	return &State{
-		keys:          iradix.New(),
-		keysByHash:    iradix.New(),
-		keysByCreated: iradix.New(),
-		keysByTeam:    iradix.New(),
+		keys:          newNamedTree[*pb.StoredKey](),
+		keysByCreated: newPtree(createdLess),
+		keysByTeam:    newPtree(teamKeyLess),
 		routeSrc:      map[string]*pb.ModelRoute{},
 		routes:        map[string]*Route{},
 		creds:         map[string]*pb.StoredCredential{},
 		adminTokens:   map[[32]byte]struct{}{},
-		teams:         iradix.New(),
-		rollups:       iradix.New(),
-		daily:         iradix.New(),
+		teams:         newNamedTree[*teamEntry](),
+		rollups:       newPtree(rollupLess),
+		daily:         newPtree(rollupLess),
 		retention:     DefaultRetention,
-		periods:       iradix.New(),
-		leasesByNode:  iradix.New(),
+		periods:       newPtree(periodLess),
+		leasesByNode:  newPtree(leaseLess),
 		nodeSeqs:      map[string]uint64{},
-		requests:      iradix.New(),
-		requestsByAge: iradix.New(),
+		requests:      newNamedTree[*appliedReq](),
+		requestsByAge: newPtree(ageLess),
 	}
 }
 
@@ -164,17 +164,14 @@ func HashSecret(secret string) [32]byte { return sha256.Sum256([]byte(secret)) }
 
 // KeyByHash returns the key whose secret hashes to h, or nil.
 func (s *State) KeyByHash(h [32]byte) *Key {
-	if v, ok := s.keysByHash.Get(h[:]); ok {
-		return v.(*Key)
-	}
-	return nil
+	return s.keysByHash.get(h)
 }
 
 // Key returns the stored key with the given id, or nil. The result must not
 // be modified.
 func (s *State) Key(id string) *pb.StoredKey {
-	if v, ok := s.keys.Get([]byte(id)); ok {
-		return v.(*pb.StoredKey)
+	if it, ok := s.keys.get(named[*pb.StoredKey]{k: id}); ok {
+		return it.v
 	}
 	return nil
 }
@@ -185,10 +182,10 @@ func (s *State) KeyCount() int { return s.keys.Len() }
 // Keys returns every stored key sorted by creation time, then id.
 func (s *State) Keys() []*pb.StoredKey {
 	out := make([]*pb.StoredKey, 0, s.keys.Len())
-	it := s.keysByCreated.Root().Iterator()
-	for _, v, ok := it.Next(); ok; _, v, ok = it.Next() {
-		out = append(out, v.(*pb.StoredKey))
-	}
+	s.keysByCreated.ascend(func(sk *pb.StoredKey) bool {
+		out = append(out, sk)
+		return true
+	})
 	return out
 }
 
@@ -199,18 +196,17 @@ func (s *State) KeysPage(after string, limit int) []*pb.StoredKey {
 	if limit <= 0 {
 		return nil
 	}
-	it := s.keysByCreated.Root().Iterator()
-	var skip []byte
-	if k := s.Key(after); k != nil {
-		skip = createdKey(k.GetKey())
-		it.SeekLowerBound(skip)
-	}
 	out := make([]*pb.StoredKey, 0, min(limit, s.keys.Len()))
-	for k, v, ok := it.Next(); ok && len(out) < limit; k, v, ok = it.Next() {
-		if skip != nil && bytes.Equal(k, skip) {
-			continue
+	add := func(sk *pb.StoredKey) bool {
+		if sk.GetKey().GetId() != after {
+			out = append(out, sk)
 		}
-		out = append(out, v.(*pb.StoredKey))
+		return len(out) < limit
+	}
+	if k := s.Key(after); k != nil {
+		s.keysByCreated.ascendFrom(k, add)
+	} else {
+		s.keysByCreated.ascend(add)
 	}
 	return out
 }
@@ -309,6 +305,7 @@ func newKeyView(sk *pb.StoredKey) *Key {
 	k := sk.GetKey()
 	v := &Key{ID: k.GetId(), Name: k.GetName(), Revoked: k.GetRevokedAt() != nil,
 		TeamID: k.GetTeamId(), Budget: limitOf(KeyBudgetID(k.GetId()), k.GetBudget()), Limits: rateLimitsOf("key:"+k.GetId(), k.GetLimits())}
+	v.hash, _ = hash32(sk.GetSecretHash()) // checked before a key is stored
 	if e := k.GetExpiresAt(); e != nil {
 		v.ExpiresAt = e.AsTime().UnixNano()
 	}
@@ -316,7 +313,10 @@ func newKeyView(sk *pb.StoredKey) *Key {
 		v.allowAll = true
 		return v
 	}
-	v.exact = make(map[string]struct{}, len(k.GetModels()))
+	if !slices.ContainsFunc(k.GetModels(), func(m string) bool { return strings.IndexByte(m, '*') >= 0 }) {
+		v.exact = k.GetModels() // shared: neither is ever modified
+		return v
+	}
 	for _, m := range k.GetModels() {
 		if m == "*" {
 			v.allowAll = true
@@ -324,7 +324,7 @@ func newKeyView(sk *pb.StoredKey) *Key {
 		if strings.IndexByte(m, '*') >= 0 {
 			v.patterns = append(v.patterns, m)
 		} else {
-			v.exact[m] = struct{}{}
+			v.exact = append(v.exact, m)
 		}
 	}
 	return v

@@ -3,6 +3,7 @@ package raftstore
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -107,21 +108,23 @@ func TestReleaseNodeUsesLeaseIndex(t *testing.T) {
 			t.Errorf("t%d after release: %v", i, bp.GetLeases())
 		}
 	}
-	if n := countPrefix(st, "b\x00"); n != 0 {
+	if n := countPrefix(st, "b"); n != 0 {
 		t.Errorf("lease index still has %d entries for b", n)
 	}
-	if n := countPrefix(st, "a\x00"); n != 5 {
+	if n := countPrefix(st, "a"); n != 5 {
 		t.Errorf("lease index has %d entries for a, want 5", n)
 	}
 }
 
-func countPrefix(st *State, prefix string) int {
+// countPrefix counts the lease index entries of node.
+func countPrefix(st *State, node string) int {
 	n := 0
-	it := st.leasesByNode.Root().Iterator()
-	it.SeekPrefix([]byte(prefix))
-	for _, _, ok := it.Next(); ok; _, _, ok = it.Next() {
-		n++
-	}
+	st.leasesByNode.ascend(func(it leaseItem) bool {
+		if it.node == node {
+			n++
+		}
+		return true
+	})
 	return n
 }
 
@@ -145,7 +148,34 @@ func TestGrantPrunesOnlyOldPeriodsOfItsBudget(t *testing.T) {
 	if st.BudgetPeriod(TeamBudgetID("tt"), 0) == nil {
 		t.Error("pruned another budget's period")
 	}
-	if n := countPrefix(st, "a\x00"); n != 3 {
+	if n := countPrefix(st, "a"); n != 3 {
 		t.Errorf("lease index has %d entries, want 3", n)
+	}
+}
+
+// TestGrantLeasesInOneEntry grants leases of several budgets in one entry:
+// each grant applies as a single one would (the limit holds within the
+// entry too), an unknown budget fails alone, and the outcomes come in
+// order.
+func TestGrantLeasesInOneEntry(t *testing.T) {
+	h := newHarness(t)
+	h.must(teamCmd("t1", &pb.Budget{LimitNanos: 1000, Period: PeriodTotal}), teamCmd("t2", &pb.Budget{LimitNanos: 500, Period: PeriodTotal}))
+	grant := func(node, budget string, want int64) *pb.GrantLeaseCommand {
+		return grantCmd(node, budget, 0, want).GetGrantLease()
+	}
+	v := h.must(&pb.Command{Op: &pb.Command_GrantLeases{GrantLeases: &pb.GrantLeasesCommand{Grants: []*pb.GrantLeaseCommand{
+		grant("a", TeamBudgetID("t1"), 600), grant("b", TeamBudgetID("t1"), 600), grant("a", "team:nope", 10), grant("a", TeamBudgetID("t2"), 100),
+	}}}}).(*pb.GrantLeasesResult)
+	out := v.GetOutcomes()
+	if len(out) != 4 || out[0].GetPeriod().GetLeases()["a"] != 600 || out[1].GetPeriod().GetLeases()["b"] != 400 ||
+		!strings.Contains(out[2].GetError(), "does not exist") || out[3].GetPeriod().GetLeases()["a"] != 100 {
+		t.Fatalf("outcomes %v", out)
+	}
+	st := h.state()
+	if bp := st.BudgetPeriod(TeamBudgetID("t1"), 0); bp.GetLeases()["a"]+bp.GetLeases()["b"] != 1000 {
+		t.Fatalf("t1 leases %v", bp.GetLeases())
+	}
+	if countPrefix(st, "a") != 2 || countPrefix(st, "b") != 1 {
+		t.Error("lease index not kept")
 	}
 }

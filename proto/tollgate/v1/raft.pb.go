@@ -2083,8 +2083,12 @@ type AppliedRequest struct {
 	Result     []byte `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
 	ResultType string `protobuf:"bytes,4,opt,name=result_type,json=resultType,proto3" json:"result_type,omitempty"`
 	// The error, if the command failed: its message and kind.
-	Error         string    `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
-	ErrorKind     ErrorKind `protobuf:"varint,6,opt,name=error_kind,json=errorKind,proto3,enum=tollgate.v1.ErrorKind" json:"error_kind,omitempty"`
+	Error     string    `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	ErrorKind ErrorKind `protobuf:"varint,6,opt,name=error_kind,json=errorKind,proto3,enum=tollgate.v1.ErrorKind" json:"error_kind,omitempty"`
+	// SHA-256 of the command without its time and request id: the same id
+	// on another command is refused rather than answered with this result.
+	// Empty in snapshots of releases before it.
+	Fingerprint   []byte `protobuf:"bytes,7,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2159,6 +2163,13 @@ func (x *AppliedRequest) GetErrorKind() ErrorKind {
 		return x.ErrorKind
 	}
 	return ErrorKind_ERROR_KIND_UNSPECIFIED
+}
+
+func (x *AppliedRequest) GetFingerprint() []byte {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return nil
 }
 
 // SnapshotHeader opens a streamed snapshot: after the magic bytes come
@@ -2505,7 +2516,7 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\x0ecluster_secret\x18\n" +
 	" \x01(\tR\rclusterSecret\x12F\n" +
 	"\x10applied_requests\x18\v \x03(\v2\x1b.tollgate.v1.AppliedRequestR\x0fappliedRequests\x12=\n" +
-	"\rdaily_rollups\x18\f \x03(\v2\x18.tollgate.v1.SpendRollupR\fdailyRollups\"\xc5\x01\n" +
+	"\rdaily_rollups\x18\f \x03(\v2\x18.tollgate.v1.SpendRollupR\fdailyRollups\"\xe7\x01\n" +
 	"\x0eAppliedRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -2515,7 +2526,8 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"resultType\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x125\n" +
 	"\n" +
-	"error_kind\x18\x06 \x01(\x0e2\x16.tollgate.v1.ErrorKindR\terrorKind\"M\n" +
+	"error_kind\x18\x06 \x01(\x0e2\x16.tollgate.v1.ErrorKindR\terrorKind\x12 \n" +
+	"\vfingerprint\x18\a \x01(\fR\vfingerprint\"M\n" +
 	"\x0eSnapshotHeader\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\"c\n" +

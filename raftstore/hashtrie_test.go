@@ -1,0 +1,87 @@
+package raftstore
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestHashTrieMatchesAMap applies random puts, replacements and deletes
+// (with hashes that share long prefixes, so that slots split deep) to the
+// trie and to a map: they always agree, and every earlier version of the
+// trie still holds exactly what it held.
+func TestHashTrieMatchesAMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	hash := func() [32]byte {
+		var h [32]byte
+		h[0] = byte(rng.IntN(3)) // few first bytes: deep shared prefixes
+		h[1] = byte(rng.IntN(2))
+		for i := 2; i < 32; i++ {
+			h[i] = byte(rng.IntN(256))
+		}
+		if rng.IntN(4) == 0 {
+			copy(h[2:20], make([]byte, 18)) // longer still
+		}
+		return h
+	}
+	type version struct {
+		trie  hashTrie
+		model map[[32]byte]*Key
+	}
+	var versions []version
+	cur, model := hashTrie{}, map[[32]byte]*Key{}
+	var known [][32]byte
+	for round := range 200 {
+		x := cur.txn()
+		for range rng.IntN(20) + 1 {
+			switch op := rng.IntN(10); {
+			case op < 6 || len(known) == 0:
+				k := &Key{hash: hash(), ID: "new"}
+				known = append(known, k.hash)
+				x.put(k)
+				model[k.hash] = k
+			case op < 8:
+				k := &Key{hash: known[rng.IntN(len(known))], ID: "replaced"}
+				x.put(k)
+				model[k.hash] = k
+			default:
+				h := known[rng.IntN(len(known))]
+				x.delete(h)
+				delete(model, h)
+			}
+		}
+		cur = x.commit()
+		snapshot := make(map[[32]byte]*Key, len(model))
+		for h, k := range model {
+			snapshot[h] = k
+		}
+		versions = append(versions, version{cur, snapshot})
+		if round%20 == 0 || round == 199 {
+			for i, v := range versions {
+				checkTrie(t, i, v.trie, v.model, known)
+			}
+		}
+	}
+}
+
+func checkTrie(t *testing.T, version int, tr hashTrie, model map[[32]byte]*Key, probes [][32]byte) {
+	t.Helper()
+	if tr.Len() != len(model) {
+		t.Fatalf("version %d: Len %d, want %d", version, tr.Len(), len(model))
+	}
+	for _, h := range probes {
+		if got := tr.get(h); got != model[h] {
+			t.Fatalf("version %d: get(%x) = %v, want %v", version, h[:4], got, model[h])
+		}
+	}
+	n := 0
+	tr.ascend(func(k *Key) bool {
+		if model[k.hash] != k {
+			t.Fatalf("version %d: ascend yields %x not in the model", version, k.hash[:4])
+		}
+		n++
+		return true
+	})
+	if n != len(model) {
+		t.Fatalf("version %d: ascend yields %d, want %d", version, n, len(model))
+	}
+}
