@@ -73,7 +73,7 @@ func (c *clusterAPI) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.Statu
 
 func fillGossip(m *pb.Member, g member) {
 	m.GossipState, m.GossipAddress = g.state, g.addr
-	m.HttpAddress, m.AdminAddress = g.meta.HTTP, g.meta.Admin
+	m.HttpAddress, m.AdminAddress, m.Version = g.meta.HTTP, g.meta.Admin, g.meta.Version
 }
 
 func lower(s string) string {

@@ -36,6 +36,10 @@ type memberMeta struct {
 	// Leaving is announced just before a graceful leave, so that the
 	// others record "left" rather than "dead".
 	Leaving bool `json:"leaving,omitempty"`
+	// Version is the node's release; Cmds the Raft command types it
+	// applies (see commandsMeta). Empty from older releases.
+	Version string `json:"ver,omitempty"`
+	Cmds    string `json:"cmds,omitempty"`
 }
 
 // member is a node as gossip last described it.

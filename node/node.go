@@ -132,6 +132,8 @@ type Config struct {
 	// GossipKey (16, 24 or 32 bytes) encrypts and authenticates gossip;
 	// every node needs the same key. Empty: gossip in the clear.
 	GossipKey []byte
+	// Version is the release, told to the other nodes through gossip.
+	Version string
 	// Raft tuning, for tests; zero takes the defaults.
 	Raft RaftTuning
 
@@ -275,7 +277,7 @@ func New(cfg Config) (*Node, error) {
 	advHost, _, _ := net.SplitHostPort(adv)
 	n.meta = memberMeta{ID: n.cfg.NodeID, HTTP: reachable(n.httpLn.Addr().String(), advHost),
 		Admin: reachable(n.adminLn.Addr().String(), advHost), Raft: n.store.Addr(),
-		Expect: cfg.BootstrapExpect, Fresh: n.store.Fresh()}
+		Expect: cfg.BootstrapExpect, Fresh: n.store.Fresh(), Version: cfg.Version, Cmds: commandsMeta()}
 	n.fresh.Store(n.meta.Fresh)
 	n.bootstrapPending.Store(n.store.Fresh() && cfg.BootstrapExpect > 1)
 	n.limiter = ratelimit.New(ratelimit.Config{NodeID: n.cfg.NodeID})
@@ -292,6 +294,9 @@ func New(cfg Config) (*Node, error) {
 	if n.ledger, err = ledger.Open(ledger.Config{Dir: filepath.Join(cfg.DataDir, "ledger"), NodeID: n.cfg.NodeID,
 		Retention: cfg.LedgerRetention, Logger: cfg.Logger}); err != nil {
 		return nil, fmt.Errorf("open ledger: %w", err)
+	}
+	if err := n.seedSpendSeq(); err != nil {
+		return nil, err
 	}
 	n.budgets = n.newBudgets()
 
@@ -318,6 +323,7 @@ func New(cfg Config) (*Node, error) {
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 	}
 
+	n.store.SetProposeGate(n.commandGate)
 	adm := admin.New(admin.Config{Store: n.store, BootstrapToken: n.adminToken, Logger: cfg.Logger,
 		Prices: n.pricing.apiPrice, TestModel: dataPlane.TestModel})
 	opts := []grpc.ServerOption{

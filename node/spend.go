@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -112,6 +115,38 @@ func (lr ledgerRecorder) Record(rec *proxy.Record) {
 // spendRecords recycles the records handed to the ledger: one fewer
 // allocation of about 380 bytes per request.
 var spendRecords = sync.Pool{New: func() any { return new(pb.SpendRecord) }}
+
+// incarnationFile holds, in the data dir, the Unix second at which the
+// dir was first used by this release or a later one.
+const incarnationFile = "incarnation"
+
+// seedSpendSeq starts this data dir's spend-report seqs above those of
+// every earlier incarnation of the node id: a seq is the incarnation's
+// first second shifted left by 32 bits plus a count. The state machine
+// remembers the highest seq applied per node id and drops lower ones as
+// replays; without this, a node whose data dir was wiped (or a new machine
+// given an old id) would start again from 1 and, once a snapshot that
+// remembers the old seqs was restored, see every report dropped.
+func (n *Node) seedSpendSeq() error {
+	path := filepath.Join(n.cfg.DataDir, incarnationFile)
+	var epoch int64
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if epoch, err = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err != nil || epoch <= 0 || epoch >= 1<<31 {
+			return fmt.Errorf("%s: not a Unix time: %q", path, strings.TrimSpace(string(b)))
+		}
+	case errors.Is(err, os.ErrNotExist):
+		epoch = time.Now().Unix()
+		if err := os.WriteFile(path, []byte(strconv.FormatInt(epoch, 10)+"\n"), 0o600); err != nil {
+			return fmt.Errorf("save the data dir's incarnation: %w", err)
+		}
+	default:
+		return fmt.Errorf("read the data dir's incarnation: %w", err)
+	}
+	n.ledger.SetMinSeq(uint64(epoch) << 32)
+	return nil
+}
 
 // spendReportInterval is how often a node reports its spend into Raft.
 const spendReportInterval = 2 * time.Second

@@ -40,7 +40,7 @@ type clients struct {
 const (
 	retryBaseDelay = 100 * time.Millisecond
 	retryMaxDelay  = time.Second
-	noLeaderRetry  = time.Second
+	noLeaderRetry  = 800 * time.Millisecond
 )
 
 // mdRequestID is the metadata key of a call's request id, the same on
@@ -157,12 +157,12 @@ func (a *app) retryUnavailable(ctx context.Context, method string, req, reply an
 		if status.Code(err) != codes.Unavailable || a.tlsMismatch(ctx, err) != "" {
 			return err
 		}
-		if strings.HasPrefix(status.Convert(err).Message(), "no leader:") && time.Since(start) >= noLeaderRetry {
-			return err
-		}
 		// Sleep between half and all of delay.
 		wait := delay/2 + rand.N(delay/2+1)
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
+			return err
+		}
+		if strings.HasPrefix(status.Convert(err).Message(), "no leader:") && time.Since(start)+wait > noLeaderRetry {
 			return err
 		}
 		t := time.NewTimer(wait)

@@ -139,14 +139,14 @@ func (a *app) printMembers(members []*tollgatev1.Member) error {
 		return nil
 	}
 	tw := newTable(a.stdout)
-	row(tw, "ID", "ROLE", "LEADER", "GOSSIP", "HEALTH", "RAFT-ADDR", "HTTP-ADDR", "ADMIN-ADDR")
+	row(tw, "ID", "ROLE", "LEADER", "GOSSIP", "HEALTH", "RAFT-ADDR", "HTTP-ADDR", "ADMIN-ADDR", "VERSION")
 	for _, m := range members {
 		leader := "no"
 		if m.GetLeader() {
 			leader = "yes"
 		}
 		row(tw, m.GetId(), orDash(m.GetRole()), leader, orDash(m.GetGossipState()), orDash(m.GetHealth()),
-			orDash(m.GetRaftAddress()), orDash(m.GetHttpAddress()), orDash(m.GetAdminAddress()))
+			orDash(m.GetRaftAddress()), orDash(m.GetHttpAddress()), orDash(m.GetAdminAddress()), orDash(m.GetVersion()))
 	}
 	return tw.Flush()
 }

@@ -55,13 +55,13 @@ func TestClusterStatusTable(t *testing.T) {
 		t.Errorf("header:\n%s", head)
 	}
 	rows := fields(table)
-	if len(rows) != 5 || strings.Join(rows[0], " ") != "ID ROLE LEADER GOSSIP HEALTH RAFT-ADDR HTTP-ADDR ADMIN-ADDR" {
+	if len(rows) != 5 || strings.Join(rows[0], " ") != "ID ROLE LEADER GOSSIP HEALTH RAFT-ADDR HTTP-ADDR ADMIN-ADDR VERSION" {
 		t.Fatalf("members:\n%s", table)
 	}
-	if want := "n1 voter yes alive healthy 10.0.0.1:4300 10.0.0.1:4000 10.0.0.1:4100"; strings.Join(rows[1], " ") != want {
+	if want := "n1 voter yes alive healthy 10.0.0.1:4300 10.0.0.1:4000 10.0.0.1:4100 v1.2.0"; strings.Join(rows[1], " ") != want {
 		t.Errorf("row n1 = %v", rows[1])
 	}
-	if want := "n3 nonvoter no unknown unreachable 10.0.0.3:4300 - -"; strings.Join(rows[3], " ") != want {
+	if want := "n3 nonvoter no unknown unreachable 10.0.0.3:4300 - - -"; strings.Join(rows[3], " ") != want {
 		t.Errorf("row n3 = %v", rows[3])
 	}
 	if !strings.Contains(table, "not in raft") {

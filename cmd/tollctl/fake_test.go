@@ -698,7 +698,7 @@ func newFakeCluster() *fakeCluster {
 			Node: "n1", Leader: "n1", Term: 7, AppliedIndex: 42, CommitIndex: 43, LastIndex: 44, RaftState: "leader",
 			Members: []*tollgatev1.Member{
 				{Id: "n1", Role: "voter", Leader: true, GossipState: "alive", Health: "healthy",
-					RaftAddress: "10.0.0.1:4300", GossipAddress: "10.0.0.1:4400", HttpAddress: "10.0.0.1:4000", AdminAddress: "10.0.0.1:4100"},
+					RaftAddress: "10.0.0.1:4300", GossipAddress: "10.0.0.1:4400", HttpAddress: "10.0.0.1:4000", AdminAddress: "10.0.0.1:4100", Version: "v1.2.0"},
 				{Id: "n2", Role: "voter", GossipState: "alive", Health: "healthy",
 					RaftAddress: "10.0.0.2:4300", GossipAddress: "10.0.0.2:4400", HttpAddress: "10.0.0.2:4000", AdminAddress: "10.0.0.2:4100"},
 				{Id: "n3", Role: "nonvoter", GossipState: "unknown", Health: "unreachable", RaftAddress: "10.0.0.3:4300"},

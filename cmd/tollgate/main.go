@@ -132,6 +132,7 @@ Flags:
 		return 2
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	cfg.Version = version
 	if maxBody <= 0 || cfg.UpstreamTimeout <= 0 || cfg.ReadHeaderTimeout <= 0 || cfg.BodyReadTimeout <= 0 || cfg.DrainTimeout < 0 || cfg.RequestTimeout < 0 {
 		fmt.Fprintln(stderr, "tollgate: --max-body-bytes, --upstream-timeout, --read-header-timeout and --body-read-timeout must be positive, --drain-timeout and --request-timeout not negative")
 		return 2

@@ -24,7 +24,7 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 		return status.Error(codes.AlreadyExists, msg)
 	case errors.Is(err, raftstore.ErrInvalid):
 		return status.Error(codes.InvalidArgument, msg)
-	case errors.Is(err, raftstore.ErrFailedPrecondition):
+	case errors.Is(err, raftstore.ErrFailedPrecondition), errors.Is(err, raftstore.ErrCommandRefused):
 		return status.Error(codes.FailedPrecondition, msg)
 	case errors.Is(err, raftstore.ErrNotLeader):
 		return status.Error(codes.Unavailable, "this node is not the leader; retry")

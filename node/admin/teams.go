@@ -89,6 +89,11 @@ func (t teamService) CreateTeam(ctx context.Context, req *pb.CreateTeamRequest) 
 	if err != nil {
 		return nil, err
 	}
+	if rid != "" && res.GetName() != team.GetName() {
+		// The state machine answered an earlier request with this id.
+		return nil, status.Errorf(codes.AlreadyExists, "request id %s was used already, to create team %s (%q); send a new id for a new request",
+			rid, res.GetId(), res.GetName())
+	}
 	return &pb.CreateTeamResponse{Team: cloneTeam(res)}, nil
 }
 

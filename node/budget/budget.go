@@ -172,13 +172,20 @@ func (m *Manager) Reserve(ctx context.Context, limits []*raftstore.Limit, estima
 		if room && err == nil && time.Now().Before(deadline) {
 			continue // something was left to grant: look again
 		}
-		if err != nil && room {
-			// The budget had room but no grant could be made (no
-			// leader, or it took too long): overdraw the lease within
-			// the bound, as long as the budget has money left.
-			if ctx.Err() == nil && m.tryOverdraw(r, limits) {
+		if room && ctx.Err() == nil {
+			// The budget had room, but no grant could be made (no
+			// leader), or time is up (the grant, or another request's,
+			// took GrantWait): a last look, then overdraw the lease
+			// within the bound, as long as the budget has money left.
+			if short, _ := m.tryReserve(r, limits); short < 0 {
+				m.renewIfLow(r, limits)
 				return r, nil
 			}
+			if m.tryOverdraw(r, limits) {
+				return r, nil
+			}
+		}
+		if err != nil && room {
 			if pause := min(leaseRetryPause, time.Until(deadline)); pause > 0 && ctx.Err() == nil {
 				// Past the bound: ask again (an election ends) until
 				// GrantWait is over.
@@ -349,7 +356,7 @@ func (m *Manager) renewIfLow(r *Reservation, limits []*raftstore.Limit) {
 			continue
 		}
 		a := m.accountOf(ref)
-		if m.available(st, ref, a) < lowWater(lim, r.amount, a) {
+		if m.available(st, ref, a) < lowWater(lim, r.amount, a) && m.left(ref, lim) > 0 {
 			low = append(low, i)
 		}
 	}

@@ -164,6 +164,9 @@ type Member struct {
 	GossipAddress string `protobuf:"bytes,7,opt,name=gossip_address,json=gossipAddress,proto3" json:"gossip_address,omitempty"`
 	HttpAddress   string `protobuf:"bytes,8,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
 	AdminAddress  string `protobuf:"bytes,9,opt,name=admin_address,json=adminAddress,proto3" json:"admin_address,omitempty"`
+	// The node's release, from its gossip metadata; empty when unknown (not
+	// in gossip, or a release that does not tell).
+	Version       string `protobuf:"bytes,10,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -257,6 +260,13 @@ func (x *Member) GetHttpAddress() string {
 func (x *Member) GetAdminAddress() string {
 	if x != nil {
 		return x.AdminAddress
+	}
+	return ""
+}
+
+func (x *Member) GetVersion() string {
+	if x != nil {
+		return x.Version
 	}
 	return ""
 }
@@ -753,7 +763,7 @@ const file_tollgate_v1_cluster_proto_rawDesc = "" +
 	"\acommand\x18\x01 \x01(\fR\acommand\"'\n" +
 	"\x0fProposeResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"\x0f\n" +
-	"\rStatusRequest\"\x91\x02\n" +
+	"\rStatusRequest\"\xab\x02\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x16\n" +
@@ -763,7 +773,9 @@ const file_tollgate_v1_cluster_proto_rawDesc = "" +
 	"\fraft_address\x18\x06 \x01(\tR\vraftAddress\x12%\n" +
 	"\x0egossip_address\x18\a \x01(\tR\rgossipAddress\x12!\n" +
 	"\fhttp_address\x18\b \x01(\tR\vhttpAddress\x12#\n" +
-	"\radmin_address\x18\t \x01(\tR\fadminAddress\"\x85\x02\n" +
+	"\radmin_address\x18\t \x01(\tR\fadminAddress\x12\x18\n" +
+	"\aversion\x18\n" +
+	" \x01(\tR\aversion\"\x85\x02\n" +
 	"\x0eStatusResponse\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\tR\x06leader\x12\x12\n" +
