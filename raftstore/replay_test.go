@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -78,8 +79,15 @@ func workload(seed uint64, n int) []*raft.Log {
 			cmd = &pb.Command{Op: &pb.Command_CreateTeam{CreateTeam: &pb.CreateTeamCommand{Team: &pb.Team{
 				Id: id, Name: "team " + id, Budget: &pb.Budget{LimitNanos: 5e6, Period: PeriodMonth}}}}}
 		case k == 3:
-			name := fmt.Sprintf("n%d", i)
-			cmd = updateKeyCmd(&pb.UpdateKeyRequest{Id: keyID(), Name: &name})
+			name, team := fmt.Sprintf("n%d", i), ""
+			if r.IntN(3) > 0 {
+				team = fmt.Sprintf("t%d", r.IntN(5))
+			}
+			cmd = updateKeyCmd(&pb.UpdateKeyRequest{Id: keyID(), Name: &name, TeamId: &team,
+				Budget: &pb.Budget{LimitNanos: int64(1 + r.IntN(1e6)), Period: PeriodDay}})
+			if r.IntN(4) == 0 {
+				cmd = &pb.Command{Op: &pb.Command_DeleteTeam{DeleteTeam: &pb.DeleteTeamCommand{Id: fmt.Sprintf("t%d", r.IntN(5))}}}
+			}
 		case k == 4:
 			cmd = rotateKeyCmd(keyID(), fmt.Sprintf("rotated-%d", i))
 		case k == 5:
@@ -252,6 +260,17 @@ func TestReplayAfterRestoreMatchesFreshApply(t *testing.T) {
 				compareStates(t, restarted.state.Load(), single.state.Load())
 				t.Errorf("apply with restores ends in another state than entry by entry")
 			}
+			// The indexes kept in step write by write are the ones a
+			// restore builds from scratch.
+			rebuilt := newReplayFSM()
+			if err := rebuilt.Restore(io.NopCloser(bytes.NewReader(final))); err != nil {
+				t.Fatal(err)
+			}
+			for name, st := range map[string]*State{"entry by entry": single.state.Load(), "batched": batched.state.Load(), "with restores": restarted.state.Load()} {
+				if got, want := indexesOf(st), indexesOf(rebuilt.state.Load()); !reflect.DeepEqual(got, want) {
+					t.Errorf("%s: indexes differ from a rebuild:\n got %+v\nwant %+v", name, got, want)
+				}
+			}
 			for i, p := range seen {
 				if !bytes.Equal(snapshotBytes(t, p.st), p.data) {
 					t.Fatalf("the state published after batch %d changed later", i)
@@ -289,4 +308,31 @@ func TestPersistWhileApplyingWritesTheCapturedState(t *testing.T) {
 	if f.state.Load() == captured {
 		t.Fatal("the workload changed nothing after the snapshot")
 	}
+}
+
+// stateIndexes lists what a State derives from its contents: the indexes
+// of keys by team, secret hash and creation, of leases by node, and of
+// request ids by age.
+type stateIndexes struct {
+	byTeam  []teamKeyItem
+	byHash  map[[32]byte]Key
+	byTime  []string
+	leases  []leaseItem
+	byAge   []ageItem
+	routes  views
+	keySize int
+}
+
+func indexesOf(st *State) stateIndexes {
+	ix := stateIndexes{routes: viewsOf(st), keySize: st.keys.Len()}
+	ix.byHash = ix.routes.keys
+	ix.routes.keys = nil
+	st.keysByTeam.ascend(func(it teamKeyItem) bool { ix.byTeam = append(ix.byTeam, it); return true })
+	st.keysByCreated.ascend(func(sk *pb.StoredKey) bool { ix.byTime = append(ix.byTime, sk.GetKey().GetId()); return true })
+	st.leasesByNode.ascend(func(it leaseItem) bool { ix.leases = append(ix.leases, it); return true })
+	st.requestsByAge.ascend(func(it ageItem) bool { ix.byAge = append(ix.byAge, it); return true })
+	if st.keysByHash.Len() != len(ix.byHash) {
+		ix.keySize = -1 // the trie's count is off
+	}
+	return ix
 }
