@@ -136,34 +136,47 @@ func (s *State) keyOrErr(id string) (*pb.StoredKey, error) {
 }
 
 func createKey(cur *State, c *pb.CreateKeyCommand, ts *timestamppb.Timestamp) (*State, proto.Message, error) {
-	sk := c.GetKey()
+	kw := cur.keyWriter()
+	sk, err := addNewKey(cur, kw, c.GetKey(), ts)
+	if err != nil {
+		return nil, nil, err
+	}
+	next := *cur
+	kw.commit(&next)
+	return &next, sk, nil
+}
+
+// addNewKey checks a key to create against cur and the keys kw added
+// already, and adds a copy of it, stamped with ts, to kw.
+func addNewKey(cur *State, kw *keyWriter, sk *pb.StoredKey, ts *timestamppb.Timestamp) (*pb.StoredKey, error) {
 	id := sk.GetKey().GetId()
 	if id == "" {
-		return nil, nil, fmt.Errorf("key id is empty: %w", ErrInvalid)
+		return nil, fmt.Errorf("key id is empty: %w", ErrInvalid)
 	}
 	h, err := hash32(sk.GetSecretHash())
 	if err != nil {
-		return nil, nil, fmt.Errorf("key %q: %w", id, err)
+		return nil, fmt.Errorf("key %q: %w", id, err)
 	}
-	if cur.Key(id) != nil {
-		return nil, nil, fmt.Errorf("key %q: %w", id, ErrAlreadyExists)
+	if _, ok := kw.byID.get(named[*pb.StoredKey]{k: id}); ok {
+		return nil, fmt.Errorf("key %q: %w", id, ErrAlreadyExists)
 	}
-	if cur.KeyByHash(h) != nil {
-		return nil, nil, fmt.Errorf("key %q: secret collides with another key: %w", id, ErrAlreadyExists)
+	if kw.byHash.get(h) != nil {
+		return nil, fmt.Errorf("key %q: secret collides with another key: %w", id, ErrAlreadyExists)
 	}
 	if t := sk.GetKey().GetTeamId(); t != "" && cur.team(t) == nil {
-		return nil, nil, fmt.Errorf("team %q does not exist: %w", t, ErrFailedPrecondition)
+		return nil, fmt.Errorf("team %q does not exist: %w", t, ErrFailedPrecondition)
 	}
 	if err := ValidateBudget(sk.GetKey().GetBudget()); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := ValidateRateLimits(sk.GetKey().GetLimits()); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	sk = proto.Clone(sk).(*pb.StoredKey)
 	sk.Key.Limits = emptyToNil(sk.Key.Limits)
 	sk.Key.CreatedAt, sk.Key.UpdatedAt, sk.Key.RevokedAt = ts, ts, nil
-	return cur.putKey(sk), sk, nil
+	kw.put(sk)
+	return sk, nil
 }
 
 func updateKey(cur *State, u *pb.UpdateKeyRequest, ts *timestamppb.Timestamp) (*State, proto.Message, error) {

@@ -22,20 +22,22 @@ func importKeys(cur *State, c *pb.ImportKeysCommand, ts *timestamppb.Timestamp) 
 		return nil, nil, fmt.Errorf("import of %d keys: want 1 to %d per batch: %w", n, MaxImportBatch, ErrInvalid)
 	}
 	res := &pb.ImportKeysResult{Skipped: make([]bool, len(c.GetKeys()))}
-	next := cur
+	kw := cur.keyWriter() // one writer: the batch copies each tree path once
+	added := false
 	for i, sk := range c.GetKeys() {
 		if cur.Key(sk.GetKey().GetId()) != nil {
 			res.Skipped[i] = true
 			continue
 		}
-		n, _, err := createKey(next, &pb.CreateKeyCommand{Key: sk}, ts)
-		if err != nil {
+		if _, err := addNewKey(cur, kw, sk, ts); err != nil {
 			return nil, nil, fmt.Errorf("key %d of the batch (%q): %w", i+1, sk.GetKey().GetName(), err)
 		}
-		next = n
+		added = true
 	}
-	if next == cur {
+	if !added {
 		return nil, res, nil
 	}
-	return next, res, nil
+	next := *cur
+	kw.commit(&next)
+	return &next, res, nil
 }
