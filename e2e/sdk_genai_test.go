@@ -29,7 +29,8 @@ var genaiEmbeds = map[string]string{
 // streamGenerateContent, a function-calling round trip, countTokens and,
 // where the deployment embeds, embedContent. Each route's requests must
 // reach the mock in its deployment's format and be recorded in the
-// spend ledger.
+// spend ledger. An unknown route and a wrong key come back as the SDK's
+// typed APIError.
 func TestSDKGoGenAI(t *testing.T) {
 	g, mock, secret := startAgentsNode(t, "gg")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -67,6 +68,18 @@ func TestSDKGoGenAI(t *testing.T) {
 		var ae genai.APIError
 		if !errors.As(err, &ae) || ae.Code != http.StatusNotFound || ae.Message == "" {
 			t.Fatalf("generateContent on a route that does not exist: want a genai.APIError 404 with a message, got %v", err)
+		}
+	})
+	t.Run("wrong-key", func(t *testing.T) {
+		bad, err := genai.NewClient(sdkCtx(t), &genai.ClientConfig{APIKey: "tg-not-a-key", Backend: genai.BackendGeminiAPI,
+			HTTPOptions: genai.HTTPOptions{BaseURL: "http://" + g.http, Timeout: &timeout}})
+		if err != nil {
+			t.Fatalf("genai.NewClient: %v", err)
+		}
+		_, err = bad.Models.GenerateContent(sdkCtx(t), "gg-gemini", genai.Text("Hello"), nil)
+		var ae genai.APIError
+		if !errors.As(err, &ae) || ae.Code != http.StatusUnauthorized || strings.Contains(ae.Message, "tg-not-a-key") {
+			t.Fatalf("generateContent with a wrong key: want a genai.APIError 401 that does not echo the key, got %v", err)
 		}
 	})
 }
