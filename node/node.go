@@ -285,6 +285,12 @@ func New(cfg Config) (*Node, error) {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tollgate_ledger_apply_backlog_bytes",
+		Help: "Spend records journalled but not yet in Pebble (bytes); grows while Pebble is stalled"},
+		func() float64 { _, b, _ := n.ledger.ApplyBacklog(); return float64(b) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tollgate_ledger_apply_queue_full_total",
+			Help: "Times requests waited because the ledger's apply queue was full"},
+			func() float64 { _, _, w := n.ledger.ApplyBacklog(); return float64(w) }))
 	dataPlane := proxy.New(proxy.Config{
 		State: n.store, MaxBodyBytes: cfg.MaxBodyBytes, UpstreamTimeout: cfg.UpstreamTimeout,
 		BodyReadTimeout: cfg.BodyReadTimeout, RequestTimeout: cfg.RequestTimeout, Ready: n.ready.Load,
@@ -453,6 +459,10 @@ func (n *Node) Ready() bool { return n.ready.Load() && !n.draining.Load() }
 func (n *Node) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 	if !n.Ready() {
 		http.Error(w, "not ready", http.StatusServiceUnavailable)
+		return
+	}
+	if n.ledger.Congested() {
+		http.Error(w, "not ready: the spend ledger is behind (Pebble is stalled, a slow disk?)", http.StatusServiceUnavailable)
 		return
 	}
 	_, _ = w.Write([]byte("ready\n"))
