@@ -41,7 +41,9 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprint(stderr, `Usage: tollgate [flags]
 
 Runs a Tollgate node. With no flags: a single-node cluster in ./tollgate-data,
-the OpenAI-compatible API on :4000 and the admin API (for tollctl) on :4100.
+the OpenAI-compatible API on :4000 and the admin API (for tollctl) on
+127.0.0.1:4100. The admin API listens beyond loopback only with TLS, or with
+--admin-insecure.
 
 A cluster: start three nodes with --bootstrap-expect 3 and --join listing the
 others' gossip addresses (and the same TOLLGATE_ADMIN_TOKEN); add a node to a
@@ -77,7 +79,9 @@ Flags:
 	str(&cfg.NodeID, "node-id", "TOLLGATE_NODE_ID", "", "node id (default: the id saved in the data dir, else the host name)")
 	str(&cfg.DataDir, "data-dir", "TOLLGATE_DATA_DIR", "tollgate-data", "directory for the Raft log, snapshots, the admin token, the spend ledger and the rate-limit usage")
 	str(&cfg.HTTPAddr, "http-addr", "TOLLGATE_HTTP_ADDR", ":4000", "listen address of the OpenAI-compatible API")
-	str(&cfg.AdminAddr, "admin-addr", "TOLLGATE_ADMIN_ADDR", ":4100", "listen address of the admin gRPC API")
+	str(&cfg.AdminAddr, "admin-addr", "TOLLGATE_ADMIN_ADDR", "127.0.0.1:4100", "listen address of the admin gRPC API; beyond loopback it needs TLS (--tls-cert) or --admin-insecure")
+	var adminInsecure bool
+	fs.BoolVar(&adminInsecure, "admin-insecure", envBool("TOLLGATE_ADMIN_INSECURE"), "allow the admin API to listen beyond loopback without TLS (plaintext: only on a network you trust) [TOLLGATE_ADMIN_INSECURE]")
 	str(&cfg.RaftAddr, "raft-addr", "TOLLGATE_RAFT_ADDR", ":4200", "listen address of the Raft transport")
 	str(&cfg.RaftAdvertise, "raft-advertise", "TOLLGATE_RAFT_ADVERTISE", "", "Raft address other nodes dial (default: raft-addr, 127.0.0.1 if its host is unspecified)")
 	str(&cfg.GossipAddr, "gossip-addr", "TOLLGATE_GOSSIP_ADDR", ":4300", "listen address of gossip (memberlist, UDP and TCP)")
@@ -142,6 +146,10 @@ Flags:
 	}
 	if attempts < 1 || attempts > 10 || cfg.RetryBackoff <= 0 || cfg.Cooldown <= 0 {
 		fmt.Fprintln(stderr, "tollgate: --max-attempts must be 1..10, --retry-backoff and --cooldown positive")
+		return 2
+	}
+	if err := checkAdminListen(cfg.AdminAddr, cfg.TLSCert != "" && cfg.TLSKey != "" && cfg.TLSCA != "", adminInsecure); err != nil {
+		fmt.Fprintln(stderr, "tollgate:", err)
 		return 2
 	}
 	cfg.MaxAttempts = uint32(attempts)
