@@ -92,6 +92,9 @@ type Config struct {
 	// UpstreamTimeout bounds an upstream call, RequestTimeout a request's
 	// attempts together (see proxy.Config).
 	UpstreamTimeout, RequestTimeout time.Duration
+	// MetricsTopKeys bounds the per-key metric series (see
+	// proxy.MetricsConfig); default 500.
+	MetricsTopKeys int
 	// ReadHeaderTimeout bounds reading a request's headers (default 10s);
 	// BodyReadTimeout its body (see proxy.Config).
 	ReadHeaderTimeout, BodyReadTimeout time.Duration
@@ -291,10 +294,11 @@ func New(cfg Config) (*Node, error) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tollgate_ledger_apply_queue_full_total",
 			Help: "Times requests waited because the ledger's apply queue was full"},
 			func() float64 { _, _, w := n.ledger.ApplyBacklog(); return float64(w) }))
+	metrics := proxy.NewMetricsWith(reg, proxy.MetricsConfig{TopKeys: cfg.MetricsTopKeys, KeyLive: n.keyLive})
 	dataPlane := proxy.New(proxy.Config{
 		State: n.store, MaxBodyBytes: cfg.MaxBodyBytes, UpstreamTimeout: cfg.UpstreamTimeout,
 		BodyReadTimeout: cfg.BodyReadTimeout, RequestTimeout: cfg.RequestTimeout, Ready: n.ready.Load,
-		Recorders: []proxy.Recorder{ledgerRecorder{n.ledger, n.cfg.NodeID, cfg.Logger}, proxy.NewMetrics(reg)},
+		Recorders: []proxy.Recorder{ledgerRecorder{n.ledger, n.cfg.NodeID, cfg.Logger}, metrics},
 		Pricing:   n.pricing, Budgets: n.budgets, Limiter: n.limiter, OutputCap: cfg.BudgetOutputCap, Logger: cfg.Logger,
 		UpstreamHTTP2: cfg.UpstreamHTTP2,
 		MaxAttempts:   cfg.MaxAttempts, RetryBackoff: cfg.RetryBackoff, Cooldown: cfg.Cooldown,
@@ -452,6 +456,13 @@ func (n *Node) AdminAddr() string { return n.adminLn.Addr().String() }
 
 // Store returns the node's Raft store.
 func (n *Node) Store() *raftstore.Store { return n.store }
+
+// keyLive reports whether a key exists and is not revoked (for the per-key
+// metrics).
+func (n *Node) keyLive(id string) bool {
+	k := n.store.State().Key(id)
+	return k != nil && k.GetKey().GetRevokedAt() == nil
+}
 
 // Ready reports whether the node serves traffic (what /readyz says).
 func (n *Node) Ready() bool { return n.ready.Load() && !n.draining.Load() }

@@ -101,6 +101,7 @@ Flags:
 	fs.DurationVar(&cfg.RetryBackoff, "retry-backoff", envDuration("TOLLGATE_RETRY_BACKOFF", 100*time.Millisecond), "base of the jittered, doubling wait before a deployment is tried again [TOLLGATE_RETRY_BACKOFF]")
 	fs.DurationVar(&cfg.Cooldown, "cooldown", envDuration("TOLLGATE_COOLDOWN", 5*time.Second), "how long a failing deployment is skipped (doubling per further failure, up to 5m) before one request probes it [TOLLGATE_COOLDOWN]")
 	fs.DurationVar(&cfg.UpstreamTimeout, "upstream-timeout", envDuration("TOLLGATE_UPSTREAM_TIMEOUT", 10*time.Minute), "default timeout of an upstream call (a stream: until its first byte); a deployment may set its own [TOLLGATE_UPSTREAM_TIMEOUT]")
+	fs.IntVar(&cfg.MetricsTopKeys, "metrics-top-keys", int(envInt("TOLLGATE_METRICS_TOP_KEYS", 500)), "per-key metric series only for this many keys, those with the most spend; the others are summed under key=\"other\" [TOLLGATE_METRICS_TOP_KEYS]")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", envDuration("TOLLGATE_REQUEST_TIMEOUT", 10*time.Minute), "how long a request may wait for its answer to begin, over all its attempts and backoffs (a started stream is not cut); 0: only --upstream-timeout per attempt [TOLLGATE_REQUEST_TIMEOUT]")
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", envDuration("TOLLGATE_READ_HEADER_TIMEOUT", 10*time.Second), "how long a client may take to send a request's headers; then the connection is closed [TOLLGATE_READ_HEADER_TIMEOUT]")
 	fs.DurationVar(&cfg.BodyReadTimeout, "body-read-timeout", envDuration("TOLLGATE_BODY_READ_TIMEOUT", 30*time.Second), "how long a client may take to send a request's whole body; then it gets 408 [TOLLGATE_BODY_READ_TIMEOUT]")
@@ -142,6 +143,10 @@ Flags:
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if maxBody <= 0 || cfg.UpstreamTimeout <= 0 || cfg.ReadHeaderTimeout <= 0 || cfg.BodyReadTimeout <= 0 || cfg.DrainTimeout < 0 || cfg.RequestTimeout < 0 {
 		fmt.Fprintln(stderr, "tollgate: --max-body-bytes, --upstream-timeout, --read-header-timeout and --body-read-timeout must be positive, --drain-timeout and --request-timeout not negative")
+		return 2
+	}
+	if cfg.MetricsTopKeys < 1 {
+		fmt.Fprintln(stderr, "tollgate: --metrics-top-keys must be at least 1")
 		return 2
 	}
 	if attempts < 1 || attempts > 10 || cfg.RetryBackoff <= 0 || cfg.Cooldown <= 0 {
