@@ -500,7 +500,7 @@ func (n *Node) Run(ctx context.Context) error {
 	go n.runSpendReports(mctx)
 	go n.gossip.runRateGossip(mctx, n.cfg.NodeID)
 	go n.runRateStateSaves(mctx)
-	go n.releaseMemory(mctx, 30*time.Second, 32<<20)
+	go n.releaseMemory(mctx, 5*time.Second, 32<<20) // RSS back within ~5 s of a burst (e2e/memory_test.go)
 	if n.tls != nil {
 		go n.watchTLS(mctx)
 	}
