@@ -198,6 +198,9 @@ func queryAll(t testing.TB, l *Ledger, q Query) []*pb.SpendRecord {
 // countKeys counts the keys with one prefix, straight from Pebble.
 func countKeys(t testing.TB, l *Ledger, prefix byte) int {
 	t.Helper()
+	if err := l.ap.waitApplied(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	n := 0
 	err := scan(context.Background(), l.db, []byte{prefix}, prefixEnd(prefix), func(k, v []byte) error {
 		n++

@@ -411,11 +411,11 @@ func (j *journal) closeSegment(s *segment) {
 	close(s.synced)
 }
 
-// removeWhenFlushed removes the segments in j.old (except any that came
-// later) once flushed is closed: Pebble has then written everything they
-// hold to sstables.
-func (j *journal) removeWhenFlushed(flushed <-chan struct{}) {
+// takeOld returns the rotated segments not yet due for removal and marks
+// them due: every frame they hold has been written.
+func (j *journal) takeOld() []*segment {
 	j.mu.Lock()
+	defer j.mu.Unlock()
 	var segs []*segment
 	for _, s := range j.old {
 		if !s.gone {
@@ -423,7 +423,21 @@ func (j *journal) removeWhenFlushed(flushed <-chan struct{}) {
 			segs = append(segs, s)
 		}
 	}
-	j.mu.Unlock()
+	return segs
+}
+
+// keep undoes takeOld for segments that cannot be removed yet.
+func (j *journal) keep(segs []*segment) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, s := range segs {
+		s.gone = false
+	}
+}
+
+// removeAfter removes segs once flushed is closed: Pebble has then written
+// everything they hold to sstables.
+func (j *journal) removeAfter(flushed <-chan struct{}, segs []*segment) {
 	if len(segs) == 0 {
 		return
 	}
@@ -433,11 +447,7 @@ func (j *journal) removeWhenFlushed(flushed <-chan struct{}) {
 		select {
 		case <-flushed:
 		case <-j.stop:
-			j.mu.Lock()
-			for _, s := range segs {
-				s.gone = false
-			}
-			j.mu.Unlock()
+			j.keep(segs)
 			return
 		}
 		j.remove(segs)

@@ -25,6 +25,7 @@ func crash(t testing.TB, l *Ledger) {
 	close(l.ops)
 	l.mu.Unlock()
 	<-l.wDone
+	<-l.ap.done
 	l.bgCancel()
 	<-l.bgDone
 	j := l.j

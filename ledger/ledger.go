@@ -91,6 +91,7 @@ type Ledger struct {
 	closed bool
 	ops    chan *op
 	w      *writer // owned by the writer goroutine after Open
+	ap     *applier
 	wDone  chan struct{}
 
 	minSeq    atomic.Uint64 // set by SetMinSeq
@@ -162,11 +163,13 @@ func Open(cfg Config) (*Ledger, error) {
 		bgDone:    make(chan struct{}),
 	}
 	l.bgCtx, l.bgCancel = context.WithCancel(context.Background())
+	l.ap = newApplier(db, j, log)
 	l.w, err = newWriter(l)
 	if err != nil {
 		l.bgCancel()
 		return nil, errors.Join(err, j.close(false), db.Close())
 	}
+	go l.ap.run()
 	go l.w.run()
 	go l.retain()
 	return l, nil
@@ -363,13 +366,21 @@ func (l *Ledger) Close() error {
 	<-l.wDone
 	l.bgCancel()
 	<-l.bgDone
+	applied := false
+	select {
+	case <-l.ap.done:
+		applied = true
+	case <-time.After(closeFlushTimeout):
+	}
 	// Flush the memtables so that the journal can go. A flush Pebble
 	// cannot finish (a full disk: it retries without end) must not hang
 	// the node's shutdown: the journal is then kept, and so is everything.
 	flushed := false
 	var errs []error
-	if l.w.failed != nil {
-		errs = append(errs, l.w.failed) // the journal holds what Pebble refused: keep it
+	if err := l.ap.failed(); err != nil {
+		errs = append(errs, err) // the journal holds what Pebble refused: keep it
+	} else if !applied {
+		errs = append(errs, fmt.Errorf("ledger: Pebble did not take the queued batches within %v (the journal is kept)", closeFlushTimeout))
 	} else if ch, err := l.db.AsyncFlush(); err != nil {
 		errs = append(errs, fmt.Errorf("ledger: flush on close (the journal is kept): %w", err))
 	} else {

@@ -405,6 +405,9 @@ func TestQuerySkipsMissingRecords(t *testing.T) {
 		}
 	}
 	// Delete the record of r2 (suffix 3: suffixes count from 1) behind the index's back.
+	if err := l.ap.waitApplied(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if err := l.db.Delete(appendRecordKey(nil, now+2, 3), writeOpts); err != nil {
 		t.Fatal(err)
 	}

@@ -57,6 +57,11 @@ func (l *Ledger) Query(ctx context.Context, q Query) ([]*pb.SpendRecord, error) 
 	if l.closed {
 		return nil, ErrClosed
 	}
+	// What was appended before the call is in the journal; wait until
+	// Pebble holds it too (at once, unless Pebble is stalled).
+	if err := l.ap.waitApplied(ctx); err != nil {
+		return nil, err
+	}
 	switch {
 	case q.KeyID != "":
 		return l.queryIndex(ctx, prefixKeyIndex, q.KeyID, q.TeamID, since, limit)

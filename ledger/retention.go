@@ -36,6 +36,10 @@ func (l *Ledger) cleanup(now time.Time) (err error) {
 	if cutoff <= 0 {
 		return nil
 	}
+	// Records appended so far must be in Pebble to be found old.
+	if err := l.ap.waitApplied(l.bgCtx); err != nil {
+		return err
+	}
 	b := l.db.NewBatch()
 	defer func() { err = errors.Join(err, b.Close()) }()
 

@@ -228,6 +228,7 @@ func (w *writer) publishOutbox() {
 // the appends before them are committed.
 func (w *writer) run() {
 	defer close(w.l.wDone)
+	defer close(w.l.ap.q)
 	for o := range w.l.ops {
 		w.handle(o)
 		w.drain()
@@ -361,9 +362,13 @@ var (
 )
 
 // apply writes b to the journal as the next frame (b also records that
-// frame's seq), then commits it to Pebble's memtable. Every batch of the
-// writer goes through here.
+// frame's seq) and hands it to the applier, which commits it to Pebble's
+// memtable; b then belongs to the applier. Every batch of the writer goes
+// through here.
 func (w *writer) apply(b *pebble.Batch) error {
+	if w.failed == nil {
+		w.failed = w.l.ap.failed()
+	}
 	if w.failed != nil {
 		return w.failed
 	}
@@ -376,13 +381,7 @@ func (w *writer) apply(b *pebble.Batch) error {
 	if err := j.write(b.Repr()); err != nil {
 		return err
 	}
-	if err := b.Commit(writeOpts); err != nil {
-		// The frame is in the journal but not in Pebble: later batches
-		// would be computed without it. Stop; a restart replays it.
-		w.failed = fmt.Errorf("ledger: stopped: journal frame %d not applied (a restart replays it): %w", j.next-1, err)
-		w.l.log.Error("ledger failed", "err", w.failed)
-		return w.failed
-	}
+	w.l.ap.enqueue(applyItem{b: b, seq: j.next - 1, size: int64(len(b.Repr()))})
 	if j.full() {
 		w.rotate()
 	}
@@ -399,12 +398,11 @@ func (w *writer) rotate() {
 	if !flushOnRotate {
 		return
 	}
-	flushed, err := w.db.AsyncFlush()
-	if err != nil {
-		w.l.log.Warn("ledger: flush after journal rotation", "err", err)
-		return
+	// The applier flushes once it has committed every frame before this
+	// point, and then removes the segments that hold them.
+	if segs := w.l.j.takeOld(); len(segs) > 0 {
+		w.l.ap.enqueue(applyItem{segs: segs})
 	}
-	w.l.j.removeWhenFlushed(flushed)
 }
 
 // commit writes the changed pending rows and the suffix counter next to the
@@ -433,7 +431,7 @@ func (w *writer) commit() {
 			w.l.view.pending[budgetKey{row.use.Budget, row.use.PeriodStart}] = row.use.SpentNanos
 		}
 		w.l.view.mu.Unlock()
-		w.batch.Reset()
+		w.batch = w.db.NewBatch() // the applier owns the committed one
 	}
 	for _, row := range w.dirtyR {
 		row.dirty = false
@@ -472,6 +470,12 @@ func (w *writer) rollback(cause error) {
 	_ = w.batch.Close()
 	w.batch = w.db.NewBatch()
 	w.batchOK = nil
+	// The pending rows are reread from Pebble: it must hold every batch
+	// journalled before this one first.
+	if err := w.l.ap.waitApplied(context.Background()); err != nil {
+		w.l.log.Error("ledger: reload pending spend after failed commit", "err", err)
+		return
+	}
 	if err := w.loadPending(context.Background()); err != nil {
 		w.l.log.Error("ledger: reload pending spend after failed commit", "err", err)
 	}
@@ -522,7 +526,6 @@ func (w *writer) cutPending() error {
 	}
 
 	b := w.db.NewBatch()
-	defer b.Close()
 	errs := []error{b.Set(appendOutboxKey(nil, seq), data, nil)}
 	for _, row := range w.rollups {
 		errs = append(errs, b.Delete(row.key, nil))
@@ -534,9 +537,11 @@ func (w *writer) cutPending() error {
 	binary.BigEndian.PutUint64(v[:], seq)
 	errs = append(errs, b.Set(metaLastSeqKey, v[:], nil))
 	if err := errors.Join(errs...); err != nil {
+		b.Close()
 		return fmt.Errorf("ledger: cut report %d: %w", seq, err)
 	}
 	if err := w.apply(b); err != nil {
+		b.Close()
 		return fmt.Errorf("ledger: cut report %d: %w", seq, err)
 	}
 
@@ -564,13 +569,14 @@ func (w *writer) ack(seq uint64) error {
 		return nil // already acknowledged
 	}
 	b := w.db.NewBatch()
-	defer b.Close()
 	for _, e := range w.outbox[:n] {
 		if err := b.Delete(appendOutboxKey(nil, e.seq), nil); err != nil {
+			b.Close()
 			return fmt.Errorf("ledger: ack report %d: %w", seq, err)
 		}
 	}
 	if err := w.apply(b); err != nil {
+		b.Close()
 		return fmt.Errorf("ledger: ack report %d: %w", seq, err)
 	}
 	w.outbox = append(w.outbox[:0], w.outbox[n:]...)

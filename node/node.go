@@ -92,6 +92,9 @@ type Config struct {
 	// UpstreamTimeout bounds an upstream call, RequestTimeout a request's
 	// attempts together (see proxy.Config).
 	UpstreamTimeout, RequestTimeout time.Duration
+	// MetricsTopKeys bounds the per-key metric series (see
+	// proxy.MetricsConfig); default 500.
+	MetricsTopKeys int
 	// ReadHeaderTimeout bounds reading a request's headers (default 10s);
 	// BodyReadTimeout its body (see proxy.Config).
 	ReadHeaderTimeout, BodyReadTimeout time.Duration
@@ -303,10 +306,17 @@ func New(cfg Config) (*Node, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	deployments := n.registerClusterMetrics(reg)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tollgate_ledger_apply_backlog_bytes",
+		Help: "Spend records journalled but not yet in Pebble (bytes); grows while Pebble is stalled"},
+		func() float64 { _, b, _ := n.ledger.ApplyBacklog(); return float64(b) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tollgate_ledger_apply_queue_full_total",
+			Help: "Times requests waited because the ledger's apply queue was full"},
+			func() float64 { _, _, w := n.ledger.ApplyBacklog(); return float64(w) }))
+	metrics := proxy.NewMetricsWith(reg, proxy.MetricsConfig{TopKeys: cfg.MetricsTopKeys, KeyLive: n.keyLive})
 	dataPlane := proxy.New(proxy.Config{
 		State: n.store, MaxBodyBytes: cfg.MaxBodyBytes, UpstreamTimeout: cfg.UpstreamTimeout,
 		BodyReadTimeout: cfg.BodyReadTimeout, RequestTimeout: cfg.RequestTimeout, Ready: n.ready.Load,
-		Recorders: []proxy.Recorder{ledgerRecorder{n.ledger, n.cfg.NodeID, cfg.Logger}, proxy.NewMetrics(reg), deployments},
+		Recorders: []proxy.Recorder{ledgerRecorder{n.ledger, n.cfg.NodeID, cfg.Logger}, metrics, deployments},
 		Pricing:   n.pricing, Budgets: n.budgets, Limiter: n.limiter, OutputCap: cfg.BudgetOutputCap, Logger: cfg.Logger,
 		UpstreamHTTP2: cfg.UpstreamHTTP2,
 		MaxAttempts:   cfg.MaxAttempts, RetryBackoff: cfg.RetryBackoff, Cooldown: cfg.Cooldown,
@@ -466,12 +476,23 @@ func (n *Node) AdminAddr() string { return n.adminLn.Addr().String() }
 // Store returns the node's Raft store.
 func (n *Node) Store() *raftstore.Store { return n.store }
 
+// keyLive reports whether a key exists and is not revoked (for the per-key
+// metrics).
+func (n *Node) keyLive(id string) bool {
+	k := n.store.State().Key(id)
+	return k != nil && k.GetKey().GetRevokedAt() == nil
+}
+
 // Ready reports whether the node serves traffic (what /readyz says).
 func (n *Node) Ready() bool { return n.ready.Load() && !n.draining.Load() }
 
 func (n *Node) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 	if !n.Ready() {
 		http.Error(w, "not ready", http.StatusServiceUnavailable)
+		return
+	}
+	if n.ledger.Congested() {
+		http.Error(w, "not ready: the spend ledger is behind (Pebble is stalled, a slow disk?)", http.StatusServiceUnavailable)
 		return
 	}
 	_, _ = w.Write([]byte("ready\n"))
@@ -498,7 +519,7 @@ func (n *Node) Run(ctx context.Context) error {
 	go n.runSpendReports(mctx)
 	go n.gossip.runRateGossip(mctx, n.cfg.NodeID)
 	go n.runRateStateSaves(mctx)
-	go n.releaseMemory(mctx, 30*time.Second, 32<<20)
+	go n.releaseMemory(mctx, 5*time.Second, 32<<20) // RSS back within ~5 s of a burst (e2e/memory_test.go)
 	go n.metrics.watchLeader(mctx, 250*time.Millisecond)
 	if n.tls != nil {
 		go n.watchTLS(mctx)

@@ -24,6 +24,10 @@ import (
 var version = "dev"
 
 func main() {
+	// Everything the node writes (the data dir: Raft log and snapshots,
+	// ledger, journal, ratelimit.state, admin token; TLS files it makes)
+	// is for its own user only, whatever the shell's umask.
+	syscall.Umask(0o077)
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 
@@ -37,7 +41,9 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprint(stderr, `Usage: tollgate [flags]
 
 Runs a Tollgate node. With no flags: a single-node cluster in ./tollgate-data,
-the OpenAI-compatible API on :4000 and the admin API (for tollctl) on :4100.
+the OpenAI-compatible API on :4000 and the admin API (for tollctl) on
+127.0.0.1:4100. The admin API listens beyond loopback only with TLS, or with
+--admin-insecure.
 
 A cluster: start three nodes with --bootstrap-expect 3 and --join listing the
 others' gossip addresses (and the same TOLLGATE_ADMIN_TOKEN); add a node to a
@@ -73,7 +79,9 @@ Flags:
 	str(&cfg.NodeID, "node-id", "TOLLGATE_NODE_ID", "", "node id (default: the id saved in the data dir, else the host name)")
 	str(&cfg.DataDir, "data-dir", "TOLLGATE_DATA_DIR", "tollgate-data", "directory for the Raft log, snapshots, the admin token, the spend ledger and the rate-limit usage")
 	str(&cfg.HTTPAddr, "http-addr", "TOLLGATE_HTTP_ADDR", ":4000", "listen address of the OpenAI-compatible API")
-	str(&cfg.AdminAddr, "admin-addr", "TOLLGATE_ADMIN_ADDR", ":4100", "listen address of the admin gRPC API")
+	str(&cfg.AdminAddr, "admin-addr", "TOLLGATE_ADMIN_ADDR", "127.0.0.1:4100", "listen address of the admin gRPC API; beyond loopback it needs TLS (--tls-cert) or --admin-insecure")
+	var adminInsecure bool
+	fs.BoolVar(&adminInsecure, "admin-insecure", envBool("TOLLGATE_ADMIN_INSECURE"), "allow the admin API to listen beyond loopback without TLS (plaintext: only on a network you trust) [TOLLGATE_ADMIN_INSECURE]")
 	str(&cfg.RaftAddr, "raft-addr", "TOLLGATE_RAFT_ADDR", ":4200", "listen address of the Raft transport")
 	str(&cfg.RaftAdvertise, "raft-advertise", "TOLLGATE_RAFT_ADVERTISE", "", "Raft address other nodes dial (default: raft-addr, 127.0.0.1 if its host is unspecified)")
 	str(&cfg.GossipAddr, "gossip-addr", "TOLLGATE_GOSSIP_ADDR", ":4300", "listen address of gossip (memberlist, UDP and TCP)")
@@ -93,6 +101,7 @@ Flags:
 	fs.DurationVar(&cfg.RetryBackoff, "retry-backoff", envDuration("TOLLGATE_RETRY_BACKOFF", 100*time.Millisecond), "base of the jittered, doubling wait before a deployment is tried again [TOLLGATE_RETRY_BACKOFF]")
 	fs.DurationVar(&cfg.Cooldown, "cooldown", envDuration("TOLLGATE_COOLDOWN", 5*time.Second), "how long a failing deployment is skipped (doubling per further failure, up to 5m) before one request probes it [TOLLGATE_COOLDOWN]")
 	fs.DurationVar(&cfg.UpstreamTimeout, "upstream-timeout", envDuration("TOLLGATE_UPSTREAM_TIMEOUT", 10*time.Minute), "default timeout of an upstream call (a stream: until its first byte); a deployment may set its own [TOLLGATE_UPSTREAM_TIMEOUT]")
+	fs.IntVar(&cfg.MetricsTopKeys, "metrics-top-keys", int(envInt("TOLLGATE_METRICS_TOP_KEYS", 500)), "per-key metric series only for this many keys, those with the most spend; the others are summed under key=\"other\" [TOLLGATE_METRICS_TOP_KEYS]")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", envDuration("TOLLGATE_REQUEST_TIMEOUT", 10*time.Minute), "how long a request may wait for its answer to begin, over all its attempts and backoffs (a started stream is not cut); 0: only --upstream-timeout per attempt [TOLLGATE_REQUEST_TIMEOUT]")
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", envDuration("TOLLGATE_READ_HEADER_TIMEOUT", 10*time.Second), "how long a client may take to send a request's headers; then the connection is closed [TOLLGATE_READ_HEADER_TIMEOUT]")
 	fs.DurationVar(&cfg.BodyReadTimeout, "body-read-timeout", envDuration("TOLLGATE_BODY_READ_TIMEOUT", 30*time.Second), "how long a client may take to send a request's whole body; then it gets 408 [TOLLGATE_BODY_READ_TIMEOUT]")
@@ -137,8 +146,16 @@ Flags:
 		fmt.Fprintln(stderr, "tollgate: --max-body-bytes, --upstream-timeout, --read-header-timeout and --body-read-timeout must be positive, --drain-timeout and --request-timeout not negative")
 		return 2
 	}
+	if cfg.MetricsTopKeys < 1 {
+		fmt.Fprintln(stderr, "tollgate: --metrics-top-keys must be at least 1")
+		return 2
+	}
 	if attempts < 1 || attempts > 10 || cfg.RetryBackoff <= 0 || cfg.Cooldown <= 0 {
 		fmt.Fprintln(stderr, "tollgate: --max-attempts must be 1..10, --retry-backoff and --cooldown positive")
+		return 2
+	}
+	if err := checkAdminListen(cfg.AdminAddr, cfg.TLSCert != "" && cfg.TLSKey != "" && cfg.TLSCA != "", adminInsecure); err != nil {
+		fmt.Fprintln(stderr, "tollgate:", err)
 		return 2
 	}
 	cfg.MaxAttempts = uint32(attempts)

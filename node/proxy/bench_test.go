@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/cmd/mockllm/mock"
 	"github.com/tollgate/tollgate/node/proxy"
@@ -105,8 +106,11 @@ type discardWriter struct{ h http.Header }
 
 func (d *discardWriter) Header() http.Header         { return d.h }
 func (d *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
-func (d *discardWriter) WriteHeader(int)             {}
-func (d *discardWriter) Flush()                      {}
+
+// SetReadDeadline stands for net/http's, which the body read deadline sets.
+func (d *discardWriter) SetReadDeadline(time.Time) error { return nil }
+func (d *discardWriter) WriteHeader(int)                 {}
+func (d *discardWriter) Flush()                          {}
 
 func benchHandler(b *testing.B, tr http.RoundTripper, extra ...string) {
 	route := newRoute(b, "hbench", dep(uniq("dep"), "http://upstream.invalid", "mock-up"))

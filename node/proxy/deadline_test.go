@@ -83,10 +83,8 @@ func TestSlowRequestBodyGets408InTheClientsErrorShape(t *testing.T) {
 	}
 }
 
-// The read deadline is lifted once the body is read: an answer that takes
-// longer than BodyReadTimeout is still served (net/http keeps reading the
-// connection to notice a client that leaves, and a deadline left in place
-// would cancel the request).
+// The body read deadline bounds the body only: an answer that takes longer
+// than BodyReadTimeout is still served.
 func TestAnswerSlowerThanBodyReadTimeoutIsServed(t *testing.T) {
 	_, url := startMock(t, mock.Options{})
 	g := startGateway(t, proxy.Config{BodyReadTimeout: 200 * time.Millisecond})

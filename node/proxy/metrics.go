@@ -12,14 +12,16 @@ type Metrics struct {
 	latency  *prometheus.HistogramVec
 	upstream *prometheus.HistogramVec
 	tokens   *prometheus.CounterVec
-	spend    *prometheus.CounterVec
-	keyToks  *prometheus.CounterVec
-	limited  *prometheus.CounterVec
-	admitted *prometheus.CounterVec
+	keys     *keyMetrics
 }
 
-// NewMetrics registers the data plane's metrics with reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// NewMetrics registers the data plane's metrics with reg, with the default
+// MetricsConfig.
+func NewMetrics(reg prometheus.Registerer) *Metrics { return NewMetricsWith(reg, MetricsConfig{}) }
+
+// NewMetricsWith registers the data plane's metrics with reg; cfg bounds
+// the per-key series.
+func NewMetricsWith(reg prometheus.Registerer, cfg MetricsConfig) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_requests_total",
@@ -40,23 +42,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Tokens reported by upstreams, by model and type (prompt, completion; cached and cache_write, counted in prompt too).",
 		}, []string{"model", "type"}),
 	}
-	m.spend = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "tollgate_spend_nanodollars_total",
-		Help: "Cost of answered requests in nano-dollars (1e-9 USD), by key, team and model.",
-	}, []string{"key", "team", "model"})
-	m.keyToks = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "tollgate_key_tokens_total",
-		Help: "Tokens by key, team, model and type (prompt, completion).",
-	}, []string{"key", "team", "model", "type"})
-	m.limited = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "tollgate_ratelimit_refused_total",
-		Help: "Requests refused by a rate limit, by key, team and reason (rpm, tpm, parallel).",
-	}, []string{"key", "team", "reason"})
-	m.admitted = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "tollgate_admitted_total",
-		Help: "Authenticated requests admitted past rate limits and budgets, by key and team.",
-	}, []string{"key", "team"})
-	reg.MustRegister(m.requests, m.latency, m.upstream, m.tokens, m.spend, m.keyToks, m.limited, m.admitted)
+	m.keys = newKeyMetrics(cfg)
+	reg.MustRegister(m.requests, m.latency, m.upstream, m.tokens, m.keys)
 	return m
 }
 
@@ -72,17 +59,8 @@ func (m *Metrics) Record(rec *Record) {
 	if rec.UpstreamLatency > 0 {
 		m.upstream.WithLabelValues(model, rec.Deployment).Observe(rec.UpstreamLatency.Seconds())
 	}
-	if rec.RateLimited != "" {
-		m.limited.WithLabelValues(rec.KeyID, rec.TeamID, rec.RateLimited).Inc()
-	} else if rec.KeyID != "" && rec.Status != 429 {
-		m.admitted.WithLabelValues(rec.KeyID, rec.TeamID).Inc()
-	}
-	if rec.CostNanos > 0 {
-		m.spend.WithLabelValues(rec.KeyID, rec.TeamID, model).Add(float64(rec.CostNanos))
-	}
+	m.keys.record(rec, model)
 	if u := rec.Usage; u.Present {
-		m.keyToks.WithLabelValues(rec.KeyID, rec.TeamID, model, "prompt").Add(float64(u.PromptTokens))
-		m.keyToks.WithLabelValues(rec.KeyID, rec.TeamID, model, "completion").Add(float64(u.CompletionTokens))
 		m.tokens.WithLabelValues(model, "prompt").Add(float64(u.PromptTokens))
 		m.tokens.WithLabelValues(model, "completion").Add(float64(u.CompletionTokens))
 		if u.CachedTokens > 0 {

@@ -1182,12 +1182,21 @@ var errBodyTooLarge = errors.New("request body too large")
 // read deadline is lifted afterwards, as net/http reads on from it to
 // notice a client that goes away.
 func (h *Handler) readBodyIn(w http.ResponseWriter, r *http.Request, dst []byte) ([]byte, error) {
-	rc := http.NewResponseController(w)
-	if rc.SetReadDeadline(time.Now().Add(h.cfg.BodyReadTimeout)) == nil {
-		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	rd, ok := w.(readDeadliner) // net/http's own writer: no ResponseController to allocate
+	if !ok {
+		rd = http.NewResponseController(w) // a wrapper may Unwrap to one
 	}
-	return readBody(r, h.cfg.MaxBodyBytes, dst)
+	if rd.SetReadDeadline(time.Now().Add(h.cfg.BodyReadTimeout)) != nil {
+		return readBody(r, h.cfg.MaxBodyBytes, dst) // the writer cannot: no deadline
+	}
+	body, err := readBody(r, h.cfg.MaxBodyBytes, dst)
+	_ = rd.SetReadDeadline(time.Time{})
+	return body, err
 }
+
+// readDeadliner is what http.ResponseController uses of a ResponseWriter
+// to set its connection's read deadline.
+type readDeadliner interface{ SetReadDeadline(time.Time) error }
 
 // bodyError is the answer to a request whose body could not be read.
 func (h *Handler) bodyError(w http.ResponseWriter, err error) apiError {
