@@ -429,8 +429,11 @@ func TestLeaderLoss(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if st.GetLeader() != nl.id {
-			return fmt.Errorf("leader %q, want %q", st.GetLeader(), nl.id)
+		// Either survivor may lead by now: on a loaded machine a missed
+		// heartbeat can move leadership again, which is not what this
+		// test is about.
+		if l := st.GetLeader(); l == "" || l == old.id {
+			return fmt.Errorf("leader %q, want one of the survivors", l)
 		}
 		m := memberByID(st, old.id)
 		if m == nil {
