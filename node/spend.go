@@ -209,11 +209,7 @@ func (n *Node) flushSpend(ctx context.Context) {
 // newBudgets returns the budget manager, with the spend the ledger holds
 // but Raft has not counted yet.
 func (n *Node) newBudgets() *budget.Manager {
-	m := budget.New(budget.Config{NodeID: n.cfg.NodeID, State: n.store, Logger: n.log,
-		Propose: func(ctx context.Context, cmd *pb.Command) error {
-			_, err := n.propose(ctx, cmd)
-			return err
-		}})
+	m := budget.New(budget.Config{NodeID: n.cfg.NodeID, State: n.store, Logger: n.log, ProposeResult: n.propose})
 	m.Restore(n.ledger.Unreported())
 	return m
 }
