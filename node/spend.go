@@ -179,31 +179,87 @@ func (n *Node) runSpendReports(ctx context.Context) {
 // flushSpend sends every pending report; it stops at the first failure
 // (the next tick retries the same report).
 func (n *Node) flushSpend(ctx context.Context) {
+	flushReports(ctx, reportSink{node: n.cfg.NodeID, ledger: n.ledger, state: n.store.State,
+		propose: func(ctx context.Context, cmd *pb.Command) error {
+			_, err := n.propose(ctx, cmd)
+			return err
+		},
+		reported: n.budgets.Reported, log: n.log})
+}
+
+// reportSink is where flushReports takes spend reports from and sends them.
+type reportSink struct {
+	node     string
+	ledger   *ledger.Ledger
+	state    func() *raftstore.State
+	propose  func(ctx context.Context, cmd *pb.Command) error
+	reported func([]*pb.BudgetUse)
+	log      interface {
+		Warn(msg string, args ...any)
+		Error(msg string, args ...any)
+	}
+}
+
+// flushReports sends the ledger's reports, each as spend report entries of
+// at most raftstore.MaxSpendReportItems items with consecutive seqs from
+// the report's own (see reportChunks), until none is pending; it stops at
+// the first failure. Once a report's last chunk is applied the ledger's
+// next seq is raised above it, the report is acknowledged and its budget
+// use leaves the node's unreported spend (until then the chunks applied
+// count twice locally: in the shrunk lease and as unreported — the safe
+// side).
+func flushReports(ctx context.Context, s reportSink) {
 	for ctx.Err() == nil {
-		rep, err := n.ledger.NextReport()
+		rep, err := s.ledger.NextReport()
 		if err != nil {
-			n.log.Error("ledger: next spend report", "err", err)
+			s.log.Error("ledger: next spend report", "err", err)
 			return
 		}
 		if rep == nil {
 			return
 		}
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err = n.propose(cctx, &pb.Command{Op: &pb.Command_SpendReport{SpendReport: &pb.SpendReportCommand{
-			Node: n.cfg.NodeID, Seq: rep.Seq, Rollups: rep.Rollups, Budgets: rep.Budgets}}})
-		cancel()
-		if err != nil {
-			if !errors.Is(err, raftstore.ErrNotLeader) {
-				n.log.Warn("spend report not applied; will retry", "seq", rep.Seq, "err", err)
+		chunks := reportChunks(s.node, rep, raftstore.MaxSpendReportItems)
+		for _, c := range chunks {
+			if c.GetSeq() <= s.state().NodeSeq(s.node) {
+				continue // applied before a failure or a restart
 			}
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err = s.propose(cctx, &pb.Command{Op: &pb.Command_SpendReport{SpendReport: c}})
+			cancel()
+			if err != nil {
+				if !errors.Is(err, raftstore.ErrNotLeader) {
+					s.log.Warn("spend report not applied; will retry", "seq", c.GetSeq(), "err", err)
+				}
+				return
+			}
+		}
+		// The next report the ledger cuts must come after the last chunk.
+		s.ledger.SetMinSeq(chunks[len(chunks)-1].GetSeq())
+		if err := s.ledger.AckReport(rep.Seq); err != nil {
+			s.log.Error("ledger: ack spend report", "seq", rep.Seq, "err", err)
 			return
 		}
-		if err := n.ledger.AckReport(rep.Seq); err != nil {
-			n.log.Error("ledger: ack spend report", "seq", rep.Seq, "err", err)
-			return
-		}
-		n.budgets.Reported(rep.Budgets)
+		s.reported(rep.Budgets)
 	}
+}
+
+// reportChunks splits rep into spend report commands of at most limit
+// rollups plus budget uses each, numbered rep.Seq, rep.Seq+1, …: the same
+// report always splits the same way, so a chunk resent after a failure or
+// a restart carries its first seq again and the state machine counts it
+// once. A report with nothing in it is one empty command.
+func reportChunks(node string, rep *ledger.Report, limit int) []*pb.SpendReportCommand {
+	rollups, budgets := rep.Rollups, rep.Budgets
+	out := make([]*pb.SpendReportCommand, 0, 1+(len(rollups)+len(budgets))/limit)
+	for seq := rep.Seq; len(out) == 0 || len(rollups)+len(budgets) > 0; seq++ {
+		c := &pb.SpendReportCommand{Node: node, Seq: seq}
+		nr := min(len(rollups), limit)
+		c.Rollups, rollups = rollups[:nr:nr], rollups[nr:]
+		nb := min(len(budgets), limit-nr)
+		c.Budgets, budgets = budgets[:nb:nb], budgets[nb:]
+		out = append(out, c)
+	}
+	return out
 }
 
 // newBudgets returns the budget manager, with the spend the ledger holds
