@@ -208,8 +208,17 @@ type reportSink struct {
 // use leaves the node's unreported spend (until then the chunks applied
 // count twice locally: in the shrunk lease and as unreported — the safe
 // side).
+//
+// A flush sends at most two reports: the oldest unacknowledged one (left by
+// a failure or a restart) and one cut after it. Under steady traffic spend
+// piles up again while a report is on its way; it waits for the next tick,
+// so that a busy node reports every spendReportInterval instead of back to
+// back.
 func flushReports(ctx context.Context, s reportSink) {
-	for ctx.Err() == nil {
+	for range maxReportsPerFlush {
+		if ctx.Err() != nil {
+			return
+		}
 		rep, err := s.ledger.NextReport()
 		if err != nil {
 			s.log.Error("ledger: next spend report", "err", err)
@@ -242,6 +251,9 @@ func flushReports(ctx context.Context, s reportSink) {
 		s.reported(rep.Budgets)
 	}
 }
+
+// maxReportsPerFlush: see flushReports.
+const maxReportsPerFlush = 2
 
 // reportChunks splits rep into spend report commands of at most limit
 // rollups plus budget uses each, numbered rep.Seq, rep.Seq+1, …: the same

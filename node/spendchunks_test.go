@@ -159,3 +159,45 @@ func TestLargePendingSpendGoesInCappedChunksCountedOnce(t *testing.T) {
 		t.Fatalf("the report after a chunked one was not counted: spent %d, want 1001", bp.GetSpentNanos())
 	}
 }
+
+// Spend that arrives while a report is on its way waits for the next
+// flush: under steady traffic a flush sends at most two reports, instead
+// of cutting and sending reports back to back for as long as traffic lasts.
+func TestFlushUnderSteadyTrafficSendsAtMostTwoReports(t *testing.T) {
+	s := openSoloStore(t)
+	l, err := ledger.Open(ledger.Config{Dir: filepath.Join(t.TempDir(), "ledger"), NodeID: "n1", Logger: slog.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	appended := 0
+	appendOne := func() {
+		appended++
+		if err := l.Append(&pb.SpendRecord{UnixNanos: time.Now().UnixNano(), RequestId: fmt.Sprint("r", appended), Node: "n1",
+			KeyId: "k1", Model: "m", CostNanos: 1}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendOne()
+	reports := 0
+	sink := reportSink{node: "n1", ledger: l, state: s.State, log: slog.Default(), reported: func([]*pb.BudgetUse) {},
+		propose: func(ctx context.Context, cmd *pb.Command) error {
+			reports++
+			appendOne() // a request finished meanwhile
+			_, err := s.Apply(ctx, cmd)
+			return err
+		}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	flushReports(ctx, sink)
+	if reports != maxReportsPerFlush {
+		t.Fatalf("one flush under steady traffic sent %d reports, want %d", reports, maxReportsPerFlush)
+	}
+	// What arrived during the flush goes with the next one.
+	flushReports(ctx, sink)
+	var got int64
+	s.State().WalkRollups(0, time.Now().Unix()+3600, func(r *pb.SpendRollup) bool { got += r.GetRequests(); return true })
+	if got != int64(appended-1) {
+		t.Fatalf("state counts %d requests, want %d (all but the one appended during the last report)", got, appended-1)
+	}
+}
