@@ -115,7 +115,9 @@ func TestLargePendingSpendGoesInCappedChunksCountedOnce(t *testing.T) {
 	if len(l.Unreported()) != keys {
 		t.Fatalf("the report was acknowledged with a chunk failed: %d budget periods unreported", len(l.Unreported()))
 	}
-	flushReports(ctx, sink)
+	if n := flushReports(ctx, sink); n < 200*10 {
+		t.Errorf("flush reports %d bytes applied for the last chunk's 200 budget uses", n)
+	}
 	if calls != 3 {
 		t.Errorf("%d proposals, want 3: the resent report's applied chunks were proposed again", calls)
 	}
@@ -199,5 +201,23 @@ func TestFlushUnderSteadyTrafficSendsAtMostTwoReports(t *testing.T) {
 	s.State().WalkRollups(0, time.Now().Unix()+3600, func(r *pb.SpendRollup) bool { got += r.GetRequests(); return true })
 	if got != int64(appended-1) {
 		t.Fatalf("state counts %d requests, want %d (all but the one appended during the last report)", got, appended-1)
+	}
+}
+
+// The pause after a flush grows with what it wrote to the Raft log, so
+// that spend reports write at most spendLogRate per minute on average,
+// and is bounded; small reports keep the 2 s ticker's pace.
+func TestReportPauseKeepsReportsUnderTheLogRate(t *testing.T) {
+	if p := reportPause(0); p != 0 {
+		t.Errorf("pause after nothing sent: %v", p)
+	}
+	if p := reportPause(2_000); p >= spendReportInterval {
+		t.Errorf("pause after a 2 KB report: %v, want less than the %v tick", p, spendReportInterval)
+	}
+	if p := reportPause(spendLogRate / 2); p != 30*time.Second {
+		t.Errorf("pause after half a minute's bytes: %v, want 30s", p)
+	}
+	if p := reportPause(100 << 20); p != maxReportPause {
+		t.Errorf("pause after 100 MB: %v, want the bound %v", p, maxReportPause)
 	}
 }
