@@ -104,6 +104,13 @@ func (b *grantBatcher) propose(batch []*grantWaiter) {
 		batch[0].done <- err
 		return
 	}
+	b.mu.Lock()
+	single := time.Now().Before(b.singleUntil)
+	b.mu.Unlock()
+	if single { // queued before an earlier batch was refused
+		b.proposeSingly(ctx, batch)
+		return
+	}
 	cmd := &pb.GrantLeasesCommand{Grants: make([]*pb.GrantLeaseCommand, len(batch))}
 	for i, w := range batch {
 		cmd.Grants[i] = w.g
@@ -116,16 +123,7 @@ func (b *grantBatcher) propose(batch []*grantWaiter) {
 		b.mu.Lock()
 		b.singleUntil = time.Now().Add(singleFallback)
 		b.mu.Unlock()
-		var wg sync.WaitGroup
-		for _, w := range batch {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, err := b.m.propose(ctx, &pb.Command{Op: &pb.Command_GrantLease{GrantLease: w.g}})
-				w.done <- err
-			}()
-		}
-		wg.Wait()
+		b.proposeSingly(ctx, batch)
 		return
 	}
 	// Without a result (a follower's proposal) every grant counts as
@@ -144,6 +142,21 @@ func (b *grantBatcher) propose(batch []*grantWaiter) {
 			w.done <- nil
 		}
 	}
+}
+
+// proposeSingly proposes every request of batch as its own GrantLease
+// entry, at once.
+func (b *grantBatcher) proposeSingly(ctx context.Context, batch []*grantWaiter) {
+	var wg sync.WaitGroup
+	for _, w := range batch {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := b.m.propose(ctx, &pb.Command{Op: &pb.Command_GrantLease{GrantLease: w.g}})
+			w.done <- err
+		}()
+	}
+	wg.Wait()
 }
 
 // propose applies cmd through the configured proposer; the result is nil

@@ -135,14 +135,14 @@ func TestBatchedGrantFailuresArePerGrant(t *testing.T) {
 }
 
 // TestBatchRefusedFallsBackToSingleGrants: while the leader refuses
-// GrantLeases (a member of an older release), the requests of a batch are
-// proposed one by one, and later requests go singly at once.
+// GrantLeases (a member of an older release), the requests of a refused
+// batch, and those queued behind it, are proposed one by one.
 func TestBatchRefusedFallsBackToSingleGrants(t *testing.T) {
 	s := openStore(t)
-	const n = 5
+	const n = 1 + budget.MaxGrantBatch + 10 // one alone, then a full batch and a rest
 	limits := make([]*raftstore.Limit, n)
 	for i := range limits {
-		limits[i] = createKey(t, s, fmt.Sprintf("k%d", i), "", 1_000_000, raftstore.PeriodTotal)
+		limits[i] = createKey(t, s, fmt.Sprintf("k%03d", i), "", 1_000_000, raftstore.PeriodTotal)
 	}
 	s.SetProposeGate(func(name string) error {
 		if name == "grant_leases" {
@@ -152,10 +152,11 @@ func TestBatchRefusedFallsBackToSingleGrants(t *testing.T) {
 	})
 	var m *budget.Manager
 	var refused, singles atomic.Int64
-	first := true
-	m = budget.New(budget.Config{NodeID: "n1", State: s, GrantWait: 5 * time.Second, NoRenewAhead: true,
+	firstCalled, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	m = budget.New(budget.Config{NodeID: "n1", State: s, GrantWait: 10 * time.Second, NoRenewAhead: true,
 		ProposeResult: func(ctx context.Context, cmd *pb.Command) (proto.Message, error) {
-			holdFirst(&m, &first, cmd, n)
+			once.Do(func() { close(firstCalled); <-release })
 			res, err := s.Apply(ctx, cmd)
 			switch {
 			case errors.Is(err, raftstore.ErrCommandRefused):
@@ -165,9 +166,21 @@ func TestBatchRefusedFallsBackToSingleGrants(t *testing.T) {
 			}
 			return res, err
 		}})
-	for i, err := range reserveAll(m, limits, 1_000) {
-		if err != nil {
-			t.Fatalf("reservation %d with GrantLeases refused: %v", i, err)
+	errs := make(chan error, n)
+	go func() { errs <- reserveAll(m, limits[:1], 1_000)[0] }()
+	<-firstCalled // the first request is on its way, alone
+	go func() {
+		for _, err := range reserveAll(m, limits[1:], 1_000) {
+			errs <- err
+		}
+	}()
+	for m.QueuedGrants() < n-1 {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("reservation with GrantLeases refused: %v", err)
 		}
 	}
 	if refused.Load() != 1 || singles.Load() != n {
