@@ -37,8 +37,13 @@ func (n *Node) propose(ctx context.Context, cmd *pb.Command) (proto.Message, err
 	}
 	resp, err := pb.NewClusterServiceClient(conn).Propose(n.internalContext(ctx), &pb.ProposeRequest{Command: data})
 	if err != nil {
-		if status.Code(err) == codes.Unavailable {
+		switch status.Code(err) {
+		case codes.Unavailable:
 			return nil, fmt.Errorf("propose: %v: %w", err, raftstore.ErrNotLeader)
+		case codes.Unimplemented, codes.PermissionDenied:
+			// The leader's gate refused the type, or the leader runs a
+			// release that does not take it through this API.
+			return nil, fmt.Errorf("propose: %v: %w", err, raftstore.ErrCommandRefused)
 		}
 		return nil, fmt.Errorf("propose: %w", err)
 	}
@@ -109,7 +114,8 @@ func (c *clusterAPI) Propose(ctx context.Context, req *pb.ProposeRequest) (*pb.P
 		return nil, status.Errorf(codes.InvalidArgument, "not a command: %v", err)
 	}
 	switch cmd.GetOp().(type) {
-	case *pb.Command_SpendReport, *pb.Command_GrantLease, *pb.Command_ReturnLease, *pb.Command_AddAdminToken:
+	case *pb.Command_SpendReport, *pb.Command_GrantLease, *pb.Command_GrantLeases, *pb.Command_ReturnLease,
+		*pb.Command_AddAdminToken:
 	default:
 		return nil, status.Errorf(codes.PermissionDenied, "command %T cannot be proposed through the internal API", cmd.GetOp())
 	}
@@ -119,6 +125,11 @@ func (c *clusterAPI) Propose(ctx context.Context, req *pb.ProposeRequest) (*pb.P
 	if _, err := c.n.store.Apply(ctx, &cmd); err != nil {
 		if errors.Is(err, raftstore.ErrNotLeader) || errors.Is(err, raftstore.ErrClosed) {
 			return nil, status.Error(codes.Unavailable, err.Error())
+		}
+		if errors.Is(err, raftstore.ErrCommandRefused) {
+			// Some member does not apply this type yet: the proposer may
+			// fall back (a batch of lease requests goes one by one).
+			return nil, status.Error(codes.Unimplemented, err.Error())
 		}
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/tollgate/tollgate/ledger"
 	"github.com/tollgate/tollgate/node/admin"
 	"github.com/tollgate/tollgate/node/budget"
@@ -159,61 +161,146 @@ func (n *Node) runSpendReports(ctx context.Context) {
 	t := time.NewTicker(spendReportInterval)
 	defer t.Stop()
 	seeded := false
+	var notBefore time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if !n.ready.Load() {
+		if !n.ready.Load() || time.Now().Before(notBefore) {
 			continue
 		}
 		if !seeded {
 			n.ledger.SetMinSeq(n.store.State().NodeSeq(n.cfg.NodeID))
 			seeded = true
 		}
-		n.flushSpend(ctx)
+		notBefore = time.Now().Add(reportPause(n.flushSpend(ctx)))
 	}
 }
 
-// flushSpend sends every pending report; it stops at the first failure
-// (the next tick retries the same report).
-func (n *Node) flushSpend(ctx context.Context) {
-	for ctx.Err() == nil {
-		rep, err := n.ledger.NextReport()
+// spendLogRate is how many bytes of spend reports a node writes into the
+// Raft log per minute at most, on average: a node whose reports are large
+// (many keys active since the last one) reports less often, down to once
+// every maxReportPause. Budgets stay exact either way (spend not yet
+// reported still counts against the node's lease); the replicated spend
+// totals lag by up to the pause.
+const spendLogRate = 768 << 10
+
+// maxReportPause bounds the pause between two spend reports.
+const maxReportPause = 2 * time.Minute
+
+// reportPause is how long to wait after reports of size bytes before the
+// next: what keeps the reports' share of the Raft log under spendLogRate.
+func reportPause(bytes int) time.Duration {
+	return min(time.Duration(bytes)*time.Minute/spendLogRate, maxReportPause)
+}
+
+// flushSpend sends the pending reports; it stops at the first failure
+// (the next tick retries the same report). It returns the size of the
+// spend report entries it proposed.
+func (n *Node) flushSpend(ctx context.Context) int {
+	return flushReports(ctx, reportSink{node: n.cfg.NodeID, ledger: n.ledger, state: n.store.State,
+		propose: func(ctx context.Context, cmd *pb.Command) error {
+			_, err := n.propose(ctx, cmd)
+			return err
+		},
+		reported: n.budgets.Reported, log: n.log})
+}
+
+// reportSink is where flushReports takes spend reports from and sends them.
+type reportSink struct {
+	node     string
+	ledger   *ledger.Ledger
+	state    func() *raftstore.State
+	propose  func(ctx context.Context, cmd *pb.Command) error
+	reported func([]*pb.BudgetUse)
+	log      interface {
+		Warn(msg string, args ...any)
+		Error(msg string, args ...any)
+	}
+}
+
+// flushReports sends the ledger's reports, each as spend report entries of
+// at most raftstore.MaxSpendReportItems items with consecutive seqs from
+// the report's own (see reportChunks); it stops at the first failure and
+// returns the size of the entries applied. Once a report's last chunk is
+// applied the ledger's next seq is raised above it, the report is
+// acknowledged and its budget use leaves the node's unreported spend
+// (until then the chunks applied count twice locally: in the shrunk lease
+// and as unreported — the safe side).
+//
+// A flush sends at most two reports: the oldest unacknowledged one (left by
+// a failure or a restart) and one cut after it. Under steady traffic spend
+// piles up again while a report is on its way; it waits for the next
+// report, so that a busy node does not report back to back.
+func flushReports(ctx context.Context, s reportSink) (bytes int) {
+	for range maxReportsPerFlush {
+		if ctx.Err() != nil {
+			return bytes
+		}
+		rep, err := s.ledger.NextReport()
 		if err != nil {
-			n.log.Error("ledger: next spend report", "err", err)
-			return
+			s.log.Error("ledger: next spend report", "err", err)
+			return bytes
 		}
 		if rep == nil {
-			return
+			return bytes
 		}
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err = n.propose(cctx, &pb.Command{Op: &pb.Command_SpendReport{SpendReport: &pb.SpendReportCommand{
-			Node: n.cfg.NodeID, Seq: rep.Seq, Rollups: rep.Rollups, Budgets: rep.Budgets}}})
-		cancel()
-		if err != nil {
-			if !errors.Is(err, raftstore.ErrNotLeader) {
-				n.log.Warn("spend report not applied; will retry", "seq", rep.Seq, "err", err)
+		chunks := reportChunks(s.node, rep, raftstore.MaxSpendReportItems)
+		for _, c := range chunks {
+			if c.GetSeq() <= s.state().NodeSeq(s.node) {
+				continue // applied before a failure or a restart
 			}
-			return
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			cmd := &pb.Command{Op: &pb.Command_SpendReport{SpendReport: c}}
+			err = s.propose(cctx, cmd)
+			cancel()
+			if err != nil {
+				if !errors.Is(err, raftstore.ErrNotLeader) {
+					s.log.Warn("spend report not applied; will retry", "seq", c.GetSeq(), "err", err)
+				}
+				return bytes
+			}
+			bytes += proto.Size(cmd)
 		}
-		if err := n.ledger.AckReport(rep.Seq); err != nil {
-			n.log.Error("ledger: ack spend report", "seq", rep.Seq, "err", err)
-			return
+		// The next report the ledger cuts must come after the last chunk.
+		s.ledger.SetMinSeq(chunks[len(chunks)-1].GetSeq())
+		if err := s.ledger.AckReport(rep.Seq); err != nil {
+			s.log.Error("ledger: ack spend report", "seq", rep.Seq, "err", err)
+			return bytes
 		}
-		n.budgets.Reported(rep.Budgets)
+		s.reported(rep.Budgets)
 	}
+	return bytes
+}
+
+// maxReportsPerFlush: see flushReports.
+const maxReportsPerFlush = 2
+
+// reportChunks splits rep into spend report commands of at most limit
+// rollups plus budget uses each, numbered rep.Seq, rep.Seq+1, …: the same
+// report always splits the same way, so a chunk resent after a failure or
+// a restart carries its first seq again and the state machine counts it
+// once. A report with nothing in it is one empty command.
+func reportChunks(node string, rep *ledger.Report, limit int) []*pb.SpendReportCommand {
+	rollups, budgets := rep.Rollups, rep.Budgets
+	out := make([]*pb.SpendReportCommand, 0, 1+(len(rollups)+len(budgets))/limit)
+	for seq := rep.Seq; len(out) == 0 || len(rollups)+len(budgets) > 0; seq++ {
+		c := &pb.SpendReportCommand{Node: node, Seq: seq}
+		nr := min(len(rollups), limit)
+		c.Rollups, rollups = rollups[:nr:nr], rollups[nr:]
+		nb := min(len(budgets), limit-nr)
+		c.Budgets, budgets = budgets[:nb:nb], budgets[nb:]
+		out = append(out, c)
+	}
+	return out
 }
 
 // newBudgets returns the budget manager, with the spend the ledger holds
 // but Raft has not counted yet.
 func (n *Node) newBudgets() *budget.Manager {
-	m := budget.New(budget.Config{NodeID: n.cfg.NodeID, State: n.store, Logger: n.log,
-		Propose: func(ctx context.Context, cmd *pb.Command) error {
-			_, err := n.propose(ctx, cmd)
-			return err
-		}})
+	m := budget.New(budget.Config{NodeID: n.cfg.NodeID, State: n.store, Logger: n.log, ProposeResult: n.propose})
 	m.Restore(n.ledger.Unreported())
 	return m
 }

@@ -73,6 +73,8 @@ func run() error {
 		devBuild  = flag.Bool("dev-build", false, "measure a plain `go build` of tollgate (cgo) instead of the release build of deploy/Dockerfile")
 		scale     = flag.String("scale", "", "run only the scale scenario (issue 12) with these key counts, e.g. 1000,100000,1000000 (quick: 1000,10000,50000 when empty and -quick)")
 		creates   = flag.Int("scale-creates", 500, "key creates measured per scale step")
+		budgets   = flag.Int("budgets", 0, "run only the budgets scenario (issue 12) with this many budgeted keys, e.g. 10000 (the issue's figure) or 1000")
+		budgetDur = flag.Duration("budgets-dur", 5*time.Minute, "traffic of the budgets scenario (quick: 1m)")
 	)
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -93,6 +95,13 @@ func run() error {
 		def("rate-dur", func() { *rateDur = 2 * time.Second })
 		def("soak", func() { *soakDur = 20 * time.Second })
 		def("clients", func() { *clients = "1,10,50" })
+	}
+	if *budgets > 0 {
+		n, d := *budgets, *budgetDur
+		if *quick && !set["budgets-dur"] {
+			d = time.Minute
+		}
+		return mainBudgets(start, BudgetsConfig{Keys: n, Dur: d, Clients: 16, Sample: 10 * time.Second, MaxRequests: *maxReq}, *out, *devBuild)
 	}
 	if *scale != "" {
 		steps, err := parseInts(*scale)
@@ -392,6 +401,47 @@ func mainScale(start time.Time, cfg ScaleConfig, out string, dev bool) error {
 	runErr := runScale(bin, tmp, cfg, res, logf)
 	res.Seconds = time.Since(start).Seconds()
 	dir := filepath.Join(out, res.Date+"-scale")
+	if err := res.write(dir); err != nil {
+		return err
+	}
+	fmt.Printf("\nReport: %s\n", filepath.Join(dir, "REPORT.md"))
+	return runErr
+}
+
+// mainBudgets builds the binaries and runs the budgets scenario alone.
+func mainBudgets(start time.Time, cfg BudgetsConfig, out string, dev bool) error {
+	if cfg.Keys > 1_000_000 || cfg.Dur <= 0 || cfg.Dur > time.Hour {
+		return fmt.Errorf("-budgets: at most 1,000,000 keys; -budgets-dur between 0 and 1h")
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	if out == "" {
+		out = filepath.Join(root, "e2e", "bench", "results")
+	}
+	logf := func(format string, args ...any) {
+		fmt.Printf("%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+	}
+	tmp, err := os.MkdirTemp("", "tollgate-budgets-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	defer killChildren()
+	logf("building tollgate, tollctl and mockllm into %s", tmp)
+	bin, err := build(root, filepath.Join(tmp, "bin"), dev)
+	if err != nil {
+		return err
+	}
+	res := &BudgetsResults{Date: start.Format("2006-01-02"), Command: "go run ./e2e/bench " + strings.Join(os.Args[1:], " "),
+		Machine: machineInfo(root), Config: cfg}
+	res.Machine.Build = bin.Build
+	runErr := runBudgets(bin, tmp, cfg, res, logf)
+	if runErr != nil {
+		res.Err = runErr.Error()
+	}
+	dir := filepath.Join(out, fmt.Sprintf("%s-budgets-%d", res.Date, cfg.Keys))
 	if err := res.write(dir); err != nil {
 		return err
 	}

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 	"github.com/tollgate/tollgate/raftstore"
 )
@@ -32,6 +34,10 @@ type Config struct {
 	NodeID  string
 	State   StateSource
 	Propose Proposer
+	// ProposeResult, when set, is used instead of Propose and returns the
+	// command's result where it has one (on the leader): a batch of lease
+	// requests then learns which of them failed.
+	ProposeResult func(ctx context.Context, cmd *pb.Command) (proto.Message, error)
 	// GrantWait bounds how long a request waits for a larger lease when
 	// this node's lease is too small for it and cannot be overdrawn (see
 	// OverdraftBound); it outlasts an election. Default 5s.
@@ -50,6 +56,8 @@ type Manager struct {
 	mu     sync.Mutex
 	local  map[periodRef]*account
 	grants map[periodRef]chan struct{} // in-flight lease requests, closed when done
+
+	batcher grantBatcher
 }
 
 type periodRef struct {
@@ -72,7 +80,9 @@ func New(cfg Config) *Manager {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Manager{cfg: cfg, local: map[periodRef]*account{}, grants: map[periodRef]chan struct{}{}}
+	m := &Manager{cfg: cfg, local: map[periodRef]*account{}, grants: map[periodRef]chan struct{}{}}
+	m.batcher.m = m
+	return m
 }
 
 // Exceeded is returned when a budget cannot cover a request.
@@ -272,10 +282,8 @@ func (m *Manager) requestLease(ctx context.Context, ref periodRef, lim *raftstor
 	want := leaseWant(lim, need, a)
 	m.mu.Unlock()
 
-	cctx, cancel := context.WithDeadline(ctx, deadline)
-	err = m.cfg.Propose(cctx, &pb.Command{Op: &pb.Command_GrantLease{GrantLease: &pb.GrantLeaseCommand{
-		Node: m.cfg.NodeID, Budget: ref.budget, PeriodStart: ref.start, WantNanos: want}}})
-	cancel()
+	err = m.batcher.grant(ctx, &pb.GrantLeaseCommand{
+		Node: m.cfg.NodeID, Budget: ref.budget, PeriodStart: ref.start, WantNanos: want}, deadline)
 
 	m.mu.Lock()
 	delete(m.grants, ref)
