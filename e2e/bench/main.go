@@ -369,11 +369,11 @@ func machineInfo(root string) Machine {
 	return m
 }
 
-// mainScale builds the binaries and runs the scale scenario alone.
-func mainScale(start time.Time, cfg ScaleConfig, out string, dev bool) error {
-	if !slices.IsSorted(cfg.Steps) || cfg.Steps[0] < 1 || cfg.Steps[len(cfg.Steps)-1] > 2_000_000 || cfg.Creates < 1 {
-		return fmt.Errorf("-scale: key counts must rise, from 1 to at most 2,000,000; -scale-creates ≥ 1")
-	}
+// standalone runs one of the scenarios that need a node of their own
+// (scale, budgets): it builds the binaries into a temp dir and hands run
+// the module root, the results folder, the temp dir, the binaries and a
+// logger. The temp dir and every child process are gone when it returns.
+func standalone(name, out string, dev bool, run func(out, tmp string, bin *Binaries, root string, logf func(string, ...any)) error) error {
 	root, err := moduleRoot()
 	if err != nil {
 		return err
@@ -384,46 +384,7 @@ func mainScale(start time.Time, cfg ScaleConfig, out string, dev bool) error {
 	logf := func(format string, args ...any) {
 		fmt.Printf("%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 	}
-	tmp, err := os.MkdirTemp("", "tollgate-scale-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	defer killChildren()
-	logf("building tollgate and tollctl into %s", tmp)
-	bin, err := build(root, filepath.Join(tmp, "bin"), dev)
-	if err != nil {
-		return err
-	}
-	res := &ScaleResults{Date: start.Format("2006-01-02"), Command: "go run ./e2e/bench " + strings.Join(os.Args[1:], " "),
-		Machine: machineInfo(root), Config: cfg}
-	res.Machine.Build = bin.Build
-	runErr := runScale(bin, tmp, cfg, res, logf)
-	res.Seconds = time.Since(start).Seconds()
-	dir := filepath.Join(out, res.Date+"-scale")
-	if err := res.write(dir); err != nil {
-		return err
-	}
-	fmt.Printf("\nReport: %s\n", filepath.Join(dir, "REPORT.md"))
-	return runErr
-}
-
-// mainBudgets builds the binaries and runs the budgets scenario alone.
-func mainBudgets(start time.Time, cfg BudgetsConfig, out string, dev bool) error {
-	if cfg.Keys > 1_000_000 || cfg.Dur <= 0 || cfg.Dur > time.Hour {
-		return fmt.Errorf("-budgets: at most 1,000,000 keys; -budgets-dur between 0 and 1h")
-	}
-	root, err := moduleRoot()
-	if err != nil {
-		return err
-	}
-	if out == "" {
-		out = filepath.Join(root, "e2e", "bench", "results")
-	}
-	logf := func(format string, args ...any) {
-		fmt.Printf("%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
-	}
-	tmp, err := os.MkdirTemp("", "tollgate-budgets-")
+	tmp, err := os.MkdirTemp("", "tollgate-"+name+"-")
 	if err != nil {
 		return err
 	}
@@ -434,17 +395,47 @@ func mainBudgets(start time.Time, cfg BudgetsConfig, out string, dev bool) error
 	if err != nil {
 		return err
 	}
-	res := &BudgetsResults{Date: start.Format("2006-01-02"), Command: "go run ./e2e/bench " + strings.Join(os.Args[1:], " "),
-		Machine: machineInfo(root), Config: cfg}
-	res.Machine.Build = bin.Build
-	runErr := runBudgets(bin, tmp, cfg, res, logf)
-	if runErr != nil {
-		res.Err = runErr.Error()
+	return run(out, tmp, bin, root, logf)
+}
+
+// mainScale runs the scale scenario alone.
+func mainScale(start time.Time, cfg ScaleConfig, out string, dev bool) error {
+	if !slices.IsSorted(cfg.Steps) || cfg.Steps[0] < 1 || cfg.Steps[len(cfg.Steps)-1] > 2_000_000 || cfg.Creates < 1 {
+		return fmt.Errorf("-scale: key counts must rise, from 1 to at most 2,000,000; -scale-creates ≥ 1")
 	}
-	dir := filepath.Join(out, fmt.Sprintf("%s-budgets-%d", res.Date, cfg.Keys))
-	if err := res.write(dir); err != nil {
-		return err
+	return standalone("scale", out, dev, func(out, tmp string, bin *Binaries, root string, logf func(string, ...any)) error {
+		res := &ScaleResults{Date: start.Format("2006-01-02"), Command: "go run ./e2e/bench " + strings.Join(os.Args[1:], " "),
+			Machine: machineInfo(root), Config: cfg}
+		res.Machine.Build = bin.Build
+		runErr := runScale(bin, tmp, cfg, res, logf)
+		res.Seconds = time.Since(start).Seconds()
+		dir := filepath.Join(out, res.Date+"-scale")
+		if err := res.write(dir); err != nil {
+			return err
+		}
+		fmt.Printf("\nReport: %s\n", filepath.Join(dir, "REPORT.md"))
+		return runErr
+	})
+}
+
+// mainBudgets runs the budgets scenario alone.
+func mainBudgets(start time.Time, cfg BudgetsConfig, out string, dev bool) error {
+	if cfg.Keys > 1_000_000 || cfg.Dur <= 0 || cfg.Dur > time.Hour {
+		return fmt.Errorf("-budgets: at most 1,000,000 keys; -budgets-dur between 0 and 1h")
 	}
-	fmt.Printf("\nReport: %s\n", filepath.Join(dir, "REPORT.md"))
-	return runErr
+	return standalone("budgets", out, dev, func(out, tmp string, bin *Binaries, root string, logf func(string, ...any)) error {
+		res := &BudgetsResults{Date: start.Format("2006-01-02"), Command: "go run ./e2e/bench " + strings.Join(os.Args[1:], " "),
+			Machine: machineInfo(root), Config: cfg}
+		res.Machine.Build = bin.Build
+		runErr := runBudgets(bin, tmp, cfg, res, logf)
+		if runErr != nil {
+			res.Err = runErr.Error()
+		}
+		dir := filepath.Join(out, fmt.Sprintf("%s-budgets-%d", res.Date, cfg.Keys))
+		if err := res.write(dir); err != nil {
+			return err
+		}
+		fmt.Printf("\nReport: %s\n", filepath.Join(dir, "REPORT.md"))
+		return runErr
+	})
 }
