@@ -31,6 +31,8 @@ type sdkRoute struct{ name, format string }
 
 var sdkRoutes = []sdkRoute{
 	{"sdk-openai", "openai"},
+	{"sdk-native", "openai"},
+	{"sdk-azure", "azure"},
 	{"sdk-anthropic", "anthropic"},
 	{"sdk-gemini", "gemini"},
 	{"sdk-bedrock", "bedrock"},
@@ -51,6 +53,8 @@ func TestSDK(t *testing.T) {
 	g.ctl(t, "credential", "set", "mock", "--value", "mock-secret")
 	g.ctl(t, "credential", "set", "aws", "--value", "AKID:SECRET")
 	g.ctl(t, "model", "add", "sdk-openai", "--provider", "openai-compatible", "--base-url", good, "--upstream-model", "mock-model")
+	g.ctl(t, "model", "add", "sdk-native", "--provider", "openai", "--base-url", good, "--upstream-model", "gpt-mock", "--credential", "mock")
+	g.ctl(t, "model", "add", "sdk-azure", "--provider", "azure-openai", "--base-url", goodRoot, "--upstream-model", "my-gpt", "--credential", "mock")
 	g.ctl(t, "model", "add", "sdk-anthropic", "--provider", "anthropic", "--base-url", good, "--upstream-model", "claude-mock", "--credential", "mock")
 	g.ctl(t, "model", "add", "sdk-gemini", "--provider", "gemini", "--base-url", goodRoot+"/v1beta", "--upstream-model", "gemini-mock", "--credential", "mock")
 	g.ctl(t, "model", "add", "sdk-bedrock", "--provider", "bedrock", "--base-url", goodRoot, "--option", "region=us-east-1",
