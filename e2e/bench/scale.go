@@ -42,7 +42,8 @@ type ScaleStep struct {
 	CPUPerCreateMs  float64 `json:"cpu_per_create_ms"`
 	CreateP50Ms     float64 `json:"create_p50_ms"`
 	CreateP99Ms     float64 `json:"create_p99_ms"`
-	RSSMB           float64 `json:"rss_mb"`
+	RSSMB           float64 `json:"rss_mb"`      // right after the import and the creates
+	RSSRestMB       float64 `json:"rss_rest_mb"` // 10 s after a restart on the same data dir
 	SnapshotMB      float64 `json:"snapshot_mb"`
 	DataDirMB       float64 `json:"data_dir_mb"`
 	RestartTermMs   float64 `json:"restart_after_sigterm_ms"`
@@ -122,6 +123,8 @@ func runScale(bin *Binaries, tmp string, cfg ScaleConfig, res *ScaleResults, log
 			return fmt.Errorf("restart after kill -9 at %d keys: %w", n, err)
 		}
 		st.RestartKillMs = float64(d) / 1e6
+		time.Sleep(10 * time.Second)
+		st.RSSRestMB, _ = rssMB(gw.Pid())
 		logf("scale: %d keys: %.3f ms CPU per create, p50 %.2f ms, RSS %.0f MB, snapshot %.1f MB, ready after SIGTERM %.0f ms, after kill -9 %.0f ms",
 			n, st.CPUPerCreateMs, st.CreateP50Ms, st.RSSMB, st.SnapshotMB, st.RestartTermMs, st.RestartKillMs)
 	}
@@ -218,15 +221,16 @@ func (r *ScaleResults) write(dir string) error {
 	fmt.Fprintf(&b, "`%s` on %d cores (%s), %.0f s. One node, keys imported with `tollctl key import` in batches of 5,000,\n", r.Command, r.Machine.NProc, r.Machine.CPUModel, r.Seconds)
 	fmt.Fprintf(&b, "then up to %d key creates one after another through the admin API (at most %v per step).\n", r.Config.Creates, r.Config.CreateTime)
 	b.WriteString("CPU per create is the node's user+system time over those creates, from /proc (10 ms ticks).\n\n")
-	b.WriteString("| keys | import keys/s | creates | CPU per create | create p50 / p99 | RSS | snapshot | data dir | ready after SIGTERM | after kill -9 |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("RSS is read right after the import and the creates, and again (at rest) 10 s after the restart that follows kill -9.\n\n")
+	b.WriteString("| keys | import keys/s | creates | CPU per create | create p50 / p99 | RSS | RSS at rest | snapshot | data dir | ready after SIGTERM | after kill -9 |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range r.Steps {
 		imp := "-"
 		if s.ImportPerSecond > 0 {
 			imp = fmt.Sprintf("%.0f", s.ImportPerSecond)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %d | %.3f ms | %.2f / %.2f ms | %.0f MB | %.1f MB | %.1f MB | %.0f ms | %.0f ms |\n",
-			s.Keys, imp, s.Creates, s.CPUPerCreateMs, s.CreateP50Ms, s.CreateP99Ms, s.RSSMB, s.SnapshotMB, s.DataDirMB, s.RestartTermMs, s.RestartKillMs)
+		fmt.Fprintf(&b, "| %d | %s | %d | %.3f ms | %.2f / %.2f ms | %.0f MB | %.0f MB | %.1f MB | %.1f MB | %.0f ms | %.0f ms |\n",
+			s.Keys, imp, s.Creates, s.CPUPerCreateMs, s.CreateP50Ms, s.CreateP99Ms, s.RSSMB, s.RSSRestMB, s.SnapshotMB, s.DataDirMB, s.RestartTermMs, s.RestartKillMs)
 		if s.Err != "" {
 			fmt.Fprintf(&b, "\nStopped at %d keys: %s\n", s.Keys, s.Err)
 		}
