@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -266,16 +265,6 @@ func budgetsRequest(client *http.Client, url string, body []byte, secret string)
 
 // write puts the budgets report into dir.
 func (r *BudgetsResults) write(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	js, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(js, '\n'), 0o644); err != nil {
-		return err
-	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Tollgate budgets run — %s\n\n", r.Date)
 	fmt.Fprintf(&b, "`%s` on %d cores (%s). One node and mockllm on loopback; %d keys, each with a monthly\n", r.Command, r.Machine.NProc, r.Machine.CPUModel, r.Config.Keys)
@@ -297,5 +286,5 @@ func (r *BudgetsResults) write(dir string) error {
 	if r.Err != "" {
 		fmt.Fprintf(&b, "\nStopped: %s\n", r.Err)
 	}
-	return os.WriteFile(filepath.Join(dir, "REPORT.md"), []byte(b.String()), 0o644)
+	return writeReport(dir, r, b.String())
 }

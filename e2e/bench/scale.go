@@ -206,16 +206,6 @@ func (benchToken) RequireTransportSecurity() bool { return false }
 
 // write puts the scale report and its figures into dir.
 func (r *ScaleResults) write(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	js, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(js, '\n'), 0o644); err != nil {
-		return err
-	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Tollgate scale run — %s\n\n", r.Date)
 	fmt.Fprintf(&b, "`%s` on %d cores (%s), %.0f s. One node, keys imported with `tollctl key import` in batches of 5,000,\n", r.Command, r.Machine.NProc, r.Machine.CPUModel, r.Seconds)
@@ -240,5 +230,21 @@ func (r *ScaleResults) write(dir string) error {
 		fmt.Fprintf(&b, "\nCPU per create at %d keys is %.2f× the figure at %d keys (target ≤ 2×, and ≤ 0.5 ms).\n",
 			last.Keys, last.CPUPerCreateMs/r.Steps[0].CPUPerCreateMs, r.Steps[0].Keys)
 	}
-	return os.WriteFile(filepath.Join(dir, "REPORT.md"), []byte(b.String()), 0o644)
+	return writeReport(dir, r, b.String())
+}
+
+// writeReport writes a standalone scenario's figures (results.json) and
+// its report (REPORT.md) into dir.
+func writeReport(dir string, figures any, report string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(figures, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "REPORT.md"), []byte(report), 0o644)
 }
