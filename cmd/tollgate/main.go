@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -31,14 +32,8 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 
-func run(args []string, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "tls" {
-		return runTLS(args[1:], os.Stdout, stderr)
-	}
-	fs := flag.NewFlagSet("tollgate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: tollgate [flags]
+// usage is the help text printed before the flags.
+const usage = `Usage: tollgate [flags]
 
 Runs a Tollgate node. With no flags: a single-node cluster in ./tollgate-data,
 the OpenAI-compatible API on :4000 and the admin API (for tollctl) on
@@ -60,63 +55,30 @@ needs the same CA and gossip key.
 Every flag can also be set by the environment variable named in brackets.
 
 Flags:
-`)
+`
+
+// options are a node's flags: the node.Config they fill, and the raw values
+// that finish checks and converts.
+type options struct {
+	cfg                                   node.Config
+	join, pprofAddr, drainDelay, logLevel string
+	gossipKey, secretsKey, secretsOldKeys string
+	maxBody, attempts                     int64
+	adminInsecure, noSeed, showVersion    bool
+}
+
+func run(args []string, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "tls" {
+		return runTLS(args[1:], os.Stdout, stderr)
+	}
+	fs := flag.NewFlagSet("tollgate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
 	}
-	var (
-		cfg         node.Config
-		join        string
-		pprofAddr   string
-		drainDelay  string
-		logLevel    string
-		maxBody     int64
-		noSeed      bool
-		showVersion bool
-	)
-	str := func(p *string, name, env, def, usage string) {
-		fs.StringVar(p, name, envOr(env, def), usage+" ["+env+"]")
-	}
-	str(&cfg.NodeID, "node-id", "TOLLGATE_NODE_ID", "", "node id (default: the id saved in the data dir, else the host name)")
-	str(&cfg.DataDir, "data-dir", "TOLLGATE_DATA_DIR", "tollgate-data", "directory for the Raft log, snapshots, the admin token, the spend ledger and the rate-limit usage")
-	str(&cfg.HTTPAddr, "http-addr", "TOLLGATE_HTTP_ADDR", ":4000", "listen address of the OpenAI-compatible API")
-	str(&cfg.AdminAddr, "admin-addr", "TOLLGATE_ADMIN_ADDR", "127.0.0.1:4100", "listen address of the admin gRPC API; beyond loopback it needs TLS (--tls-cert) or --admin-insecure")
-	var adminInsecure bool
-	fs.BoolVar(&adminInsecure, "admin-insecure", envBool("TOLLGATE_ADMIN_INSECURE"), "allow the admin API to listen beyond loopback without TLS (plaintext: only on a network you trust) [TOLLGATE_ADMIN_INSECURE]")
-	str(&cfg.RaftAddr, "raft-addr", "TOLLGATE_RAFT_ADDR", ":4200", "listen address of the Raft transport")
-	str(&cfg.RaftAdvertise, "raft-advertise", "TOLLGATE_RAFT_ADVERTISE", "", "Raft address other nodes dial (default: raft-addr, 127.0.0.1 if its host is unspecified)")
-	str(&cfg.GossipAddr, "gossip-addr", "TOLLGATE_GOSSIP_ADDR", ":4300", "listen address of gossip (memberlist, UDP and TCP)")
-	str(&cfg.GossipAdvertise, "gossip-advertise", "TOLLGATE_GOSSIP_ADVERTISE", "", "gossip address other nodes reach; a host name is resolved at start (default: chosen from the interfaces)")
-	str(&join, "join", "TOLLGATE_JOIN", "", "comma-separated gossip addresses (host:port) of existing members to join")
-	fs.IntVar(&cfg.BootstrapExpect, "bootstrap-expect", int(envInt("TOLLGATE_BOOTSTRAP_EXPECT", 0)), "form a new cluster once this many nodes (started with the same value and --join list) have met [TOLLGATE_BOOTSTRAP_EXPECT]")
-	fs.DurationVar(&cfg.DeadNodeGrace, "dead-node-grace", envDuration("TOLLGATE_DEAD_NODE_GRACE", 10*time.Minute), "how long a node gossip reports dead stays a Raft member before the leader removes it [TOLLGATE_DEAD_NODE_GRACE]")
-	str(&drainDelay, "drain-delay", "TOLLGATE_DRAIN_DELAY", "auto", "on SIGTERM, how long /readyz reports 503 while the node still serves, so load balancers stop sending; auto: 5s in a cluster, 0 alone")
-	fs.DurationVar(&cfg.LedgerRetention, "ledger-retention", envDuration("TOLLGATE_LEDGER_RETENTION", 30*24*time.Hour), "how long raw spend records are kept in this node's ledger (totals are kept in the cluster state) [TOLLGATE_LEDGER_RETENTION]")
-	str(&cfg.PricesFile, "prices", "TOLLGATE_PRICES", "", "price table file replacing the built-in one (the genai-prices JSON format); a deployment's own price overrides both")
-	fs.Int64Var(&cfg.BudgetOutputCap, "budget-output-cap", envInt("TOLLGATE_BUDGET_OUTPUT_CAP", 4096), "output token limit sent upstream for a request under a budget that sets none (max_tokens, max_completion_tokens or max_output_tokens), and what its budget reservation assumes [TOLLGATE_BUDGET_OUTPUT_CAP]")
-	str(&pprofAddr, "pprof-addr", "TOLLGATE_PPROF_ADDR", "", "serve Go's /debug/pprof on this address (keep it on loopback); empty: off")
-	str(&logLevel, "log-level", "TOLLGATE_LOG_LEVEL", "info", "log level: debug, info, warn, error")
-	fs.Int64Var(&maxBody, "max-body-bytes", envInt("TOLLGATE_MAX_BODY_BYTES", 8<<20), "largest accepted request body in bytes; larger ones get 413 [TOLLGATE_MAX_BODY_BYTES]")
-	var attempts int64
-	fs.Int64Var(&attempts, "max-attempts", envInt("TOLLGATE_MAX_ATTEMPTS", 3), "attempts per request on a model route: every deployment once, then retries of the retryable ones; a route may set its own [TOLLGATE_MAX_ATTEMPTS]")
-	fs.DurationVar(&cfg.RetryBackoff, "retry-backoff", envDuration("TOLLGATE_RETRY_BACKOFF", 100*time.Millisecond), "base of the jittered, doubling wait before a deployment is tried again [TOLLGATE_RETRY_BACKOFF]")
-	fs.DurationVar(&cfg.Cooldown, "cooldown", envDuration("TOLLGATE_COOLDOWN", 5*time.Second), "how long a failing deployment is skipped (doubling per further failure, up to 5m) before one request probes it [TOLLGATE_COOLDOWN]")
-	fs.DurationVar(&cfg.UpstreamTimeout, "upstream-timeout", envDuration("TOLLGATE_UPSTREAM_TIMEOUT", 10*time.Minute), "default timeout of an upstream call (a stream: until its first byte); a deployment may set its own [TOLLGATE_UPSTREAM_TIMEOUT]")
-	fs.IntVar(&cfg.MetricsTopKeys, "metrics-top-keys", int(envInt("TOLLGATE_METRICS_TOP_KEYS", 500)), "per-key metric series only for this many keys, those with the most spend; the others are summed under key=\"other\" [TOLLGATE_METRICS_TOP_KEYS]")
-	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", envDuration("TOLLGATE_REQUEST_TIMEOUT", 10*time.Minute), "how long a request may wait for its answer to begin, over all its attempts and backoffs (a started stream is not cut); 0: only --upstream-timeout per attempt [TOLLGATE_REQUEST_TIMEOUT]")
-	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", envDuration("TOLLGATE_READ_HEADER_TIMEOUT", 10*time.Second), "how long a client may take to send a request's headers; then the connection is closed [TOLLGATE_READ_HEADER_TIMEOUT]")
-	fs.DurationVar(&cfg.BodyReadTimeout, "body-read-timeout", envDuration("TOLLGATE_BODY_READ_TIMEOUT", 30*time.Second), "how long a client may take to send a request's whole body; then it gets 408 [TOLLGATE_BODY_READ_TIMEOUT]")
-	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", envDuration("TOLLGATE_DRAIN_TIMEOUT", 30*time.Second), "how long in-flight requests may finish on SIGTERM [TOLLGATE_DRAIN_TIMEOUT]")
-	fs.BoolVar(&noSeed, "no-seed", os.Getenv("TOLLGATE_NO_SEED") != "", "on first start, do not create the starter routes (demo, and OpenAI's when OPENAI_API_KEY is set) [TOLLGATE_NO_SEED]")
-	str(&cfg.TLSCert, "tls-cert", "TOLLGATE_TLS_CERT", "", "PEM certificate of this node, signed by the cluster CA; with --tls-key and --tls-ca: Raft over mutual TLS, admin API over TLS")
-	str(&cfg.TLSKey, "tls-key", "TOLLGATE_TLS_KEY", "", "PEM private key of --tls-cert")
-	str(&cfg.TLSCA, "tls-ca", "TOLLGATE_TLS_CA", "", "PEM certificate of the cluster CA: other nodes must present a certificate it signed")
-	fs.BoolVar(&cfg.UpstreamHTTP2, "upstream-http2", envBool("TOLLGATE_UPSTREAM_HTTP2"), "speak HTTP/2 to HTTPS upstreams that offer it (through Go's net/http) instead of the gateway's HTTP/1.1 client, which costs less CPU per request [TOLLGATE_UPSTREAM_HTTP2]")
-	fs.BoolVar(&cfg.HTTPTLS, "http-tls", envBool("TOLLGATE_HTTP_TLS"), "serve the OpenAI-compatible API over TLS too, with --tls-cert [TOLLGATE_HTTP_TLS]")
-	var gossipKey, secretsKey, secretsOldKeys string
-	str(&secretsOldKeys, "secrets-old-keys", "TOLLGATE_SECRETS_OLD_KEYS", "", "comma-separated base64 secrets keys being rotated out: values sealed with them still open, and the leader reseals them with --secrets-key")
-	str(&secretsKey, "secrets-key", "TOLLGATE_SECRETS_KEY", "", "base64 key of 32 bytes that seals provider credentials in the Raft log and snapshots, the same on every node (openssl rand -base64 32); prefer the environment variable")
-	str(&gossipKey, "gossip-key", "TOLLGATE_GOSSIP_KEY", "", "base64 key of 16, 24 or 32 bytes that encrypts gossip, the same on every node (openssl rand -base64 32); prefer the environment variable, flags show in ps")
-	fs.BoolVar(&showVersion, "version", false, "print the version and exit")
+	var o options
+	o.define(fs)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -131,87 +93,18 @@ Flags:
 		fmt.Fprintf(stderr, "tollgate: unexpected argument %q (see tollgate -h)\n", fs.Arg(0))
 		return 2
 	}
-	if showVersion {
+	if o.showVersion {
 		fmt.Fprintln(stderr, "tollgate", version)
 		return 0
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-		fmt.Fprintf(stderr, "tollgate: bad --log-level %q: %v\n", logLevel, err)
-		return 2
-	}
-	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	cfg.Version = version
-	if maxBody <= 0 || cfg.UpstreamTimeout <= 0 || cfg.ReadHeaderTimeout <= 0 || cfg.BodyReadTimeout <= 0 || cfg.DrainTimeout < 0 || cfg.RequestTimeout < 0 {
-		fmt.Fprintln(stderr, "tollgate: --max-body-bytes, --upstream-timeout, --read-header-timeout and --body-read-timeout must be positive, --drain-timeout and --request-timeout not negative")
-		return 2
-	}
-	if cfg.MetricsTopKeys < 1 {
-		fmt.Fprintln(stderr, "tollgate: --metrics-top-keys must be at least 1")
-		return 2
-	}
-	if attempts < 1 || attempts > 10 || cfg.RetryBackoff <= 0 || cfg.Cooldown <= 0 {
-		fmt.Fprintln(stderr, "tollgate: --max-attempts must be 1..10, --retry-backoff and --cooldown positive")
-		return 2
-	}
-	if err := checkAdminListen(cfg.AdminAddr, cfg.TLSCert != "" && cfg.TLSKey != "" && cfg.TLSCA != "", adminInsecure); err != nil {
+	if err := o.finish(stderr); err != nil {
 		fmt.Fprintln(stderr, "tollgate:", err)
 		return 2
 	}
-	cfg.MaxAttempts = uint32(attempts)
-	cfg.MaxBodyBytes = maxBody
-	cfg.DrainDelay = -1
-	if drainDelay != "auto" {
-		d, err := time.ParseDuration(drainDelay)
-		if err != nil || d < 0 {
-			fmt.Fprintf(stderr, "tollgate: bad --drain-delay %q: want a duration such as 5s, or auto\n", drainDelay)
-			return 2
-		}
-		cfg.DrainDelay = d
+	if o.pprofAddr != "" {
+		startPprof(o.pprofAddr, o.cfg.Logger)
 	}
-	for _, a := range strings.Split(join, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			cfg.Join = append(cfg.Join, a)
-		}
-	}
-	if cfg.BootstrapExpect < 0 {
-		fmt.Fprintln(stderr, "tollgate: --bootstrap-expect must not be negative")
-		return 2
-	}
-	var err error
-	if cfg.GossipKey, err = node.ParseGossipKey(gossipKey); err != nil {
-		fmt.Fprintf(stderr, "tollgate: --gossip-key: %v\n", err)
-		return 2
-	}
-	if cfg.SecretsKey, err = node.ParseSecretsKey(secretsKey); err != nil {
-		fmt.Fprintf(stderr, "tollgate: --secrets-key: %v\n", err)
-		return 2
-	}
-	for _, s := range strings.Split(secretsOldKeys, ",") {
-		k, err := node.ParseSecretsKey(s)
-		if err != nil {
-			fmt.Fprintf(stderr, "tollgate: --secrets-old-keys: %v\n", err)
-			return 2
-		}
-		if k != nil {
-			cfg.SecretsOldKeys = append(cfg.SecretsOldKeys, k)
-		}
-	}
-	cfg.AdminToken = os.Getenv("TOLLGATE_ADMIN_TOKEN")
-	cfg.OpenAIKey = os.Getenv("OPENAI_API_KEY")
-	cfg.Seed = !noSeed
-	cfg.TokenOut = stderr
-
-	if pprofAddr != "" {
-		go func() {
-			// http.DefaultServeMux holds the /debug/pprof handlers.
-			srv := &http.Server{Addr: pprofAddr, ReadHeaderTimeout: 10 * time.Second}
-			if err := srv.ListenAndServe(); err != nil {
-				cfg.Logger.Error("pprof server", "err", err)
-			}
-		}()
-	}
-	n, err := node.New(cfg)
+	n, err := node.New(o.cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "tollgate: %v\n", err)
 		return 1
@@ -223,6 +116,142 @@ Flags:
 		return 1
 	}
 	return 0
+}
+
+// define declares every flag, each defaulting to its environment variable.
+func (o *options) define(fs *flag.FlagSet) {
+	str := func(p *string, name, env, def, usage string) {
+		fs.StringVar(p, name, envOr(env, def), usage+" ["+env+"]")
+	}
+	str(&o.cfg.NodeID, "node-id", "TOLLGATE_NODE_ID", "", "node id (default: the id saved in the data dir, else the host name)")
+	str(&o.cfg.DataDir, "data-dir", "TOLLGATE_DATA_DIR", "tollgate-data", "directory for the Raft log, snapshots, the admin token, the spend ledger and the rate-limit usage")
+	str(&o.cfg.HTTPAddr, "http-addr", "TOLLGATE_HTTP_ADDR", ":4000", "listen address of the OpenAI-compatible API")
+	str(&o.cfg.AdminAddr, "admin-addr", "TOLLGATE_ADMIN_ADDR", "127.0.0.1:4100", "listen address of the admin gRPC API; beyond loopback it needs TLS (--tls-cert) or --admin-insecure")
+	fs.BoolVar(&o.adminInsecure, "admin-insecure", envBool("TOLLGATE_ADMIN_INSECURE"), "allow the admin API to listen beyond loopback without TLS (plaintext: only on a network you trust) [TOLLGATE_ADMIN_INSECURE]")
+	str(&o.cfg.RaftAddr, "raft-addr", "TOLLGATE_RAFT_ADDR", ":4200", "listen address of the Raft transport")
+	str(&o.cfg.RaftAdvertise, "raft-advertise", "TOLLGATE_RAFT_ADVERTISE", "", "Raft address other nodes dial (default: raft-addr, 127.0.0.1 if its host is unspecified)")
+	str(&o.cfg.GossipAddr, "gossip-addr", "TOLLGATE_GOSSIP_ADDR", ":4300", "listen address of gossip (memberlist, UDP and TCP)")
+	str(&o.cfg.GossipAdvertise, "gossip-advertise", "TOLLGATE_GOSSIP_ADVERTISE", "", "gossip address other nodes reach; a host name is resolved at start (default: chosen from the interfaces)")
+	str(&o.join, "join", "TOLLGATE_JOIN", "", "comma-separated gossip addresses (host:port) of existing members to join")
+	fs.IntVar(&o.cfg.BootstrapExpect, "bootstrap-expect", int(envInt("TOLLGATE_BOOTSTRAP_EXPECT", 0)), "form a new cluster once this many nodes (started with the same value and --join list) have met [TOLLGATE_BOOTSTRAP_EXPECT]")
+	fs.DurationVar(&o.cfg.DeadNodeGrace, "dead-node-grace", envDuration("TOLLGATE_DEAD_NODE_GRACE", 10*time.Minute), "how long a node gossip reports dead stays a Raft member before the leader removes it [TOLLGATE_DEAD_NODE_GRACE]")
+	str(&o.drainDelay, "drain-delay", "TOLLGATE_DRAIN_DELAY", "auto", "on SIGTERM, how long /readyz reports 503 while the node still serves, so load balancers stop sending; auto: 5s in a cluster, 0 alone")
+	fs.DurationVar(&o.cfg.LedgerRetention, "ledger-retention", envDuration("TOLLGATE_LEDGER_RETENTION", 30*24*time.Hour), "how long raw spend records are kept in this node's ledger (totals are kept in the cluster state) [TOLLGATE_LEDGER_RETENTION]")
+	str(&o.cfg.PricesFile, "prices", "TOLLGATE_PRICES", "", "price table file replacing the built-in one (the genai-prices JSON format); a deployment's own price overrides both")
+	fs.Int64Var(&o.cfg.BudgetOutputCap, "budget-output-cap", envInt("TOLLGATE_BUDGET_OUTPUT_CAP", 4096), "output token limit sent upstream for a request under a budget that sets none (max_tokens, max_completion_tokens or max_output_tokens), and what its budget reservation assumes [TOLLGATE_BUDGET_OUTPUT_CAP]")
+	str(&o.pprofAddr, "pprof-addr", "TOLLGATE_PPROF_ADDR", "", "serve Go's /debug/pprof on this address (keep it on loopback); empty: off")
+	str(&o.logLevel, "log-level", "TOLLGATE_LOG_LEVEL", "info", "log level: debug, info, warn, error")
+	fs.Int64Var(&o.maxBody, "max-body-bytes", envInt("TOLLGATE_MAX_BODY_BYTES", 8<<20), "largest accepted request body in bytes; larger ones get 413 [TOLLGATE_MAX_BODY_BYTES]")
+	fs.Int64Var(&o.attempts, "max-attempts", envInt("TOLLGATE_MAX_ATTEMPTS", 3), "attempts per request on a model route: every deployment once, then retries of the retryable ones; a route may set its own [TOLLGATE_MAX_ATTEMPTS]")
+	fs.DurationVar(&o.cfg.RetryBackoff, "retry-backoff", envDuration("TOLLGATE_RETRY_BACKOFF", 100*time.Millisecond), "base of the jittered, doubling wait before a deployment is tried again [TOLLGATE_RETRY_BACKOFF]")
+	fs.DurationVar(&o.cfg.Cooldown, "cooldown", envDuration("TOLLGATE_COOLDOWN", 5*time.Second), "how long a failing deployment is skipped (doubling per further failure, up to 5m) before one request probes it [TOLLGATE_COOLDOWN]")
+	fs.DurationVar(&o.cfg.UpstreamTimeout, "upstream-timeout", envDuration("TOLLGATE_UPSTREAM_TIMEOUT", 10*time.Minute), "default timeout of an upstream call (a stream: until its first byte); a deployment may set its own [TOLLGATE_UPSTREAM_TIMEOUT]")
+	fs.IntVar(&o.cfg.MetricsTopKeys, "metrics-top-keys", int(envInt("TOLLGATE_METRICS_TOP_KEYS", 500)), "per-key metric series only for this many keys, those with the most spend; the others are summed under key=\"other\" [TOLLGATE_METRICS_TOP_KEYS]")
+	fs.DurationVar(&o.cfg.RequestTimeout, "request-timeout", envDuration("TOLLGATE_REQUEST_TIMEOUT", 10*time.Minute), "how long a request may wait for its answer to begin, over all its attempts and backoffs (a started stream is not cut); 0: only --upstream-timeout per attempt [TOLLGATE_REQUEST_TIMEOUT]")
+	fs.DurationVar(&o.cfg.ReadHeaderTimeout, "read-header-timeout", envDuration("TOLLGATE_READ_HEADER_TIMEOUT", 10*time.Second), "how long a client may take to send a request's headers; then the connection is closed [TOLLGATE_READ_HEADER_TIMEOUT]")
+	fs.DurationVar(&o.cfg.BodyReadTimeout, "body-read-timeout", envDuration("TOLLGATE_BODY_READ_TIMEOUT", 30*time.Second), "how long a client may take to send a request's whole body; then it gets 408 [TOLLGATE_BODY_READ_TIMEOUT]")
+	fs.DurationVar(&o.cfg.DrainTimeout, "drain-timeout", envDuration("TOLLGATE_DRAIN_TIMEOUT", 30*time.Second), "how long in-flight requests may finish on SIGTERM [TOLLGATE_DRAIN_TIMEOUT]")
+	fs.BoolVar(&o.noSeed, "no-seed", os.Getenv("TOLLGATE_NO_SEED") != "", "on first start, do not create the starter routes (demo, and OpenAI's when OPENAI_API_KEY is set) [TOLLGATE_NO_SEED]")
+	str(&o.cfg.TLSCert, "tls-cert", "TOLLGATE_TLS_CERT", "", "PEM certificate of this node, signed by the cluster CA; with --tls-key and --tls-ca: Raft over mutual TLS, admin API over TLS")
+	str(&o.cfg.TLSKey, "tls-key", "TOLLGATE_TLS_KEY", "", "PEM private key of --tls-cert")
+	str(&o.cfg.TLSCA, "tls-ca", "TOLLGATE_TLS_CA", "", "PEM certificate of the cluster CA: other nodes must present a certificate it signed")
+	fs.BoolVar(&o.cfg.UpstreamHTTP2, "upstream-http2", envBool("TOLLGATE_UPSTREAM_HTTP2"), "speak HTTP/2 to HTTPS upstreams that offer it (through Go's net/http) instead of the gateway's HTTP/1.1 client, which costs less CPU per request [TOLLGATE_UPSTREAM_HTTP2]")
+	fs.BoolVar(&o.cfg.HTTPTLS, "http-tls", envBool("TOLLGATE_HTTP_TLS"), "serve the OpenAI-compatible API over TLS too, with --tls-cert [TOLLGATE_HTTP_TLS]")
+	str(&o.secretsOldKeys, "secrets-old-keys", "TOLLGATE_SECRETS_OLD_KEYS", "", "comma-separated base64 secrets keys being rotated out: values sealed with them still open, and the leader reseals them with --secrets-key")
+	str(&o.secretsKey, "secrets-key", "TOLLGATE_SECRETS_KEY", "", "base64 key of 32 bytes that seals provider credentials in the Raft log and snapshots, the same on every node (openssl rand -base64 32); prefer the environment variable")
+	str(&o.gossipKey, "gossip-key", "TOLLGATE_GOSSIP_KEY", "", "base64 key of 16, 24 or 32 bytes that encrypts gossip, the same on every node (openssl rand -base64 32); prefer the environment variable, flags show in ps")
+	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
+}
+
+// finish checks the parsed flags and completes o.cfg from them and from the
+// environment.
+func (o *options) finish(stderr io.Writer) error {
+	cfg := &o.cfg
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fmt.Errorf("bad --log-level %q: %v", o.logLevel, err)
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	cfg.Version = version
+	if err := o.checkLimits(); err != nil {
+		return err
+	}
+	if err := checkAdminListen(cfg.AdminAddr, cfg.TLSCert != "" && cfg.TLSKey != "" && cfg.TLSCA != "", o.adminInsecure); err != nil {
+		return err
+	}
+	cfg.MaxAttempts = uint32(o.attempts)
+	cfg.MaxBodyBytes = o.maxBody
+	cfg.DrainDelay = -1
+	if o.drainDelay != "auto" {
+		d, err := time.ParseDuration(o.drainDelay)
+		if err != nil || d < 0 {
+			return fmt.Errorf("bad --drain-delay %q: want a duration such as 5s, or auto", o.drainDelay)
+		}
+		cfg.DrainDelay = d
+	}
+	for _, a := range strings.Split(o.join, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			cfg.Join = append(cfg.Join, a)
+		}
+	}
+	if err := o.parseKeys(); err != nil {
+		return err
+	}
+	cfg.AdminToken = os.Getenv("TOLLGATE_ADMIN_TOKEN")
+	cfg.OpenAIKey = os.Getenv("OPENAI_API_KEY")
+	cfg.Seed = !o.noSeed
+	cfg.TokenOut = stderr
+	return nil
+}
+
+// checkLimits refuses sizes, timeouts and counts out of their ranges.
+func (o *options) checkLimits() error {
+	cfg := &o.cfg
+	if o.maxBody <= 0 || cfg.UpstreamTimeout <= 0 || cfg.ReadHeaderTimeout <= 0 || cfg.BodyReadTimeout <= 0 || cfg.DrainTimeout < 0 || cfg.RequestTimeout < 0 {
+		return errors.New("--max-body-bytes, --upstream-timeout, --read-header-timeout and --body-read-timeout must be positive, --drain-timeout and --request-timeout not negative")
+	}
+	if cfg.MetricsTopKeys < 1 {
+		return errors.New("--metrics-top-keys must be at least 1")
+	}
+	if o.attempts < 1 || o.attempts > 10 || cfg.RetryBackoff <= 0 || cfg.Cooldown <= 0 {
+		return errors.New("--max-attempts must be 1..10, --retry-backoff and --cooldown positive")
+	}
+	if cfg.BootstrapExpect < 0 {
+		return errors.New("--bootstrap-expect must not be negative")
+	}
+	return nil
+}
+
+// parseKeys decodes the gossip and secrets keys.
+func (o *options) parseKeys() error {
+	var err error
+	if o.cfg.GossipKey, err = node.ParseGossipKey(o.gossipKey); err != nil {
+		return fmt.Errorf("--gossip-key: %v", err)
+	}
+	if o.cfg.SecretsKey, err = node.ParseSecretsKey(o.secretsKey); err != nil {
+		return fmt.Errorf("--secrets-key: %v", err)
+	}
+	for _, s := range strings.Split(o.secretsOldKeys, ",") {
+		k, err := node.ParseSecretsKey(s)
+		if err != nil {
+			return fmt.Errorf("--secrets-old-keys: %v", err)
+		}
+		if k != nil {
+			o.cfg.SecretsOldKeys = append(o.cfg.SecretsOldKeys, k)
+		}
+	}
+	return nil
+}
+
+// startPprof serves Go's profiles (http.DefaultServeMux holds the
+// /debug/pprof handlers) on addr.
+func startPprof(addr string, log *slog.Logger) {
+	go func() {
+		srv := &http.Server{Addr: addr, ReadHeaderTimeout: 10 * time.Second}
+		if err := srv.ListenAndServe(); err != nil {
+			log.Error("pprof server", "err", err)
+		}
+	}()
 }
 
 func envOr(name, def string) string {
