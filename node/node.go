@@ -204,48 +204,107 @@ func New(cfg Config) (*Node, error) {
 	ok := false
 	defer func() {
 		if !ok {
-			n.closeListeners()
-			if n.store != nil {
-				_ = n.store.Close()
-			}
-			if n.gossip != nil {
-				_ = n.gossip.ml.Shutdown()
-			}
-			if n.ledger != nil {
-				_ = n.ledger.Close()
-			}
+			n.closeOpened()
 		}
 	}()
-	if n.tls, err = loadClusterTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA); err != nil {
+	if err := n.openListeners(); err != nil {
 		return nil, err
 	}
+	if err := n.openControl(); err != nil {
+		return nil, err
+	}
+	if err := n.openSpend(); err != nil {
+		return nil, err
+	}
+	dataPlane := n.newHTTPServer()
+	n.newAdminServer(dataPlane)
+	ok = true
+	return n, nil
+}
+
+// closeOpened closes what a failed New opened.
+func (n *Node) closeOpened() {
+	n.closeListeners()
+	if n.store != nil {
+		_ = n.store.Close()
+	}
+	if n.gossip != nil {
+		_ = n.gossip.ml.Shutdown()
+	}
+	if n.ledger != nil {
+		_ = n.ledger.Close()
+	}
+}
+
+// openListeners loads the cluster TLS material, checks the settings that
+// depend on it and binds the data-plane and admin listeners.
+func (n *Node) openListeners() error {
+	cfg := n.cfg
+	var err error
+	if n.tls, err = loadClusterTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA); err != nil {
+		return err
+	}
 	if cfg.HTTPTLS && n.tls == nil {
-		return nil, errors.New("--http-tls needs --tls-cert, --tls-key and --tls-ca")
+		return errors.New("--http-tls needs --tls-cert, --tls-key and --tls-ca")
 	}
 	if len(cfg.SecretsOldKeys) > 0 && len(cfg.SecretsKey) == 0 {
-		return nil, errors.New("--secrets-old-keys needs --secrets-key: the key values are resealed with")
+		return errors.New("--secrets-old-keys needs --secrets-key: the key values are resealed with")
 	}
 	if n.tls != nil && len(cfg.GossipKey) == 0 {
 		// Membership comes from gossip: without the key, anyone who
 		// reaches the gossip port could be added as a Raft voter, and TLS
 		// would protect nothing.
-		return nil, errors.New("TLS needs a gossip key too (TOLLGATE_GOSSIP_KEY, the same on every node; openssl rand -base64 32): without it anyone who reaches the gossip port can join the cluster")
+		return errors.New("TLS needs a gossip key too (TOLLGATE_GOSSIP_KEY, the same on every node; openssl rand -base64 32): without it anyone who reaches the gossip port can join the cluster")
 	}
 	n.peers.creds = n.tls.peerCredentials()
 	if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
-		return nil, fmt.Errorf("data plane listen: %w", err)
+		return fmt.Errorf("data plane listen: %w", err)
 	}
 	if cfg.HTTPTLS {
 		n.httpLn = tls.NewListener(n.httpLn, n.tls.data)
 	}
 	if n.adminLn, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
-		return nil, fmt.Errorf("admin listen: %w", err)
+		return fmt.Errorf("admin listen: %w", err)
 	}
+	return nil
+}
+
+// openControl opens the Raft store, loads the admin token and joins gossip
+// with this node's metadata.
+func (n *Node) openControl() error {
+	cfg := n.cfg
 	adv, err := advertiseAddr(cfg.RaftAddr, cfg.RaftAdvertise)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	single := len(cfg.Join) == 0 && cfg.BootstrapExpect <= 1
+	rcfg, err := n.raftConfig(adv, single)
+	if err != nil {
+		return err
+	}
+	if n.store, err = raftstore.Open(rcfg); err != nil {
+		return err
+	}
+	if n.adminToken, err = n.loadAdminToken(!single && cfg.BootstrapExpect <= 1); err != nil {
+		return err
+	}
+	advHost, _, _ := net.SplitHostPort(adv)
+	n.meta = memberMeta{ID: n.cfg.NodeID, HTTP: reachable(n.httpLn.Addr().String(), advHost),
+		Admin: reachable(n.adminLn.Addr().String(), advHost), Raft: n.store.Addr(),
+		Expect: cfg.BootstrapExpect, Fresh: n.store.Fresh(), Version: cfg.Version, Cmds: commandsMeta()}
+	n.fresh.Store(n.meta.Fresh)
+	n.bootstrapPending.Store(n.store.Fresh() && cfg.BootstrapExpect > 1)
+	n.limiter = ratelimit.New(ratelimit.Config{NodeID: n.cfg.NodeID})
+	n.restoreRateState()
+	n.gossip, err = newGossip(gossipConfig{NodeID: n.cfg.NodeID, BindAddr: cfg.GossipAddr,
+		AdvertiseAddr: cfg.GossipAdvertise, Meta: n.meta, Limiter: n.limiter, Fast: cfg.FastGossip, Logger: cfg.Logger,
+		Key: cfg.GossipKey})
+	return err
+}
+
+// raftConfig is the Raft store's configuration for this node.
+func (n *Node) raftConfig(adv string, single bool) (raftstore.Config, error) {
+	cfg := n.cfg
 	rcfg := raftstore.Config{
 		Dir: filepath.Join(cfg.DataDir, "raft"), NodeID: n.cfg.NodeID,
 		BindAddr: cfg.RaftAddr, AdvertiseAddr: adv, Bootstrap: single,
@@ -257,8 +316,9 @@ func New(cfg Config) (*Node, error) {
 		rcfg.TLSServer, rcfg.TLSClient = n.tls.peerServer, n.tls.peerClient
 	}
 	if len(cfg.SecretsKey) > 0 {
+		var err error
 		if rcfg.Secrets, err = raftstore.NewSealer(cfg.SecretsKey, cfg.SecretsOldKeys...); err != nil {
-			return nil, err
+			return rcfg, err
 		}
 	}
 	// A log entry this release cannot apply stops the node (Run returns
@@ -270,39 +330,31 @@ func New(cfg Config) (*Node, error) {
 		default:
 		}
 	}
-	n.store, err = raftstore.Open(rcfg)
-	if err != nil {
-		return nil, err
-	}
-	if n.adminToken, err = n.loadAdminToken(!single && cfg.BootstrapExpect <= 1); err != nil {
-		return nil, err
-	}
-	advHost, _, _ := net.SplitHostPort(adv)
-	n.meta = memberMeta{ID: n.cfg.NodeID, HTTP: reachable(n.httpLn.Addr().String(), advHost),
-		Admin: reachable(n.adminLn.Addr().String(), advHost), Raft: n.store.Addr(),
-		Expect: cfg.BootstrapExpect, Fresh: n.store.Fresh(), Version: cfg.Version, Cmds: commandsMeta()}
-	n.fresh.Store(n.meta.Fresh)
-	n.bootstrapPending.Store(n.store.Fresh() && cfg.BootstrapExpect > 1)
-	n.limiter = ratelimit.New(ratelimit.Config{NodeID: n.cfg.NodeID})
-	n.restoreRateState()
-	if n.gossip, err = newGossip(gossipConfig{NodeID: n.cfg.NodeID, BindAddr: cfg.GossipAddr,
-		AdvertiseAddr: cfg.GossipAdvertise, Meta: n.meta, Limiter: n.limiter, Fast: cfg.FastGossip, Logger: cfg.Logger,
-		Key: cfg.GossipKey}); err != nil {
-		return nil, err
-	}
+	return rcfg, nil
+}
 
-	if n.pricing.table, err = loadPrices(cfg.PricesFile); err != nil {
-		return nil, err
+// openSpend loads the price table, opens the ledger and starts the budget
+// manager.
+func (n *Node) openSpend() error {
+	var err error
+	if n.pricing.table, err = loadPrices(n.cfg.PricesFile); err != nil {
+		return err
 	}
-	if n.ledger, err = ledger.Open(ledger.Config{Dir: filepath.Join(cfg.DataDir, "ledger"), NodeID: n.cfg.NodeID,
-		Retention: cfg.LedgerRetention, Logger: cfg.Logger}); err != nil {
-		return nil, fmt.Errorf("open ledger: %w", err)
+	if n.ledger, err = ledger.Open(ledger.Config{Dir: filepath.Join(n.cfg.DataDir, "ledger"), NodeID: n.cfg.NodeID,
+		Retention: n.cfg.LedgerRetention, Logger: n.cfg.Logger}); err != nil {
+		return fmt.Errorf("open ledger: %w", err)
 	}
 	if err := n.seedSpendSeq(); err != nil {
-		return nil, err
+		return err
 	}
 	n.budgets = n.newBudgets()
+	return nil
+}
 
+// newHTTPServer builds the metrics registry, the data plane and the HTTP
+// server around them (health, readiness and metrics beside the API).
+func (n *Node) newHTTPServer() *proxy.Handler {
+	cfg := n.cfg
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	deployments := n.registerClusterMetrics(reg)
@@ -332,9 +384,14 @@ func New(cfg Config) (*Node, error) {
 		IdleTimeout:       5 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 	}
+	return dataPlane
+}
 
+// newAdminServer builds the admin gRPC server: the admin, cluster and spend
+// services behind authentication and forwarding to the leader.
+func (n *Node) newAdminServer(dataPlane *proxy.Handler) {
 	n.store.SetProposeGate(n.commandGate)
-	adm := admin.New(admin.Config{Store: n.store, BootstrapToken: n.adminToken, Logger: cfg.Logger,
+	adm := admin.New(admin.Config{Store: n.store, BootstrapToken: n.adminToken, Logger: n.cfg.Logger,
 		Prices: n.pricing.apiPrice, TestModel: dataPlane.TestModel})
 	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(adm.UnaryInterceptor(), n.forwardInterceptor),
@@ -348,8 +405,6 @@ func New(cfg Config) (*Node, error) {
 	adm.Register(n.grpcSrv)
 	pb.RegisterClusterServiceServer(n.grpcSrv, &clusterAPI{n: n})
 	pb.RegisterSpendServiceServer(n.grpcSrv, &spendAPI{n: n})
-	ok = true
-	return n, nil
 }
 
 func applyDefaults(c *Config) {
