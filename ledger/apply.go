@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -80,7 +81,7 @@ func (a *applier) run() {
 	for it := range a.q {
 		if it.b != nil {
 			a.commit(it)
-		} else {
+		} else if a.failed() == nil {
 			a.flushThenRemove(it.segs)
 		}
 		a.mu.Lock()
@@ -120,6 +121,20 @@ func (a *applier) flushThenRemove(segs []*segment) {
 		return
 	}
 	a.j.removeAfter(flushed, segs)
+}
+
+// errAbandoned stops the applier of a ledger that Close gave up waiting
+// for: what is still queued stays in the journal only.
+var errAbandoned = errors.New("ledger: closed before Pebble took every batch (the journal replays them on the next start)")
+
+// abandon makes the applier skip every batch it has not started, so that
+// Pebble can be closed once the one it is committing returns.
+func (a *applier) abandon() {
+	a.mu.Lock()
+	if a.err == nil {
+		a.err = errAbandoned
+	}
+	a.mu.Unlock()
 }
 
 func (a *applier) failed() error {

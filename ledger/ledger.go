@@ -380,6 +380,9 @@ func (l *Ledger) Close() error {
 	if err := l.ap.failed(); err != nil {
 		errs = append(errs, err) // the journal holds what Pebble refused: keep it
 	} else if !applied {
+		// The applier skips what is still queued once the stalled commit
+		// returns: the journal keeps it, and the next Open replays it.
+		l.ap.abandon()
 		errs = append(errs, fmt.Errorf("ledger: Pebble did not take the queued batches within %v (the journal is kept)", closeFlushTimeout))
 	} else if ch, err := l.db.AsyncFlush(); err != nil {
 		errs = append(errs, fmt.Errorf("ledger: flush on close (the journal is kept): %w", err))
@@ -393,7 +396,12 @@ func (l *Ledger) Close() error {
 	}
 	errs = append(errs, l.w.close(), l.j.close(flushed))
 	done := make(chan error, 1)
-	go func() { done <- l.db.Close() }()
+	// Pebble must not be closed under a commit: wait for the applier
+	// (abandoned above if it was stalled) before closing it.
+	go func() {
+		<-l.ap.done
+		done <- l.db.Close()
+	}()
 	select {
 	case err := <-done:
 		errs = append(errs, err)
