@@ -65,14 +65,15 @@ func TestMemoryReturnsAfterAbuse(t *testing.T) {
 				req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(big))
 				req.Header.Set("Authorization", "Bearer "+key)
 				resp, err := c.Do(req)
-				if err != nil {
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				if err != nil || resp.StatusCode != http.StatusOK {
 					mu.Lock()
 					failed++
 					mu.Unlock()
-					continue
 				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
 			}
 		}()
 	}
@@ -80,6 +81,14 @@ func TestMemoryReturnsAfterAbuse(t *testing.T) {
 	tr.CloseIdleConnections()
 	peak := rssBytes(t, pid)
 	t.Logf("RSS before %.1f MB, after the abuse %.1f MB (%d requests failed)", mb(base), mb(peak), failed)
+	// The abuse must have been served and must have cost memory, or the
+	// check below proves nothing.
+	if failed > 0 {
+		t.Fatalf("%d of 256 large requests failed; the node must serve them", failed)
+	}
+	if peak < base+32<<20 {
+		t.Fatalf("RSS rose only from %.1f MB to %.1f MB under 64 concurrent 1 MB bodies: the abuse did not load the node", mb(base), mb(peak))
+	}
 
 	start := time.Now()
 	limit := base * 3 / 2

@@ -548,7 +548,9 @@ func TestGrantWait(t *testing.T) {
 		if err != nil {
 			t.Fatalf("reservation %d refused while the budget has money left: %v", i, err)
 		}
-		if took[i] < wait*8/10 || took[i] > wait+500*time.Millisecond {
+		// At least GrantWait (less a timer's slack); the upper bound only
+		// catches a wait without end, not a slow machine.
+		if took[i] < wait*8/10 || took[i] > wait+20*time.Second {
 			t.Errorf("reservation %d waited %v for a lease, want about GrantWait (%v)", i, took[i], wait)
 		}
 	}
@@ -556,32 +558,30 @@ func TestGrantWait(t *testing.T) {
 		t.Errorf("%d concurrent lease requests for one budget, want 1", n)
 	}
 
-	// A cancelled request does not wait, and does not overdraw.
+	// A cancelled request does not wait, and does not overdraw: with a
+	// GrantWait longer than the test's timeout, only a request that does
+	// not wait for it returns at all.
+	hung := budget.New(budget.Config{NodeID: "n4", State: s, GrantWait: time.Hour,
+		Propose: func(ctx context.Context, _ *pb.Command) error { <-ctx.Done(); return ctx.Err() }})
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	t0 := time.Now()
-	if _, err := stalled.Reserve(cctx, []*raftstore.Limit{lim}, 1_000, time.Now()); err == nil {
+	if _, err := hung.Reserve(cctx, []*raftstore.Limit{lim}, 1_000, time.Now()); err == nil {
 		t.Fatal("reserved with a cancelled context and no lease")
-	}
-	if d := time.Since(t0); d > wait/2 {
-		t.Errorf("a cancelled request waited %v", d)
 	}
 
 	// Exhausted: refused without waiting out GrantWait.
-	m := newManager(s, "n2", 5*time.Second)
+	// GrantWait longer than the test's timeout: a refusal that returns at
+	// all did not wait for it.
+	m := newManager(s, "n2", time.Hour)
 	r, err := m.Reserve(ctx, []*raftstore.Limit{lim}, lim.LimitNanos, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.Settle(r, lim.LimitNanos)
-	m3 := newManager(s, "n3", 5*time.Second)
+	m3 := newManager(s, "n3", time.Hour)
 	for _, mm := range []*budget.Manager{m, m3} {
-		t0 := time.Now()
 		_, err := mm.Reserve(ctx, []*raftstore.Limit{lim}, 1, time.Now())
 		asExceeded(t, err)
-		if d := time.Since(t0); d > time.Second {
-			t.Errorf("an exhausted budget took %v to refuse (GrantWait 5s)", d)
-		}
 	}
 }
 
