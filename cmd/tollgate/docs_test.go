@@ -340,3 +340,94 @@ func TestDocLinksLeadToExistingFilesAndHeadings(t *testing.T) {
 		t.Errorf("found only %d relative links: is the link pattern still right?", links)
 	}
 }
+
+// invocation matches a command line of tollgate or tollctl in the docs:
+// "tollctl …", "./tollctl …", "go run ./cmd/tollgate …"; the rest of the
+// command ends at a comment, a pipe, a redirection or a subshell's end.
+var invocation = regexp.MustCompile(`(?:^|[\s;&|(=$])(?:\./|go run \./cmd/)?(tollctl|tollgate)((?:\s+[^\s#|;&)<>]+)*)`)
+
+// docInvocations returns the tollgate and tollctl command lines of a
+// Markdown text: each line of a fenced code block (continuation lines
+// joined) and each inline code span.
+func docInvocations(text string) []string {
+	var out []string
+	fenced := false
+	var cont strings.Builder
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, "```") {
+			fenced = !fenced
+			continue
+		}
+		if fenced {
+			if s, ok := strings.CutSuffix(l, "\\"); ok {
+				cont.WriteString(s + " ")
+				continue
+			}
+			cont.WriteString(l)
+			out = append(out, cont.String())
+			cont.Reset()
+			continue
+		}
+		spans := strings.Split(l, "`")
+		for i := 1; i < len(spans); i += 2 {
+			out = append(out, spans[i])
+		}
+	}
+	return out
+}
+
+func TestDocExamplesUseOnlyDocumentedFlags(t *testing.T) {
+	sections := parseConfigDoc(t)
+	checked := 0
+	for _, file := range docFiles(t) {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range docInvocations(string(b)) {
+			for _, m := range invocation.FindAllStringSubmatch(line, -1) {
+				path, args := m[1], strings.Fields(m[2])
+				// The longest command the words name, as the reference
+				// heads its sections ("tollctl key create").
+				for len(args) > 0 && !strings.HasPrefix(args[0], "-") && hasSectionUnder(sections, path+" "+args[0]) {
+					path, args = path+" "+args[0], args[1:]
+				}
+				sec := sections[path]
+				if sec == nil {
+					continue // a group ("tollctl key --help") or prose
+				}
+				checked++
+				for _, a := range args {
+					name, ok := strings.CutPrefix(a, "--")
+					if !ok {
+						continue
+					}
+					name, _, _ = strings.Cut(name, "=")
+					if name == "help" {
+						continue
+					}
+					_, own := sec.flags[name]
+					_, global := sections["tollctl"].flags[name]
+					if !own && !(global && strings.HasPrefix(path, "tollctl")) {
+						t.Errorf("%s: `%s` uses --%s, which %s does not document for `%s`",
+							strings.TrimPrefix(file, repoRoot+"/"), strings.TrimSpace(m[0]), name, configDoc, path)
+					}
+				}
+			}
+		}
+	}
+	if checked < 20 {
+		t.Errorf("checked only %d command lines: is the pattern still right?", checked)
+	}
+}
+
+// hasSectionUnder reports whether the reference has a section for command
+// or for a subcommand of it.
+func hasSectionUnder(sections map[string]*docSection, command string) bool {
+	for name := range sections {
+		if name == command || strings.HasPrefix(name, command+" ") {
+			return true
+		}
+	}
+	return false
+}
