@@ -78,6 +78,7 @@ func run(args []string, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	var o options
+	envErrs = nil
 	o.define(fs)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -151,7 +152,7 @@ func (o *options) define(fs *flag.FlagSet) {
 	fs.DurationVar(&o.cfg.ReadHeaderTimeout, "read-header-timeout", envDuration("TOLLGATE_READ_HEADER_TIMEOUT", 10*time.Second), "how long a client may take to send a request's headers; then the connection is closed [TOLLGATE_READ_HEADER_TIMEOUT]")
 	fs.DurationVar(&o.cfg.BodyReadTimeout, "body-read-timeout", envDuration("TOLLGATE_BODY_READ_TIMEOUT", 30*time.Second), "how long a client may take to send a request's whole body; then it gets 408 [TOLLGATE_BODY_READ_TIMEOUT]")
 	fs.DurationVar(&o.cfg.DrainTimeout, "drain-timeout", envDuration("TOLLGATE_DRAIN_TIMEOUT", 30*time.Second), "how long in-flight requests may finish on SIGTERM [TOLLGATE_DRAIN_TIMEOUT]")
-	fs.BoolVar(&o.noSeed, "no-seed", os.Getenv("TOLLGATE_NO_SEED") != "", "on first start, do not create the starter routes (demo, and OpenAI's when OPENAI_API_KEY is set) [TOLLGATE_NO_SEED]")
+	fs.BoolVar(&o.noSeed, "no-seed", envBool("TOLLGATE_NO_SEED"), "on first start, do not create the starter routes (demo, and OpenAI's when OPENAI_API_KEY is set) [TOLLGATE_NO_SEED]")
 	str(&o.cfg.TLSCert, "tls-cert", "TOLLGATE_TLS_CERT", "", "PEM certificate of this node, signed by the cluster CA; with --tls-key and --tls-ca: Raft over mutual TLS, admin API over TLS")
 	str(&o.cfg.TLSKey, "tls-key", "TOLLGATE_TLS_KEY", "", "PEM private key of --tls-cert")
 	str(&o.cfg.TLSCA, "tls-ca", "TOLLGATE_TLS_CA", "", "PEM certificate of the cluster CA: other nodes must present a certificate it signed")
