@@ -1,5 +1,12 @@
 package translate
 
+// The fixtures in testdata/bedrock follow the Converse API reference and
+// the Bedrock user guide's tool-use walkthrough ("Call a tool with the
+// Converse API": the top_song tool, toolUseId
+// tooluse_kZJMlvQmRJ6eAyJE5GIl7Q, the WZPZ station). *.in.json is the
+// input, *.want.json the full expected document; both are compared after
+// normalising key order.
+
 import (
 	"bytes"
 	"encoding/json"
@@ -15,13 +22,6 @@ import (
 	"testing/iotest"
 	"time"
 )
-
-// The fixtures in testdata/bedrock follow the Converse API reference and
-// the Bedrock user guide's tool-use walkthrough ("Call a tool with the
-// Converse API": the top_song tool, toolUseId
-// tooluse_kZJMlvQmRJ6eAyJE5GIl7Q, the WZPZ station). *.in.json is the
-// input, *.want.json the full expected document; both are compared after
-// normalising key order.
 
 var bedrockTestTime = time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC) // 1717200000
 

@@ -1,5 +1,9 @@
 package translate
 
+// Golden files live in testdata/gemini. GEMINI_UPDATE_GOLDEN=1 rewrites the
+// expected documents from the current output (review the diff before
+// keeping it).
+
 import (
 	"bytes"
 	"encoding/json"
@@ -15,10 +19,6 @@ import (
 	"testing/iotest"
 	"unicode/utf8"
 )
-
-// Golden files live in testdata/gemini. GEMINI_UPDATE_GOLDEN=1 rewrites the
-// expected documents from the current output (review the diff before
-// keeping it).
 
 const geminiTestdata = "testdata/gemini"
 
