@@ -122,14 +122,6 @@ type anthropicBlockIn struct {
 	CacheControl json.RawMessage `json:"cache_control"`
 }
 
-// anthropicUsage is a Message's usage.
-type anthropicUsage struct {
-	InputTokens              int64 `json:"input_tokens"`
-	OutputTokens             int64 `json:"output_tokens"`
-	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
-}
-
 // anthropicMessageIn is a Messages response (also message_start's message).
 type anthropicMessageIn struct {
 	ID         string             `json:"id"`

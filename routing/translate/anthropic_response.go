@@ -115,17 +115,3 @@ func anthropicFinishReason(stop string) string {
 		return FinishStop
 	}
 }
-
-// anthropicCanonicalUsage converts Anthropic's usage: input_tokens counts
-// only the uncached part of the prompt, so the prompt is its sum with the
-// cache reads and writes.
-func anthropicCanonicalUsage(u anthropicUsage) *Usage {
-	prompt := u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens
-	return &Usage{
-		PromptTokens:        prompt,
-		CompletionTokens:    u.OutputTokens,
-		TotalTokens:         prompt + u.OutputTokens,
-		PromptTokensDetails: &TokenDetails{CachedTokens: u.CacheReadInputTokens},
-		CacheCreationTokens: u.CacheCreationInputTokens,
-	}
-}

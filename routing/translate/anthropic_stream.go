@@ -42,8 +42,7 @@ type anthropicStreamDecoder struct {
 	blocks    map[int]anthropicBlockState
 	toolCalls int
 
-	usage    anthropicUsage
-	hasUsage bool
+	usage    AnthropicStreamUsage
 	finished bool // a finish_reason chunk was queued
 }
 
@@ -54,12 +53,6 @@ type anthropicEvent struct {
 	Index        int                 `json:"index"`
 	ContentBlock json.RawMessage     `json:"content_block"`
 	Delta        json.RawMessage     `json:"delta"` // read according to the event and delta type
-	Usage        *struct {
-		InputTokens              *int64 `json:"input_tokens"`
-		OutputTokens             *int64 `json:"output_tokens"`
-		CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
-		CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
-	} `json:"usage"`
 }
 
 // Next returns the next chunk, io.EOF after message_stop, an *Error for an
@@ -113,119 +106,146 @@ func (d *anthropicStreamDecoder) handle(name string, data []byte) error {
 	if typ == "" {
 		typ = name
 	}
+	d.usage.Event(typ, data)
 	switch typ {
 	case "message_start":
-		if ev.Message != nil {
-			d.id = ev.Message.ID
-			if ev.Message.Usage != nil {
-				d.usage, d.hasUsage = *ev.Message.Usage, true
-			}
-		}
-		if !d.roleSent {
-			empty := ""
-			d.push(Delta{Content: &empty}, nil)
-		}
+		d.messageStart(&ev)
 	case "content_block_start":
-		if anthropicAbsent(ev.ContentBlock) {
-			return BadResponse(anthropicName, "content_block_start without a content_block")
-		}
-		block, err := anthropicBlock(ev.ContentBlock)
-		if err != nil {
-			return BadResponse(anthropicName, "content_block_start: %v", err)
-		}
-		switch block.Type {
-		case "text":
-			d.blocks[ev.Index] = anthropicBlockState{kind: "text"}
-			if t := block.Text; t != "" {
-				d.push(Delta{Content: &t}, nil)
-			}
-		case "tool_use":
-			idx := d.toolCalls
-			d.toolCalls++
-			args := ""
-			if in := bytes.TrimSpace(block.Input); len(in) > 0 && !anthropicEmptyObject(in) {
-				args = anthropicCompactInput(in) // an upstream that sends the whole input up front
-			}
-			d.blocks[ev.Index] = anthropicBlockState{kind: "tool_use", toolCall: idx, hasArgs: args != ""}
-			d.push(Delta{ToolCalls: []ToolCall{{Index: &idx, ID: block.ID, Type: "function",
-				Function: FunctionCall{Name: block.Name, Arguments: args}}}}, nil)
-		default: // thinking, server tools: no canonical form
-			d.blocks[ev.Index] = anthropicBlockState{}
-		}
+		return d.blockStart(&ev)
 	case "content_block_delta":
-		if anthropicAbsent(ev.Delta) {
-			return BadResponse(anthropicName, "content_block_delta without a delta")
-		}
-		var delta struct {
-			Type string `json:"type"`
-		}
-		if err := json.Unmarshal(ev.Delta, &delta); err != nil {
-			return BadResponse(anthropicName, "content_block_delta: %v", err)
-		}
-		switch delta.Type {
-		case "text_delta":
-			var td struct {
-				Text string `json:"text"`
-			}
-			if err := json.Unmarshal(ev.Delta, &td); err != nil {
-				return BadResponse(anthropicName, "text_delta: %v", err)
-			}
-			if td.Text != "" {
-				d.push(Delta{Content: &td.Text}, nil)
-			}
-		case "input_json_delta":
-			var jd struct {
-				PartialJSON string `json:"partial_json"`
-			}
-			if err := json.Unmarshal(ev.Delta, &jd); err != nil {
-				return BadResponse(anthropicName, "input_json_delta: %v", err)
-			}
-			b, ok := d.blocks[ev.Index]
-			if ok && b.kind == "tool_use" && jd.PartialJSON != "" {
-				idx := b.toolCall
-				b.hasArgs = true
-				d.blocks[ev.Index] = b
-				d.push(Delta{ToolCalls: []ToolCall{{Index: &idx, Function: FunctionCall{Arguments: jd.PartialJSON}}}}, nil)
-			}
-		}
-		// thinking_delta, signature_delta, citations_delta: dropped.
+		return d.blockDelta(&ev)
 	case "content_block_stop":
-		// A tool called with no arguments streams no input at all: its
-		// arguments are "{}", as in a whole answer, never "".
-		if b, ok := d.blocks[ev.Index]; ok && b.kind == "tool_use" && !b.hasArgs {
-			idx := b.toolCall
-			b.hasArgs = true
-			d.blocks[ev.Index] = b
-			d.push(Delta{ToolCalls: []ToolCall{{Index: &idx, Function: FunctionCall{Arguments: "{}"}}}}, nil)
-		}
+		d.blockStop(ev.Index)
 	case "message_delta":
-		if ev.Usage != nil {
-			u := ev.Usage
-			d.hasUsage = true
-			anthropicSet(&d.usage.OutputTokens, u.OutputTokens)
-			anthropicSet(&d.usage.InputTokens, u.InputTokens)
-			anthropicSet(&d.usage.CacheCreationInputTokens, u.CacheCreationInputTokens)
-			anthropicSet(&d.usage.CacheReadInputTokens, u.CacheReadInputTokens)
-		}
-		var md struct {
-			StopReason *string `json:"stop_reason"`
-		}
-		if !anthropicAbsent(ev.Delta) {
-			if err := json.Unmarshal(ev.Delta, &md); err != nil {
-				return BadResponse(anthropicName, "message_delta: %v", err)
-			}
-		}
-		if md.StopReason != nil && !d.finished {
-			reason := anthropicFinishReason(*md.StopReason)
-			d.push(Delta{}, &reason)
-			d.finished = true
-		}
+		return d.messageDelta(&ev)
 	case "message_stop":
 		d.stop()
 	case "error":
 		return AnthropicEventError(data)
 	}
 	// ping and event types added later are ignored, as Anthropic asks.
+	return nil
+}
+
+// messageStart takes the message id and sends the assistant role.
+func (d *anthropicStreamDecoder) messageStart(ev *anthropicEvent) {
+	if ev.Message != nil {
+		d.id = ev.Message.ID
+	}
+	if !d.roleSent {
+		empty := ""
+		d.push(Delta{Content: &empty}, nil)
+	}
+}
+
+// blockStart opens a content block: text is sent as it comes, a tool_use
+// block starts a tool call, other blocks have no canonical form.
+func (d *anthropicStreamDecoder) blockStart(ev *anthropicEvent) error {
+	if anthropicAbsent(ev.ContentBlock) {
+		return BadResponse(anthropicName, "content_block_start without a content_block")
+	}
+	block, err := anthropicBlock(ev.ContentBlock)
+	if err != nil {
+		return BadResponse(anthropicName, "content_block_start: %v", err)
+	}
+	switch block.Type {
+	case "text":
+		d.blocks[ev.Index] = anthropicBlockState{kind: "text"}
+		if t := block.Text; t != "" {
+			d.push(Delta{Content: &t}, nil)
+		}
+	case "tool_use":
+		idx := d.toolCalls
+		d.toolCalls++
+		args := ""
+		if in := bytes.TrimSpace(block.Input); len(in) > 0 && !anthropicEmptyObject(in) {
+			args = anthropicCompactInput(in) // an upstream that sends the whole input up front
+		}
+		d.blocks[ev.Index] = anthropicBlockState{kind: "tool_use", toolCall: idx, hasArgs: args != ""}
+		d.push(Delta{ToolCalls: []ToolCall{{Index: &idx, ID: block.ID, Type: "function",
+			Function: FunctionCall{Name: block.Name, Arguments: args}}}}, nil)
+	default: // thinking, server tools: no canonical form
+		d.blocks[ev.Index] = anthropicBlockState{}
+	}
+	return nil
+}
+
+// blockDelta sends a text delta as content and an input_json_delta as a
+// piece of its tool call's arguments; thinking_delta, signature_delta and
+// citations_delta are dropped.
+func (d *anthropicStreamDecoder) blockDelta(ev *anthropicEvent) error {
+	if anthropicAbsent(ev.Delta) {
+		return BadResponse(anthropicName, "content_block_delta without a delta")
+	}
+	var delta struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(ev.Delta, &delta); err != nil {
+		return BadResponse(anthropicName, "content_block_delta: %v", err)
+	}
+	switch delta.Type {
+	case "text_delta":
+		var td struct {
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal(ev.Delta, &td); err != nil {
+			return BadResponse(anthropicName, "text_delta: %v", err)
+		}
+		if td.Text != "" {
+			d.push(Delta{Content: &td.Text}, nil)
+		}
+	case "input_json_delta":
+		var jd struct {
+			PartialJSON string `json:"partial_json"`
+		}
+		if err := json.Unmarshal(ev.Delta, &jd); err != nil {
+			return BadResponse(anthropicName, "input_json_delta: %v", err)
+		}
+		d.toolArguments(ev.Index, jd.PartialJSON)
+	}
+	return nil
+}
+
+// toolArguments sends a piece of the arguments of the tool call that
+// content block index is.
+func (d *anthropicStreamDecoder) toolArguments(index int, partial string) {
+	b, ok := d.blocks[index]
+	if ok && b.kind == "tool_use" && partial != "" {
+		idx := b.toolCall
+		b.hasArgs = true
+		d.blocks[index] = b
+		d.push(Delta{ToolCalls: []ToolCall{{Index: &idx, Function: FunctionCall{Arguments: partial}}}}, nil)
+	}
+}
+
+// blockStop closes a content block. A tool called with no arguments
+// streams no input at all: its arguments are "{}", as in a whole answer,
+// never "".
+func (d *anthropicStreamDecoder) blockStop(index int) {
+	if b, ok := d.blocks[index]; ok && b.kind == "tool_use" && !b.hasArgs {
+		idx := b.toolCall
+		b.hasArgs = true
+		d.blocks[index] = b
+		d.push(Delta{ToolCalls: []ToolCall{{Index: &idx, Function: FunctionCall{Arguments: "{}"}}}}, nil)
+	}
+}
+
+// messageDelta sends the finish reason (once); the usage it carries was
+// read by d.usage.
+func (d *anthropicStreamDecoder) messageDelta(ev *anthropicEvent) error {
+	var md struct {
+		StopReason *string `json:"stop_reason"`
+	}
+	if !anthropicAbsent(ev.Delta) {
+		if err := json.Unmarshal(ev.Delta, &md); err != nil {
+			return BadResponse(anthropicName, "message_delta: %v", err)
+		}
+	}
+	if md.StopReason != nil && !d.finished {
+		reason := anthropicFinishReason(*md.StopReason)
+		d.push(Delta{}, &reason)
+		d.finished = true
+	}
 	return nil
 }
 
@@ -236,9 +256,9 @@ func (d *anthropicStreamDecoder) stop() {
 		d.push(Delta{}, &reason)
 		d.finished = true
 	}
-	if d.hasUsage {
+	if u := d.usage.Usage(); u != nil {
 		d.queue = append(d.queue, &Chunk{ID: d.id, Object: "chat.completion.chunk", Created: d.created, Model: d.model,
-			Choices: []ChunkChoice{}, Usage: anthropicCanonicalUsage(d.usage)})
+			Choices: []ChunkChoice{}, Usage: u})
 	}
 	d.done = true
 }
@@ -251,12 +271,6 @@ func (d *anthropicStreamDecoder) push(delta Delta, finish *string) {
 	}
 	d.queue = append(d.queue, &Chunk{ID: d.id, Object: "chat.completion.chunk", Created: d.created, Model: d.model,
 		Choices: []ChunkChoice{{Index: 0, Delta: delta, FinishReason: finish}}})
-}
-
-func anthropicSet(dst *int64, v *int64) {
-	if v != nil {
-		*dst = *v
-	}
 }
 
 // anthropicAbsent reports whether a raw field is missing or null.
