@@ -327,29 +327,13 @@ func (b *bedrockMessageBuilder) push(role string, blocks []brBlock) {
 	b.msgs = append(b.msgs, brMessage{Role: role, Content: blocks})
 }
 
+// add appends one canonical message: system text to the system blocks,
+// the others to the alternating user and assistant messages.
 func (b *bedrockMessageBuilder) add(m *Message, i int) error {
 	param := fmt.Sprintf("messages[%d].content", i)
 	switch m.Role {
 	case "system", "developer":
-		if !m.Content.IsParts {
-			if m.Content.Text != "" {
-				b.system = append(b.system, brSystemBlock{Text: m.Content.Text})
-			}
-			b.systemCachePoint(m.CacheControl)
-			return nil
-		}
-		for j, p := range m.Content.Parts {
-			if p.Type != "text" {
-				return Unsupported(fmt.Sprintf("%s[%d].%s", param, j, bedrockPartField(p.Type)), bedrockName)
-			}
-			if p.Text != "" {
-				b.system = append(b.system, brSystemBlock{Text: p.Text})
-			}
-			b.systemCachePoint(p.CacheControl)
-		}
-		b.systemCachePoint(m.CacheControl)
-		return nil
-
+		return b.addSystem(m, param)
 	case "user":
 		blocks, err := b.userBlocks(m.Content, param)
 		if err != nil {
@@ -357,85 +341,123 @@ func (b *bedrockMessageBuilder) add(m *Message, i int) error {
 		}
 		b.push("user", b.cachePoint(blocks, m.CacheControl))
 		return nil
-
 	case "assistant":
-		var blocks []brBlock
-		if !m.Content.IsParts {
-			blocks = bedrockAppendText(blocks, m.Content.Text)
-		} else {
-			for j, p := range m.Content.Parts {
-				switch p.Type {
-				case "text":
-					blocks = b.cachePoint(bedrockAppendText(blocks, p.Text), p.CacheControl)
-				case "refusal":
-					// An assistant refusal part carries no text the
-					// canonical Part keeps; Refusal below covers it.
-				default:
-					return Unsupported(fmt.Sprintf("%s[%d].%s", param, j, bedrockPartField(p.Type)), bedrockName)
-				}
-			}
-		}
-		if len(blocks) == 0 && m.Refusal != "" {
-			blocks = bedrockAppendText(blocks, m.Refusal)
-		}
-		for j, tc := range m.ToolCalls {
-			tparam := fmt.Sprintf("messages[%d].tool_calls[%d]", i, j)
-			if tc.Function.Name == "" {
-				return Invalid(tparam+".function.name", "A tool call needs a function name.")
-			}
-			if tc.ID == "" {
-				return Invalid(tparam+".id", "A tool call needs an id.")
-			}
-			args := strings.TrimSpace(tc.Function.Arguments)
-			if args == "" {
-				args = "{}"
-			}
-			if !json.Valid([]byte(args)) {
-				return Invalid(tparam+".function.arguments", "The arguments of tool call %q are not valid JSON.", tc.ID)
-			}
-			if b.flattenTools {
-				blocks = bedrockAppendText(blocks, "[Tool call "+tc.Function.Name+" ("+tc.ID+") with arguments "+args+"]")
-				continue
-			}
-			blocks = append(blocks, brBlock{ToolUse: &brToolUse{ToolUseID: bedrockToolID(tc.ID), Name: tc.Function.Name, Input: json.RawMessage(args)}})
-		}
-		b.push("assistant", b.cachePoint(blocks, m.CacheControl))
-		return nil
-
+		return b.addAssistant(m, i, param)
 	case "tool":
-		if m.ToolCallID == "" {
-			return Invalid(fmt.Sprintf("messages[%d].tool_call_id", i), "A tool message needs the tool_call_id it answers.")
-		}
-		content, err := bedrockToolResultContent(m.Content, param)
-		if err != nil {
-			return err
-		}
-		if b.flattenTools {
-			blocks := []brBlock{}
-			text := "[Tool result for " + m.ToolCallID + "]"
-			for _, c := range content {
-				switch {
-				case c.Text != nil:
-					text += "\n" + *c.Text
-				case c.JSON != nil:
-					text += "\n" + string(c.JSON)
-				}
-			}
-			blocks = bedrockAppendText(blocks, text)
-			for _, c := range content {
-				if c.Image != nil {
-					blocks = append(blocks, brBlock{Image: c.Image})
-				}
-			}
-			b.push("user", b.cachePoint(blocks, toolCacheControl(m)))
-			return nil
-		}
-		b.push("user", b.cachePoint([]brBlock{{ToolResult: &brToolResult{ToolUseID: bedrockToolID(m.ToolCallID), Content: content}}}, toolCacheControl(m)))
-		return nil
-
+		return b.addToolResult(m, i, param)
 	default:
 		return Invalid(fmt.Sprintf("messages[%d].role", i), "Unknown message role %q.", m.Role)
 	}
+}
+
+// addSystem appends a system or developer message's text to the system
+// blocks.
+func (b *bedrockMessageBuilder) addSystem(m *Message, param string) error {
+	if !m.Content.IsParts {
+		if m.Content.Text != "" {
+			b.system = append(b.system, brSystemBlock{Text: m.Content.Text})
+		}
+		b.systemCachePoint(m.CacheControl)
+		return nil
+	}
+	for j, p := range m.Content.Parts {
+		if p.Type != "text" {
+			return Unsupported(fmt.Sprintf("%s[%d].%s", param, j, bedrockPartField(p.Type)), bedrockName)
+		}
+		if p.Text != "" {
+			b.system = append(b.system, brSystemBlock{Text: p.Text})
+		}
+		b.systemCachePoint(p.CacheControl)
+	}
+	b.systemCachePoint(m.CacheControl)
+	return nil
+}
+
+// addAssistant appends an assistant message: its text, then its tool
+// calls as toolUse blocks (or as text when tools are flattened).
+func (b *bedrockMessageBuilder) addAssistant(m *Message, i int, param string) error {
+	var blocks []brBlock
+	if !m.Content.IsParts {
+		blocks = bedrockAppendText(blocks, m.Content.Text)
+	} else {
+		for j, p := range m.Content.Parts {
+			switch p.Type {
+			case "text":
+				blocks = b.cachePoint(bedrockAppendText(blocks, p.Text), p.CacheControl)
+			case "refusal":
+				// An assistant refusal part carries no text the
+				// canonical Part keeps; Refusal below covers it.
+			default:
+				return Unsupported(fmt.Sprintf("%s[%d].%s", param, j, bedrockPartField(p.Type)), bedrockName)
+			}
+		}
+	}
+	if len(blocks) == 0 && m.Refusal != "" {
+		blocks = bedrockAppendText(blocks, m.Refusal)
+	}
+	for j, tc := range m.ToolCalls {
+		var err error
+		if blocks, err = b.toolCall(blocks, tc, fmt.Sprintf("messages[%d].tool_calls[%d]", i, j)); err != nil {
+			return err
+		}
+	}
+	b.push("assistant", b.cachePoint(blocks, m.CacheControl))
+	return nil
+}
+
+// toolCall appends one tool call of an assistant message to blocks.
+func (b *bedrockMessageBuilder) toolCall(blocks []brBlock, tc ToolCall, tparam string) ([]brBlock, error) {
+	if tc.Function.Name == "" {
+		return nil, Invalid(tparam+".function.name", "A tool call needs a function name.")
+	}
+	if tc.ID == "" {
+		return nil, Invalid(tparam+".id", "A tool call needs an id.")
+	}
+	args := strings.TrimSpace(tc.Function.Arguments)
+	if args == "" {
+		args = "{}"
+	}
+	if !json.Valid([]byte(args)) {
+		return nil, Invalid(tparam+".function.arguments", "The arguments of tool call %q are not valid JSON.", tc.ID)
+	}
+	if b.flattenTools {
+		return bedrockAppendText(blocks, "[Tool call "+tc.Function.Name+" ("+tc.ID+") with arguments "+args+"]"), nil
+	}
+	return append(blocks, brBlock{ToolUse: &brToolUse{ToolUseID: bedrockToolID(tc.ID), Name: tc.Function.Name, Input: json.RawMessage(args)}}), nil
+}
+
+// addToolResult appends a tool message as a toolResult block of a user
+// message (or as text when tools are flattened).
+func (b *bedrockMessageBuilder) addToolResult(m *Message, i int, param string) error {
+	if m.ToolCallID == "" {
+		return Invalid(fmt.Sprintf("messages[%d].tool_call_id", i), "A tool message needs the tool_call_id it answers.")
+	}
+	content, err := bedrockToolResultContent(m.Content, param)
+	if err != nil {
+		return err
+	}
+	if !b.flattenTools {
+		b.push("user", b.cachePoint([]brBlock{{ToolResult: &brToolResult{ToolUseID: bedrockToolID(m.ToolCallID), Content: content}}}, toolCacheControl(m)))
+		return nil
+	}
+	blocks := []brBlock{}
+	text := "[Tool result for " + m.ToolCallID + "]"
+	for _, c := range content {
+		switch {
+		case c.Text != nil:
+			text += "\n" + *c.Text
+		case c.JSON != nil:
+			text += "\n" + string(c.JSON)
+		}
+	}
+	blocks = bedrockAppendText(blocks, text)
+	for _, c := range content {
+		if c.Image != nil {
+			blocks = append(blocks, brBlock{Image: c.Image})
+		}
+	}
+	b.push("user", b.cachePoint(blocks, toolCacheControl(m)))
+	return nil
 }
 
 // bedrockPartField names the field of a content part for a refusal.

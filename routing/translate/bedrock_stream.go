@@ -151,80 +151,25 @@ func (s *bedrockStream) handle(m *EventStreamMessage) error {
 	if s.stopped && evt != "metadata" {
 		return nil // nothing but metadata belongs after messageStop
 	}
+	return s.event(evt, &e)
+}
 
+// event handles one decoded event of a known type.
+func (s *bedrockStream) event(evt string, e *brStreamEvent) error {
 	switch evt {
 	case "messageStart":
 		s.start()
-
 	case "contentBlockStart":
-		if e.Start == nil || e.Start.ToolUse == nil {
-			return nil
-		}
-		if e.ContentBlockIndex == nil {
-			return BadResponse(bedrockName, "contentBlockStart without contentBlockIndex")
-		}
-		tu := e.Start.ToolUse
-		if tu.ToolUseID == "" || tu.Name == "" {
-			return BadResponse(bedrockName, "toolUse start without toolUseId or name")
-		}
-		if _, dup := s.tools[*e.ContentBlockIndex]; dup {
-			return BadResponse(bedrockName, "content block %d started twice", *e.ContentBlockIndex)
-		}
-		s.start()
-		t := &bedrockStreamTool{index: s.nTools}
-		s.nTools++
-		s.tools[*e.ContentBlockIndex] = t
-		idx := t.index
-		s.emit(s.chunk(Delta{ToolCalls: []ToolCall{{
-			Index: &idx, ID: tu.ToolUseID, Type: "function",
-			Function: FunctionCall{Name: tu.Name, Arguments: ""},
-		}}}, nil))
-
+		return s.blockStart(e)
 	case "contentBlockDelta":
-		if e.Delta == nil {
-			return nil
-		}
-		if e.Delta.Text != nil && *e.Delta.Text != "" {
-			s.start()
-			text := *e.Delta.Text
-			s.emit(s.chunk(Delta{Content: &text}, nil))
-		}
-		if e.Delta.ToolUse != nil {
-			if e.ContentBlockIndex == nil {
-				return BadResponse(bedrockName, "toolUse delta without contentBlockIndex")
-			}
-			t := s.tools[*e.ContentBlockIndex]
-			if t == nil {
-				return BadResponse(bedrockName, "toolUse delta for content block %d, which did not start a tool use", *e.ContentBlockIndex)
-			}
-			if e.Delta.ToolUse.Input != "" {
-				t.hasArgs = true
-				idx := t.index
-				s.emit(s.chunk(Delta{ToolCalls: []ToolCall{{
-					Index: &idx, Function: FunctionCall{Arguments: e.Delta.ToolUse.Input},
-				}}}, nil))
-			}
-		}
-
+		return s.blockDelta(e)
 	case "contentBlockStop":
-		if e.ContentBlockIndex == nil {
-			return nil
-		}
-		if t := s.tools[*e.ContentBlockIndex]; t != nil && !t.hasArgs {
-			// A tool called without input: give clients valid JSON.
-			t.hasArgs = true
-			idx := t.index
-			s.emit(s.chunk(Delta{ToolCalls: []ToolCall{{
-				Index: &idx, Function: FunctionCall{Arguments: "{}"},
-			}}}, nil))
-		}
-
+		s.blockStop(e)
 	case "messageStop":
 		s.start()
 		s.stopped = true
 		finish := bedrockFinish(e.StopReason)
 		s.emit(s.chunk(Delta{}, &finish))
-
 	case "metadata":
 		if e.Usage != nil {
 			s.emit(&Chunk{
@@ -234,4 +179,78 @@ func (s *bedrockStream) handle(m *EventStreamMessage) error {
 		}
 	}
 	return nil
+}
+
+// blockStart starts a tool call for a toolUse block; text blocks need no
+// start.
+func (s *bedrockStream) blockStart(e *brStreamEvent) error {
+	if e.Start == nil || e.Start.ToolUse == nil {
+		return nil
+	}
+	if e.ContentBlockIndex == nil {
+		return BadResponse(bedrockName, "contentBlockStart without contentBlockIndex")
+	}
+	tu := e.Start.ToolUse
+	if tu.ToolUseID == "" || tu.Name == "" {
+		return BadResponse(bedrockName, "toolUse start without toolUseId or name")
+	}
+	if _, dup := s.tools[*e.ContentBlockIndex]; dup {
+		return BadResponse(bedrockName, "content block %d started twice", *e.ContentBlockIndex)
+	}
+	s.start()
+	t := &bedrockStreamTool{index: s.nTools}
+	s.nTools++
+	s.tools[*e.ContentBlockIndex] = t
+	idx := t.index
+	s.emit(s.chunk(Delta{ToolCalls: []ToolCall{{
+		Index: &idx, ID: tu.ToolUseID, Type: "function",
+		Function: FunctionCall{Name: tu.Name, Arguments: ""},
+	}}}, nil))
+	return nil
+}
+
+// blockDelta sends a text delta as content and a toolUse delta as a piece
+// of its tool call's arguments.
+func (s *bedrockStream) blockDelta(e *brStreamEvent) error {
+	if e.Delta == nil {
+		return nil
+	}
+	if e.Delta.Text != nil && *e.Delta.Text != "" {
+		s.start()
+		text := *e.Delta.Text
+		s.emit(s.chunk(Delta{Content: &text}, nil))
+	}
+	if e.Delta.ToolUse == nil {
+		return nil
+	}
+	if e.ContentBlockIndex == nil {
+		return BadResponse(bedrockName, "toolUse delta without contentBlockIndex")
+	}
+	t := s.tools[*e.ContentBlockIndex]
+	if t == nil {
+		return BadResponse(bedrockName, "toolUse delta for content block %d, which did not start a tool use", *e.ContentBlockIndex)
+	}
+	if e.Delta.ToolUse.Input != "" {
+		t.hasArgs = true
+		idx := t.index
+		s.emit(s.chunk(Delta{ToolCalls: []ToolCall{{
+			Index: &idx, Function: FunctionCall{Arguments: e.Delta.ToolUse.Input},
+		}}}, nil))
+	}
+	return nil
+}
+
+// blockStop ends a content block: a tool called without input gets "{}",
+// so that clients see valid JSON.
+func (s *bedrockStream) blockStop(e *brStreamEvent) {
+	if e.ContentBlockIndex == nil {
+		return
+	}
+	if t := s.tools[*e.ContentBlockIndex]; t != nil && !t.hasArgs {
+		t.hasArgs = true
+		idx := t.index
+		s.emit(s.chunk(Delta{ToolCalls: []ToolCall{{
+			Index: &idx, Function: FunctionCall{Arguments: "{}"},
+		}}}, nil))
+	}
 }

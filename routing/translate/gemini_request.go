@@ -93,6 +93,7 @@ func geminiEncodeMessages(msgs []Message, model string, out *geminiRequest) erro
 	for i, m := range msgs {
 		var role string
 		var parts []geminiPart
+		var err error
 		switch m.Role {
 		case "system", "developer":
 			for j, p := range geminiContentParts(m.Content) {
@@ -107,61 +108,18 @@ func geminiEncodeMessages(msgs []Message, model string, out *geminiRequest) erro
 			continue
 		case "user":
 			role = "user"
-			ps, err := geminiUserParts(m.Content, i)
-			if err != nil {
-				return err
-			}
-			parts = ps
+			parts, err = geminiUserParts(m.Content, i)
 		case "assistant":
 			role = "model"
-			ps, err := geminiUserParts(m.Content, i)
-			if err != nil {
-				return err
-			}
-			parts = ps
-			if len(parts) == 0 && m.Refusal != "" {
-				parts = append(parts, geminiText(m.Refusal))
-			}
-			for j, tc := range m.ToolCalls {
-				param := fmt.Sprintf("messages[%d].tool_calls[%d]", i, j)
-				if tc.Type != "" && tc.Type != "function" {
-					return Invalid(param+".type", "Only function tool calls can be sent to the gemini provider.")
-				}
-				if tc.Function.Name == "" {
-					return Invalid(param+".function.name", "A tool call needs a function name.")
-				}
-				args, err := geminiArgs(tc.Function.Arguments)
-				if err != nil {
-					return Invalid(param+".function.arguments", "The arguments of a tool call must be a JSON object: %v", err)
-				}
-				part := geminiPart{FunctionCall: &geminiFunctionCall{Name: tc.Function.Name, Args: args}}
-				if signCalls {
-					part.ThoughtSignature = geminiSkipSignature
-				}
-				parts = append(parts, part)
-				if tc.ID != "" {
-					callNames[tc.ID] = tc.Function.Name
-				}
-			}
+			parts, err = geminiAssistantParts(&m, i, signCalls, callNames)
 		case "tool", "function":
 			role = "user"
-			name := m.Name // the legacy "function" role names the function
-			if m.Role == "tool" {
-				var ok bool
-				if name, ok = callNames[m.ToolCallID]; !ok {
-					return Invalid(fmt.Sprintf("messages[%d].tool_call_id", i),
-						"tool_call_id %q does not match a tool call of an earlier assistant message.", m.ToolCallID)
-				}
-			} else if name == "" {
-				return Invalid(fmt.Sprintf("messages[%d].name", i), "A function message needs the function's name.")
-			}
-			resp, err := geminiToolResult(m.Content, i)
-			if err != nil {
-				return err
-			}
-			parts = []geminiPart{{FunctionResponse: &geminiFunctionResponse{Name: name, Response: resp}}}
+			parts, err = geminiToolResultParts(&m, i, callNames)
 		default:
 			return Invalid(fmt.Sprintf("messages[%d].role", i), "Unknown message role %q.", m.Role)
+		}
+		if err != nil {
+			return err
 		}
 		if len(parts) == 0 {
 			// Gemini refuses a content without parts; an empty message
@@ -178,6 +136,61 @@ func geminiEncodeMessages(msgs []Message, model string, out *geminiRequest) erro
 		out.SystemInstruction = &geminiContent{Parts: system}
 	}
 	return nil
+}
+
+// geminiAssistantParts converts an assistant message: its content, then
+// its tool calls as functionCall parts (signed with the placeholder when
+// signCalls), noting each call's function name in callNames.
+func geminiAssistantParts(m *Message, i int, signCalls bool, callNames map[string]string) ([]geminiPart, error) {
+	parts, err := geminiUserParts(m.Content, i)
+	if err != nil {
+		return nil, err
+	}
+	if len(parts) == 0 && m.Refusal != "" {
+		parts = append(parts, geminiText(m.Refusal))
+	}
+	for j, tc := range m.ToolCalls {
+		param := fmt.Sprintf("messages[%d].tool_calls[%d]", i, j)
+		if tc.Type != "" && tc.Type != "function" {
+			return nil, Invalid(param+".type", "Only function tool calls can be sent to the gemini provider.")
+		}
+		if tc.Function.Name == "" {
+			return nil, Invalid(param+".function.name", "A tool call needs a function name.")
+		}
+		args, err := geminiArgs(tc.Function.Arguments)
+		if err != nil {
+			return nil, Invalid(param+".function.arguments", "The arguments of a tool call must be a JSON object: %v", err)
+		}
+		part := geminiPart{FunctionCall: &geminiFunctionCall{Name: tc.Function.Name, Args: args}}
+		if signCalls {
+			part.ThoughtSignature = geminiSkipSignature
+		}
+		parts = append(parts, part)
+		if tc.ID != "" {
+			callNames[tc.ID] = tc.Function.Name
+		}
+	}
+	return parts, nil
+}
+
+// geminiToolResultParts converts a tool (or legacy function) message into
+// a functionResponse part named after the call it answers.
+func geminiToolResultParts(m *Message, i int, callNames map[string]string) ([]geminiPart, error) {
+	name := m.Name // the legacy "function" role names the function
+	if m.Role == "tool" {
+		var ok bool
+		if name, ok = callNames[m.ToolCallID]; !ok {
+			return nil, Invalid(fmt.Sprintf("messages[%d].tool_call_id", i),
+				"tool_call_id %q does not match a tool call of an earlier assistant message.", m.ToolCallID)
+		}
+	} else if name == "" {
+		return nil, Invalid(fmt.Sprintf("messages[%d].name", i), "A function message needs the function's name.")
+	}
+	resp, err := geminiToolResult(m.Content, i)
+	if err != nil {
+		return nil, err
+	}
+	return []geminiPart{{FunctionResponse: &geminiFunctionResponse{Name: name, Response: resp}}}, nil
 }
 
 // geminiNeedsSignatures says whether model (Gemini 3 or later) validates

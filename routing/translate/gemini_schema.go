@@ -120,34 +120,8 @@ func (c *geminiSchemaConv) object(s map[string]any, depth int) (map[string]any, 
 	} else if cv, ok := s["const"].(string); ok {
 		out["enum"] = []string{cv}
 	}
-	if props, ok := s["properties"].(map[string]any); ok && len(props) > 0 {
-		conv := make(map[string]any, len(props))
-		for name, p := range props {
-			ps, err := c.node(p, depth+1)
-			if err != nil {
-				return nil, fmt.Errorf("property %q: %w", name, err)
-			}
-			conv[name] = ps
-		}
-		out["properties"] = conv
-		if req, ok := s["required"].([]any); ok {
-			var names []string
-			for _, r := range req {
-				if n, ok := r.(string); ok {
-					if _, defined := conv[n]; defined {
-						names = append(names, n)
-					}
-				}
-			}
-			if len(names) > 0 {
-				out["required"] = names
-			}
-		}
-		if order, ok := s["propertyOrdering"].([]any); ok {
-			if vals, ok := geminiStrings(order); ok {
-				out["propertyOrdering"] = vals
-			}
-		}
+	if err := c.properties(s, out, depth); err != nil {
+		return nil, err
 	}
 	if items, ok := s["items"]; ok {
 		if _, tuple := items.([]any); !tuple {
@@ -158,59 +132,111 @@ func (c *geminiSchemaConv) object(s map[string]any, depth int) (map[string]any, 
 			out["items"] = is
 		}
 	}
+	if err := c.alternatives(s, out, depth); err != nil {
+		return nil, err
+	}
+	geminiMoveIntoAlternatives(out)
+	return out, nil
+}
+
+// properties converts an object's properties, keeping the required names
+// and the ordering of the properties it has.
+func (c *geminiSchemaConv) properties(s, out map[string]any, depth int) error {
+	props, ok := s["properties"].(map[string]any)
+	if !ok || len(props) == 0 {
+		return nil
+	}
+	conv := make(map[string]any, len(props))
+	for name, p := range props {
+		ps, err := c.node(p, depth+1)
+		if err != nil {
+			return fmt.Errorf("property %q: %w", name, err)
+		}
+		conv[name] = ps
+	}
+	out["properties"] = conv
+	if req, ok := s["required"].([]any); ok {
+		var names []string
+		for _, r := range req {
+			if n, ok := r.(string); ok {
+				if _, defined := conv[n]; defined {
+					names = append(names, n)
+				}
+			}
+		}
+		if len(names) > 0 {
+			out["required"] = names
+		}
+	}
+	if order, ok := s["propertyOrdering"].([]any); ok {
+		if vals, ok := geminiStrings(order); ok {
+			out["propertyOrdering"] = vals
+		}
+	}
+	return nil
+}
+
+// alternatives converts anyOf (or oneOf): {"type":"null"} alternatives
+// become nullable, and a single alternative left is merged into the node.
+func (c *geminiSchemaConv) alternatives(s, out map[string]any, depth int) error {
 	anyOf, ok := s["anyOf"].([]any)
 	if !ok {
 		anyOf, _ = s["oneOf"].([]any)
 	}
-	if len(anyOf) > 0 {
-		var alts []any
-		for i, a := range anyOf {
-			as, err := c.node(a, depth+1)
-			if err != nil {
-				return nil, fmt.Errorf("anyOf[%d]: %w", i, err)
-			}
-			// {"type":"null"} alternatives become nullable.
-			if len(as) == 1 && as["nullable"] == true {
-				out["nullable"] = true
-				continue
-			}
-			alts = append(alts, as)
+	if len(anyOf) == 0 {
+		return nil
+	}
+	var alts []any
+	for i, a := range anyOf {
+		as, err := c.node(a, depth+1)
+		if err != nil {
+			return fmt.Errorf("anyOf[%d]: %w", i, err)
 		}
-		switch {
-		case len(alts) == 1 && out["type"] == nil:
-			for k, v := range alts[0].(map[string]any) {
-				if _, set := out[k]; !set {
-					out[k] = v
+		if len(as) == 1 && as["nullable"] == true {
+			out["nullable"] = true
+			continue
+		}
+		alts = append(alts, as)
+	}
+	switch {
+	case len(alts) == 1 && out["type"] == nil:
+		for k, v := range alts[0].(map[string]any) {
+			if _, set := out[k]; !set {
+				out[k] = v
+			}
+		}
+	case len(alts) > 0:
+		out["anyOf"] = alts
+	}
+	return nil
+}
+
+// geminiMoveIntoAlternatives handles a node of several types (anyOf from a
+// type list) with object or array keywords: Gemini allows those only on a
+// node of that type, so they move into the matching alternative.
+func geminiMoveIntoAlternatives(out map[string]any) {
+	alts, ok := out["anyOf"].([]any)
+	if !ok || out["type"] != nil {
+		return
+	}
+	for _, a := range alts {
+		am, _ := a.(map[string]any)
+		switch t, _ := am["type"].(string); strings.ToLower(t) {
+		case "object":
+			for _, k := range []string{"properties", "required", "propertyOrdering"} {
+				if v, ok := out[k]; ok {
+					am[k] = v
 				}
 			}
-		case len(alts) > 0:
-			out["anyOf"] = alts
+		case "array":
+			if v, ok := out["items"]; ok {
+				am["items"] = v
+			}
 		}
 	}
-	// A node of several types (anyOf from a type list) with object or
-	// array keywords: Gemini allows those only on a node of that type, so
-	// they move into the matching alternative.
-	if alts, ok := out["anyOf"].([]any); ok && out["type"] == nil {
-		for _, a := range alts {
-			am, _ := a.(map[string]any)
-			switch t, _ := am["type"].(string); strings.ToLower(t) {
-			case "object":
-				for _, k := range []string{"properties", "required", "propertyOrdering"} {
-					if v, ok := out[k]; ok {
-						am[k] = v
-					}
-				}
-			case "array":
-				if v, ok := out["items"]; ok {
-					am["items"] = v
-				}
-			}
-		}
-		for _, k := range []string{"properties", "required", "propertyOrdering", "items"} {
-			delete(out, k)
-		}
+	for _, k := range []string{"properties", "required", "propertyOrdering", "items"} {
+		delete(out, k)
 	}
-	return out, nil
 }
 
 // geminiSchemaType writes the Gemini form of s's type into out and returns
