@@ -74,12 +74,13 @@ type anthropicUsageCounts struct {
 var anthropicUsageName = []byte(`"usage"`)
 
 // Event reads the usage one stream event carries, given the event's name
-// (its "event:" line, used when the data has no "type") and data. Events
-// without usage, and data that is not JSON, are passed over: reporting a
-// malformed stream is the relay's or the decoder's job.
-func (a *AnthropicStreamUsage) Event(name string, data []byte) {
+// (its "event:" line, used when the data has no "type") and data, and
+// reports whether it carried any (then Usage has changed, or may have).
+// Events without usage, and data that is not JSON, are passed over:
+// reporting a malformed stream is the relay's or the decoder's job.
+func (a *AnthropicStreamUsage) Event(name string, data []byte) bool {
 	if !bytes.Contains(data, anthropicUsageName) {
-		return
+		return false
 	}
 	var ev struct {
 		Type    string `json:"type"`
@@ -89,7 +90,7 @@ func (a *AnthropicStreamUsage) Event(name string, data []byte) {
 		Usage *anthropicUsageCounts `json:"usage"`
 	}
 	if json.Unmarshal(data, &ev) != nil {
-		return
+		return false
 	}
 	typ := ev.Type
 	if typ == "" {
@@ -100,7 +101,10 @@ func (a *AnthropicStreamUsage) Event(name string, data []byte) {
 		a.merge(ev.Message.Usage)
 	case typ == "message_delta" && ev.Usage != nil:
 		a.merge(ev.Usage)
+	default:
+		return false
 	}
+	return true
 }
 
 func (a *AnthropicStreamUsage) merge(c *anthropicUsageCounts) {

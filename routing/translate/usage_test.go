@@ -69,7 +69,7 @@ func decodedUsage(t *testing.T, p translate.Provider, raw []byte, each func(*tra
 }
 
 // eachEvent calls f with every server-sent event of raw.
-func eachEvent(t *testing.T, raw []byte, f func(name string, data []byte)) {
+func eachEvent(t *testing.T, raw []byte, f func(name string, data []byte) bool) {
 	t.Helper()
 	sse := translate.NewSSEReader(bytes.NewReader(raw))
 	for {
@@ -126,10 +126,12 @@ var openAIStreamPaths = map[string]func(t *testing.T, raw []byte) billed{
 	},
 	"pass-through": func(t *testing.T, raw []byte) billed {
 		var last routing.Usage
-		eachEvent(t, raw, func(_ string, data []byte) {
-			if u, _ := routing.ChunkUsage(data); u.Present {
+		eachEvent(t, raw, func(_ string, data []byte) bool {
+			u, _ := routing.ChunkUsage(data)
+			if u.Present {
 				last = u
 			}
+			return u.Present
 		})
 		return billedOfRouting(last)
 	},
@@ -227,12 +229,23 @@ func TestAnthropicStreamUsageKeepsCountsADeltaLeavesOut(t *testing.T) {
 	if u.Usage() != nil {
 		t.Fatal("usage before any event")
 	}
-	u.Event("message_start", []byte(`{"type":"message_start","message":{"usage":{"input_tokens":40,"output_tokens":1}}}`))
-	u.Event("content_block_delta", []byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"\"usage\""}}`))
-	u.Event("message_delta", []byte(`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":12}}`))
-	// A later delta with no output count (or a null one) keeps 12.
-	u.Event("message_delta", []byte(`{"type":"message_delta","delta":{},"usage":{"input_tokens":40,"output_tokens":null}}`))
-	u.Event("message_delta", []byte(`{"type":"message_delta","usage":`)) // not JSON: passed over
+	events := []struct {
+		name, data string
+		carries    bool
+	}{
+		{"message_start", `{"type":"message_start","message":{"usage":{"input_tokens":40,"output_tokens":1}}}`, true},
+		{"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"\"usage\""}}`, false},
+		{"message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":12}}`, true},
+		// A later delta with no output count (or a null one) keeps 12.
+		{"message_delta", `{"type":"message_delta","delta":{},"usage":{"input_tokens":40,"output_tokens":null}}`, true},
+		{"message_delta", `{"type":"message_delta","usage":`, false}, // not JSON: passed over
+		{"", `{"type":"message_delta","usage":null}`, false},
+	}
+	for _, ev := range events {
+		if got := u.Event(ev.name, []byte(ev.data)); got != ev.carries {
+			t.Errorf("Event(%s) = %v, want %v", ev.data, got, ev.carries)
+		}
+	}
 	if got, want := billedOf(u.Usage()), (billed{40, 12, 0, 0, true}); got != want {
 		t.Errorf("usage %+v, want %+v", got, want)
 	}
