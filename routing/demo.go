@@ -18,6 +18,48 @@ func ServeDemo(w http.ResponseWriter, e Endpoint, model string, body []byte, req
 	if beforeLast == nil {
 		beforeLast = func(Usage) {}
 	}
+	now := time.Now().Unix()
+	prompt := demoPrompt(e, body)
+	u := Usage{PromptTokens: approxTokens(prompt), Present: true}
+	if e == EndpointEmbeddings {
+		return serveDemoEmbedding(w, model, prompt, u, beforeLast)
+	}
+	if len(prompt) > 200 {
+		prompt = prompt[:200] + "…"
+	}
+	answer := "Hello from Tollgate's offline demo model. Add a real model route with tollctl to reach a provider."
+	if prompt != "" {
+		answer += " You said: " + prompt
+	}
+	u.CompletionTokens = approxTokens(answer)
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	a := demoAnswer{
+		e: e, id: "demo-" + strconv.FormatInt(time.Now().UnixNano(), 36), created: now, model: model, text: answer,
+		usage:  map[string]any{"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens, "total_tokens": u.TotalTokens},
+		object: "chat.completion", chunkObject: "chat.completion.chunk",
+	}
+	if e == EndpointCompletions {
+		a.object, a.chunkObject = "text_completion", "text_completion" // OpenAI streams these unchanged
+	}
+	if !req.Stream {
+		choice := map[string]any{"index": 0, "finish_reason": "stop"}
+		if e == EndpointChat {
+			choice["message"] = map[string]any{"role": "assistant", "content": answer}
+		} else {
+			choice["text"] = answer
+		}
+		beforeLast(u)
+		writeJSON(w, map[string]any{"id": a.id, "object": a.object, "created": now, "model": model,
+			"choices": []any{choice}, "usage": a.usage})
+		return u
+	}
+	a.stream(w, req.IncludeUsage, func() { beforeLast(u) })
+	return u
+}
+
+// demoPrompt is the text the demo model answers: the last user message of
+// a chat, the prompt of a completion, the input of an embedding.
+func demoPrompt(e Endpoint, body []byte) string {
 	var in struct {
 		Messages []struct {
 			Role    string          `json:"role"`
@@ -27,7 +69,6 @@ func ServeDemo(w http.ResponseWriter, e Endpoint, model string, body []byte, req
 		Input  json.RawMessage `json:"input"`
 	}
 	_ = json.Unmarshal(body, &in)
-	now := time.Now().Unix()
 	var prompt string
 	switch e {
 	case EndpointChat:
@@ -41,48 +82,37 @@ func ServeDemo(w http.ResponseWriter, e Endpoint, model string, body []byte, req
 	case EndpointEmbeddings:
 		prompt = textOf(in.Input)
 	}
-	u := Usage{PromptTokens: approxTokens(prompt), Present: true}
-	if e == EndpointEmbeddings {
-		u.TotalTokens = u.PromptTokens
-		vec := make([]float64, 8)
-		for i := range vec {
-			vec[i] = float64(len(prompt)%(i+7)) / 10
-		}
-		beforeLast(u)
-		writeJSON(w, map[string]any{
-			"object": "list", "model": model,
-			"data":  []any{map[string]any{"object": "embedding", "index": 0, "embedding": vec}},
-			"usage": map[string]any{"prompt_tokens": u.PromptTokens, "total_tokens": u.TotalTokens},
-		})
-		return u
+	return prompt
+}
+
+// serveDemoEmbedding answers an embeddings request with a made-up vector.
+func serveDemoEmbedding(w http.ResponseWriter, model, prompt string, u Usage, beforeLast func(Usage)) Usage {
+	u.TotalTokens = u.PromptTokens
+	vec := make([]float64, 8)
+	for i := range vec {
+		vec[i] = float64(len(prompt)%(i+7)) / 10
 	}
-	if len(prompt) > 200 {
-		prompt = prompt[:200] + "…"
-	}
-	answer := "Hello from Tollgate's offline demo model. Add a real model route with tollctl to reach a provider."
-	if prompt != "" {
-		answer += " You said: " + prompt
-	}
-	u.CompletionTokens = approxTokens(answer)
-	u.TotalTokens = u.PromptTokens + u.CompletionTokens
-	usage := map[string]any{"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens, "total_tokens": u.TotalTokens}
-	id := "demo-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	object, chunkObject := "chat.completion", "chat.completion.chunk"
-	if e == EndpointCompletions {
-		object, chunkObject = "text_completion", "text_completion" // OpenAI streams these unchanged
-	}
-	if !req.Stream {
-		choice := map[string]any{"index": 0, "finish_reason": "stop"}
-		if e == EndpointChat {
-			choice["message"] = map[string]any{"role": "assistant", "content": answer}
-		} else {
-			choice["text"] = answer
-		}
-		beforeLast(u)
-		writeJSON(w, map[string]any{"id": id, "object": object, "created": now, "model": model,
-			"choices": []any{choice}, "usage": usage})
-		return u
-	}
+	beforeLast(u)
+	writeJSON(w, map[string]any{
+		"object": "list", "model": model,
+		"data":  []any{map[string]any{"object": "embedding", "index": 0, "embedding": vec}},
+		"usage": map[string]any{"prompt_tokens": u.PromptTokens, "total_tokens": u.TotalTokens},
+	})
+	return u
+}
+
+// demoAnswer is the demo model's answer to a chat or completion request.
+type demoAnswer struct {
+	e                   Endpoint
+	id, model, text     string
+	object, chunkObject string
+	created             int64
+	usage               map[string]any
+}
+
+// stream writes the answer as an event stream, one word a chunk, then
+// the usage chunk when includeUsage; beforeLast runs before [DONE].
+func (a *demoAnswer) stream(w http.ResponseWriter, includeUsage bool, beforeLast func()) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
@@ -94,10 +124,10 @@ func ServeDemo(w http.ResponseWriter, e Endpoint, model string, body []byte, req
 			fl.Flush()
 		}
 	}
-	words := strings.SplitAfter(answer, " ")
+	words := strings.SplitAfter(a.text, " ")
 	for i, word := range words {
 		choice := map[string]any{"index": 0, "finish_reason": nil}
-		if e == EndpointChat {
+		if a.e == EndpointChat {
 			delta := map[string]any{"content": word}
 			if i == 0 {
 				delta["role"] = "assistant"
@@ -109,17 +139,16 @@ func ServeDemo(w http.ResponseWriter, e Endpoint, model string, body []byte, req
 		if i == len(words)-1 {
 			choice["finish_reason"] = "stop"
 		}
-		send(map[string]any{"id": id, "object": chunkObject, "created": now, "model": model, "choices": []any{choice}})
+		send(map[string]any{"id": a.id, "object": a.chunkObject, "created": a.created, "model": a.model, "choices": []any{choice}})
 	}
-	if req.IncludeUsage {
-		send(map[string]any{"id": id, "object": chunkObject, "created": now, "model": model, "choices": []any{}, "usage": usage})
+	if includeUsage {
+		send(map[string]any{"id": a.id, "object": a.chunkObject, "created": a.created, "model": a.model, "choices": []any{}, "usage": a.usage})
 	}
-	beforeLast(u)
+	beforeLast()
 	_, _ = w.Write([]byte("data: [DONE]\n\n"))
 	if fl != nil {
 		fl.Flush()
 	}
-	return u
 }
 
 // textOf returns the text of a content value: a string, an array of

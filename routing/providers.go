@@ -151,78 +151,17 @@ func NormalizeDeployment(d *pb.Deployment) error {
 	if d.GetId() == "" {
 		return fmt.Errorf("deployment id is empty")
 	}
-	if p, ok := Presets[d.GetProvider()]; ok {
-		d.Provider = ProviderOpenAICompatible
-		if d.GetBaseUrl() == "" {
-			d.BaseUrl = p.BaseURL
-		}
-		if d.Options == nil {
-			d.Options = map[string]string{}
-		}
-		d.Options["preset"] = p.Name
-	}
+	applyPreset(d)
 	opts := d.GetOptions()
-	allowed := []string{"preset"}
 	if v, ok := opts["responses"]; ok && v != "on" && v != "off" {
 		return fmt.Errorf("option responses is on or off, not %q (default: on for openai and azure-openai, off for openai-compatible)", v)
 	}
-	switch d.GetProvider() {
-	case ProviderOpenAI:
-		allowed = append(allowed, "responses")
-		if d.GetBaseUrl() == "" {
-			d.BaseUrl = OpenAIBaseURL
-		}
-	case ProviderOpenAICompatible:
-		allowed = append(allowed, "responses")
-		if d.GetBaseUrl() == "" {
-			return fmt.Errorf("provider %s needs a base URL (the API root including /v1), or name a preset as the provider: %s",
-				d.GetProvider(), strings.Join(PresetNames(), ", "))
-		}
-		if p := opts["preset"]; p != "" {
-			if _, ok := Presets[p]; !ok {
-				return fmt.Errorf("unknown preset %q; one of %s", p, strings.Join(PresetNames(), ", "))
-			}
-		}
-	case ProviderAzureOpenAI:
-		allowed = []string{"api_version", "responses"}
-		if d.GetBaseUrl() == "" {
-			return fmt.Errorf("provider %s needs a base URL: the resource endpoint, e.g. https://NAME.openai.azure.com", d.GetProvider())
-		}
-	case ProviderAnthropic:
-		if d.GetBaseUrl() == "" {
-			d.BaseUrl = AnthropicBaseURL
-		}
-	case ProviderGemini:
-		allowed = []string{"vertex_project", "vertex_location"}
-		if d.GetBaseUrl() == "" {
-			if p := opts["vertex_project"]; p != "" {
-				loc := opts["vertex_location"]
-				if loc == "" {
-					loc = "us-central1"
-				}
-				d.BaseUrl = "https://" + loc + "-aiplatform.googleapis.com/v1"
-			} else {
-				d.BaseUrl = GeminiBaseURL
-			}
-		}
-	case ProviderBedrock:
-		allowed = []string{"region", "prompt_caching"}
-		if opts["region"] == "" {
-			return fmt.Errorf("provider %s needs the AWS region: --option region=us-east-1", d.GetProvider())
-		}
-		if v, ok := opts["prompt_caching"]; ok && v != "on" && v != "off" {
-			return fmt.Errorf("option prompt_caching is on or off, not %q (default: on for the models Bedrock caches for)", v)
-		}
-		if d.GetBaseUrl() == "" {
-			d.BaseUrl = "https://bedrock-runtime." + opts["region"] + ".amazonaws.com"
-		}
-	case ProviderDemo:
+	if d.GetProvider() == ProviderDemo {
 		return nil
-	case "":
-		return fmt.Errorf("provider is empty; one of %s, or a preset: %s", strings.Join(Providers, ", "), strings.Join(PresetNames(), ", "))
-	default:
-		return fmt.Errorf("unknown provider %q; one of %s, or a preset: %s", d.GetProvider(), strings.Join(Providers, ", "),
-			strings.Join(PresetNames(), ", "))
+	}
+	allowed, err := providerDefaults(d, opts)
+	if err != nil {
+		return err
 	}
 	for k := range opts {
 		if !slices.Contains(allowed, k) {
@@ -241,4 +180,96 @@ func NormalizeDeployment(d *pb.Deployment) error {
 		return fmt.Errorf("upstream model is empty")
 	}
 	return nil
+}
+
+// applyPreset turns a deployment whose provider names a preset into an
+// openai-compatible one with the preset's base URL (unless it has its own)
+// and the option preset=NAME.
+func applyPreset(d *pb.Deployment) {
+	p, ok := Presets[d.GetProvider()]
+	if !ok {
+		return
+	}
+	d.Provider = ProviderOpenAICompatible
+	if d.GetBaseUrl() == "" {
+		d.BaseUrl = p.BaseURL
+	}
+	if d.Options == nil {
+		d.Options = map[string]string{}
+	}
+	d.Options["preset"] = p.Name
+}
+
+// providerDefaults checks what d's provider requires, fills in its
+// default base URL, and returns the options the provider takes.
+func providerDefaults(d *pb.Deployment, opts map[string]string) ([]string, error) {
+	allowed := []string{"preset"}
+	switch d.GetProvider() {
+	case ProviderOpenAI:
+		allowed = append(allowed, "responses")
+		if d.GetBaseUrl() == "" {
+			d.BaseUrl = OpenAIBaseURL
+		}
+	case ProviderOpenAICompatible:
+		allowed = append(allowed, "responses")
+		if d.GetBaseUrl() == "" {
+			return nil, fmt.Errorf("provider %s needs a base URL (the API root including /v1), or name a preset as the provider: %s",
+				d.GetProvider(), strings.Join(PresetNames(), ", "))
+		}
+		if p := opts["preset"]; p != "" {
+			if _, ok := Presets[p]; !ok {
+				return nil, fmt.Errorf("unknown preset %q; one of %s", p, strings.Join(PresetNames(), ", "))
+			}
+		}
+	case ProviderAzureOpenAI:
+		allowed = []string{"api_version", "responses"}
+		if d.GetBaseUrl() == "" {
+			return nil, fmt.Errorf("provider %s needs a base URL: the resource endpoint, e.g. https://NAME.openai.azure.com", d.GetProvider())
+		}
+	case ProviderAnthropic:
+		if d.GetBaseUrl() == "" {
+			d.BaseUrl = AnthropicBaseURL
+		}
+	case ProviderGemini:
+		allowed = []string{"vertex_project", "vertex_location"}
+		if d.GetBaseUrl() == "" {
+			d.BaseUrl = geminiDefaultBaseURL(opts)
+		}
+	case ProviderBedrock:
+		return bedrockDefaults(d, opts)
+	case "":
+		return nil, fmt.Errorf("provider is empty; one of %s, or a preset: %s", strings.Join(Providers, ", "), strings.Join(PresetNames(), ", "))
+	default:
+		return nil, fmt.Errorf("unknown provider %q; one of %s, or a preset: %s", d.GetProvider(), strings.Join(Providers, ", "),
+			strings.Join(PresetNames(), ", "))
+	}
+	return allowed, nil
+}
+
+// geminiDefaultBaseURL is the Vertex AI endpoint of the options' location
+// for a Vertex project, else the Gemini API's.
+func geminiDefaultBaseURL(opts map[string]string) string {
+	if opts["vertex_project"] == "" {
+		return GeminiBaseURL
+	}
+	loc := opts["vertex_location"]
+	if loc == "" {
+		loc = "us-central1"
+	}
+	return "https://" + loc + "-aiplatform.googleapis.com/v1"
+}
+
+// bedrockDefaults checks a Bedrock deployment's options and fills in the
+// runtime endpoint of its region.
+func bedrockDefaults(d *pb.Deployment, opts map[string]string) ([]string, error) {
+	if opts["region"] == "" {
+		return nil, fmt.Errorf("provider %s needs the AWS region: --option region=us-east-1", d.GetProvider())
+	}
+	if v, ok := opts["prompt_caching"]; ok && v != "on" && v != "off" {
+		return nil, fmt.Errorf("option prompt_caching is on or off, not %q (default: on for the models Bedrock caches for)", v)
+	}
+	if d.GetBaseUrl() == "" {
+		d.BaseUrl = "https://bedrock-runtime." + opts["region"] + ".amazonaws.com"
+	}
+	return []string{"region", "prompt_caching"}, nil
 }

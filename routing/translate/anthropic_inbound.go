@@ -170,7 +170,22 @@ func anthropicDecodeRequest(body []byte, needMaxTokens bool) (*ChatRequest, erro
 		out.Messages = append(out.Messages, msgs...)
 	}
 
-	for i, t := range in.Tools {
+	if out.Tools, err = anthropicDecodeTools(in.Tools); err != nil {
+		return nil, err
+	}
+	if in.ToolChoice != nil {
+		if out.ToolChoice, out.ParallelToolCalls, err = anthropicDecodeToolChoice(in.ToolChoice); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// anthropicDecodeTools reads client tools as function tools; server tools
+// are refused.
+func anthropicDecodeTools(tools []anthropicToolIn) ([]Tool, error) {
+	var out []Tool
+	for i, t := range tools {
 		path := fmt.Sprintf("tools.%d", i)
 		if t.Type != "" && t.Type != "custom" {
 			return nil, anthropicInvalid(path+".type", "The server tool '%s' is not supported by this gateway; only client tools (custom) are", t.Type)
@@ -182,32 +197,38 @@ func anthropicDecodeRequest(body []byte, needMaxTokens bool) (*ChatRequest, erro
 		if len(schema) == 0 || string(schema) == "null" {
 			return nil, anthropicInvalid(path+".input_schema", "Field required")
 		}
-		out.Tools = append(out.Tools, Tool{Type: "function", Function: FunctionDecl{
+		out = append(out, Tool{Type: "function", Function: FunctionDecl{
 			Name: t.Name, Description: t.Description, Parameters: schema, Strict: t.Strict},
 			CacheControl: cacheControlOf(t.CacheControl)})
 	}
-	if tc := in.ToolChoice; tc != nil {
-		switch tc.Type {
-		case "auto":
-			out.ToolChoice = &ToolChoice{Mode: "auto"}
-		case "any":
-			out.ToolChoice = &ToolChoice{Mode: "required"}
-		case "none":
-			out.ToolChoice = &ToolChoice{Mode: "none"}
-		case "tool":
-			if tc.Name == "" {
-				return nil, anthropicInvalid("tool_choice.name", "Field required")
-			}
-			out.ToolChoice = &ToolChoice{Mode: "function", Function: tc.Name}
-		default:
-			return nil, anthropicInvalid("tool_choice.type", "Input should be 'auto', 'any', 'tool' or 'none'")
-		}
-		if tc.DisableParallelToolUse {
-			f := false
-			out.ParallelToolCalls = &f
-		}
-	}
 	return out, nil
+}
+
+// anthropicDecodeToolChoice reads tool_choice, and from its
+// disable_parallel_tool_use the parallel_tool_calls setting (nil when
+// parallel calls stay allowed).
+func anthropicDecodeToolChoice(tc *anthropicToolChoice) (*ToolChoice, *bool, error) {
+	var out *ToolChoice
+	switch tc.Type {
+	case "auto":
+		out = &ToolChoice{Mode: "auto"}
+	case "any":
+		out = &ToolChoice{Mode: "required"}
+	case "none":
+		out = &ToolChoice{Mode: "none"}
+	case "tool":
+		if tc.Name == "" {
+			return nil, nil, anthropicInvalid("tool_choice.name", "Field required")
+		}
+		out = &ToolChoice{Mode: "function", Function: tc.Name}
+	default:
+		return nil, nil, anthropicInvalid("tool_choice.type", "Input should be 'auto', 'any', 'tool' or 'none'")
+	}
+	if tc.DisableParallelToolUse {
+		f := false
+		return out, &f, nil
+	}
+	return out, nil, nil
 }
 
 // anthropicDecodeOutputFormat maps a json_schema output format onto

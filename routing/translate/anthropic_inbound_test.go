@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 )
 
 func TestAnthropicInboundDecodeGolden(t *testing.T) {
@@ -731,4 +734,66 @@ func FuzzAnthropicEncodeResponse(f *testing.F) {
 			t.Fatalf("%s: %v", out, err)
 		}
 	})
+}
+
+// An OpenAI-compatible upstream (Ollama) that numbers every parallel call
+// 0 still yields one tool_use block per call (and one Responses item).
+func TestAnthropicStreamEncoderSeparatesCallsThatReuseAnIndex(t *testing.T) {
+	zero := 0
+	str := func(s string) *string { return &s }
+	chunks := []*Chunk{
+		{ID: "c", Choices: []ChunkChoice{{Delta: Delta{Role: "assistant", Content: str("")}}}},
+		{ID: "c", Choices: []ChunkChoice{{Delta: Delta{ToolCalls: []ToolCall{{Index: &zero, ID: "call_a", Type: "function", Function: FunctionCall{Name: "read", Arguments: `{"path":"a"}`}}}}}}},
+		{ID: "c", Choices: []ChunkChoice{{Delta: Delta{ToolCalls: []ToolCall{{Index: &zero, ID: "call_b", Type: "function", Function: FunctionCall{Name: "write", Arguments: `{"path":"b"}`}}}}}}},
+		{ID: "c", Choices: []ChunkChoice{{Delta: Delta{}, FinishReason: str("tool_calls")}}},
+	}
+	var buf bytes.Buffer
+	enc := AnthropicInbound.NewStreamEncoder(&buf, "m")
+	for _, c := range chunks {
+		if err := enc.WriteChunk(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enc.Close(nil)
+	msg := accumulate(t, buf.String())
+	for _, b := range msg.Content {
+		t.Logf("block %s id=%s name=%s input=%s", b.Type, b.ID, b.Name, b.Input)
+	}
+	if len(msg.Content) != 2 {
+		t.Errorf("%d tool_use blocks, want 2 (second call merged into first)", len(msg.Content))
+	}
+	// The Responses encoder handles the same input:
+	buf.Reset()
+	renc := ResponsesInbound.NewStreamEncoder(&buf, "m")
+	for _, c := range chunks {
+		if err := renc.WriteChunk(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := renc.Close(nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(buf.String(), `event: response.output_item.done`); n != 2 {
+		t.Errorf("%d Responses output items, want 2:\n%s", n, buf.String())
+	}
+}
+
+func accumulate(t *testing.T, sse string) anthropic.Message {
+	var msg anthropic.Message
+	sc := bufio.NewScanner(strings.NewReader(sse))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "data: ") {
+			continue
+		}
+		var ev anthropic.MessageStreamEventUnion
+		if err := json.Unmarshal([]byte(line[6:]), &ev); err != nil {
+			t.Fatalf("sdk: %v", err)
+		}
+		if err := msg.Accumulate(ev); err != nil {
+			t.Fatalf("sdk accumulate: %v", err)
+		}
+	}
+	return msg
 }

@@ -743,3 +743,84 @@ func TestAnthropicMalformedArgumentsWrapped(t *testing.T) {
 		}
 	}
 }
+
+// A streamed tool_use with an empty input gets arguments "{}", as a whole
+// answer does, never "" (also through the Responses encoder).
+func TestAnthropicStreamToolWithEmptyInputHasEmptyObjectArguments(t *testing.T) {
+	sse := `event: message_start
+data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"usage":{"input_tokens":10,"output_tokens":1}}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"list_files","input":{}}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":""}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":0}
+
+event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":5}}
+
+event: message_stop
+data: {"type":"message_stop"}
+
+`
+	args := ""
+	for _, c := range drain(t, Anthropic.NewStreamDecoder(strings.NewReader(sse), "m")) {
+		for _, ch := range c.Choices {
+			for _, tc := range ch.Delta.ToolCalls {
+				args += tc.Function.Arguments
+			}
+		}
+	}
+	if !json.Valid([]byte(args)) {
+		t.Errorf("streamed arguments = %q, not JSON (non-stream ParseResponse gives \"{}\")", args)
+	}
+	// Through the Responses encoder (Codex):
+	var buf bytes.Buffer
+	enc := ResponsesInbound.NewStreamEncoder(&buf, "m")
+	for _, c := range drain(t, Anthropic.NewStreamDecoder(strings.NewReader(sse), "m")) {
+		if err := enc.WriteChunk(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := enc.Close(nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `"type":"response.function_call_arguments.done"`) ||
+		!strings.Contains(buf.String(), `"arguments":"{}"`) {
+		t.Errorf("the Responses stream does not end the call with arguments {}:\n%s", buf.String())
+	}
+}
+
+// A history tool call whose arguments are not a JSON object (cut off by
+// max_tokens) does not make every later request of the conversation fail.
+func TestAnthropicRequestAcceptsHistoryWithTruncatedToolArguments(t *testing.T) {
+	req := &ChatRequest{Model: "m", Messages: []Message{
+		{Role: "user", Content: TextContent("write the file")},
+		{Role: "assistant", Content: Content{Null: true}, ToolCalls: []ToolCall{{ID: "call_1", Type: "function", Function: FunctionCall{Name: "write", Arguments: `{"path":"a.go","content":"package ma`}}}},
+		{Role: "tool", ToolCallID: "call_1", Content: TextContent("error: invalid arguments")},
+		{Role: "user", Content: TextContent("try again")},
+	}}
+	_, err := Anthropic.NewRequest(req, &Target{BaseURL: "x", UpstreamModel: "claude"}, false)
+	if err != nil {
+		t.Errorf("conversation refused: %v", err)
+	}
+}
+
+// drain reads a stream decoder to its end.
+func drain(t *testing.T, d StreamDecoder) []*Chunk {
+	t.Helper()
+	var out []*Chunk
+	for {
+		c, err := d.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+		out = append(out, c)
+	}
+}

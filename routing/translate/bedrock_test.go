@@ -1,5 +1,12 @@
 package translate
 
+// The fixtures in testdata/bedrock follow the Converse API reference and
+// the Bedrock user guide's tool-use walkthrough ("Call a tool with the
+// Converse API": the top_song tool, toolUseId
+// tooluse_kZJMlvQmRJ6eAyJE5GIl7Q, the WZPZ station). *.in.json is the
+// input, *.want.json the full expected document; both are compared after
+// normalising key order.
+
 import (
 	"bytes"
 	"encoding/json"
@@ -15,13 +22,6 @@ import (
 	"testing/iotest"
 	"time"
 )
-
-// The fixtures in testdata/bedrock follow the Converse API reference and
-// the Bedrock user guide's tool-use walkthrough ("Call a tool with the
-// Converse API": the top_song tool, toolUseId
-// tooluse_kZJMlvQmRJ6eAyJE5GIl7Q, the WZPZ station). *.in.json is the
-// input, *.want.json the full expected document; both are compared after
-// normalising key order.
 
 var bedrockTestTime = time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC) // 1717200000
 
@@ -862,4 +862,102 @@ func FuzzBedrockStream(f *testing.F) {
 			t.Fatal("the first chunk is not the role")
 		}
 	})
+}
+
+func f64(v float64) *float64 { return &v }
+
+// Regression tests from a review of the Gemini, Bedrock and OpenAI
+// translators.
+
+// 1. ParseOpenAIError: a Cerebras-style 429 TPM limit is classified as context overflow.
+func TestRegressionOpenAI429TooManyTokensIsContextOverflow(t *testing.T) {
+	body := []byte(`{"message":"Tokens per minute limit exceeded - too many tokens processed.","type":"too_many_tokens_error","param":"quota","code":"token_quota_exceeded"}`)
+	e := ParseOpenAIError(429, body)
+	t.Logf("kind=%d code=%q status=%d", e.Kind, e.Code, e.Status)
+	if e.Kind != KindRateLimited {
+		t.Errorf("429 TPM limit: kind=%d (want KindRateLimited=%d); ContextOverflow=%d", e.Kind, KindRateLimited, KindContextOverflow)
+	}
+}
+
+// A temperature above 1 is sent as 1: Converse's range is [0, 1].
+func TestBedrockRequestClampsTemperature(t *testing.T) {
+	req := &ChatRequest{Messages: []Message{{Role: "user", Content: TextContent("hi")}}, Temperature: f64(1.5)}
+	out, err := bedrockEncodeRequest(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(out.InferenceConfig)
+	t.Logf("inferenceConfig=%s", b)
+	if *out.InferenceConfig.Temperature > 1 {
+		t.Errorf("temperature %v sent; Converse rejects > 1", *out.InferenceConfig.Temperature)
+	}
+}
+
+// Blank text (an empty tool result, whitespace-only assistant text) is
+// never sent as a text block, which Bedrock refuses.
+func TestBedrockRequestSendsNoBlankText(t *testing.T) {
+	tools := []Tool{{Type: "function", Function: FunctionDecl{Name: "run", Parameters: json.RawMessage(`{"type":"object","properties":{"cmd":{"type":"string"}}}`)}}}
+	msgs := []Message{
+		{Role: "user", Content: TextContent("run it")},
+		{Role: "assistant", Content: TextContent("\n\n"), ToolCalls: []ToolCall{{ID: "toolu_1", Type: "function", Function: FunctionCall{Name: "run", Arguments: `{"cmd":"true"}`}}}},
+		{Role: "tool", ToolCallID: "toolu_1", Content: TextContent("")},
+	}
+	out, err := bedrockEncodeRequest(&ChatRequest{Messages: msgs, Tools: tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(out.Messages)
+	t.Logf("messages=%s", b)
+	if strings.Contains(string(b), `"text":""`) || strings.Contains(string(b), `"text":"\n\n"`) {
+		t.Errorf("blank text block sent (Bedrock: \"The text field in the ContentBlock object ... is blank\")")
+	}
+}
+
+// A conversation that starts with the assistant still starts with a user
+// message, and tool-call ids are rewritten to Bedrock's
+// [a-zA-Z0-9_-]{1,64}.
+func TestBedrockRequestStartsWithUserAndSanitisesToolIDs(t *testing.T) {
+	msgs := []Message{
+		{Role: "system", Content: TextContent("be nice")},
+		{Role: "assistant", Content: TextContent("Hello! How can I help?")},
+		{Role: "user", Content: TextContent("hi")},
+	}
+	out, err := bedrockEncodeRequest(&ChatRequest{Messages: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first role=%s", out.Messages[0].Role)
+	if out.Messages[0].Role != "user" {
+		t.Errorf("Converse: \"A conversation must start with a user message\"")
+	}
+	long := strings.Repeat("x", 60)
+	tools := []Tool{{Type: "function", Function: FunctionDecl{Name: long}}, {Type: "function", Function: FunctionDecl{Name: "get_weather"}}}
+	msgs = []Message{
+		{Role: "user", Content: TextContent("go")},
+		{Role: "assistant", ToolCalls: []ToolCall{
+			{ID: "functions.get_weather:0", Type: "function", Function: FunctionCall{Name: "get_weather", Arguments: "{}"}},
+			{ID: "call_1_" + long, Type: "function", Function: FunctionCall{Name: long, Arguments: "{}"}}}},
+		{Role: "tool", ToolCallID: "functions.get_weather:0", Content: TextContent("ok")},
+		{Role: "tool", ToolCallID: "call_1_" + long, Content: TextContent("ok")},
+	}
+	out, err = bedrockEncodeRequest(&ChatRequest{Messages: msgs, Tools: tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range out.Messages {
+		for _, b := range m.Content {
+			if b.ToolUse != nil {
+				id := b.ToolUse.ToolUseID
+				ok := len(id) <= 64
+				for i := 0; i < len(id); i++ {
+					if !anthropicIDByte(id[i]) {
+						ok = false
+					}
+				}
+				if !ok {
+					t.Errorf("toolUseId %q (len %d) violates [a-zA-Z0-9_-]{1,64}", id, len(id))
+				}
+			}
+		}
+	}
 }

@@ -175,80 +175,83 @@ func parseEventStreamHeaders(b []byte) (map[string]string, error) {
 		name := string(b[:nameLen])
 		typ := b[nameLen]
 		b = b[nameLen+1:]
-
-		var value string
-		var size int // value bytes consumed
-		fixed := func(n int) ([]byte, error) {
-			if len(b) < n {
-				return nil, esErrorf("header %q value runs past the header block", name)
-			}
-			size = n
-			return b[:n], nil
-		}
-		switch typ {
-		case esTypeTrue:
-			value = "true"
-		case esTypeFalse:
-			value = "false"
-		case esTypeByte:
-			v, err := fixed(1)
-			if err != nil {
-				return nil, err
-			}
-			value = strconv.Itoa(int(int8(v[0])))
-		case esTypeShort:
-			v, err := fixed(2)
-			if err != nil {
-				return nil, err
-			}
-			value = strconv.Itoa(int(int16(binary.BigEndian.Uint16(v))))
-		case esTypeInt:
-			v, err := fixed(4)
-			if err != nil {
-				return nil, err
-			}
-			value = strconv.FormatInt(int64(int32(binary.BigEndian.Uint32(v))), 10)
-		case esTypeLong:
-			v, err := fixed(8)
-			if err != nil {
-				return nil, err
-			}
-			value = strconv.FormatInt(int64(binary.BigEndian.Uint64(v)), 10)
-		case esTypeTimestamp:
-			v, err := fixed(8)
-			if err != nil {
-				return nil, err
-			}
-			ms := int64(binary.BigEndian.Uint64(v))
-			value = time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
-		case esTypeUUID:
-			v, err := fixed(16)
-			if err != nil {
-				return nil, err
-			}
-			x := hex.EncodeToString(v)
-			value = x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]
-		case esTypeBytes, esTypeString:
-			if len(b) < 2 {
-				return nil, esErrorf("header %q length runs past the header block", name)
-			}
-			n := int(binary.BigEndian.Uint16(b))
-			if len(b) < 2+n {
-				return nil, esErrorf("header %q value runs past the header block", name)
-			}
-			size = 2 + n
-			if typ == esTypeString {
-				value = string(b[2 : 2+n])
-			} else {
-				value = base64.StdEncoding.EncodeToString(b[2 : 2+n])
-			}
-		default:
-			return nil, esErrorf("header %q has unknown value type %d", name, typ)
+		value, size, err := eventStreamHeaderValue(name, typ, b)
+		if err != nil {
+			return nil, err
 		}
 		b = b[size:]
 		h[name] = value
 	}
 	return h, nil
+}
+
+// eventStreamHeaderValue reads the value of header name, of type typ, at
+// the start of b: its text form and the number of bytes it took.
+func eventStreamHeaderValue(name string, typ byte, b []byte) (string, int, error) {
+	switch typ {
+	case esTypeTrue:
+		return "true", 0, nil
+	case esTypeFalse:
+		return "false", 0, nil
+	case esTypeBytes, esTypeString:
+		if len(b) < 2 {
+			return "", 0, esErrorf("header %q length runs past the header block", name)
+		}
+		n := int(binary.BigEndian.Uint16(b))
+		if len(b) < 2+n {
+			return "", 0, esErrorf("header %q value runs past the header block", name)
+		}
+		if typ == esTypeString {
+			return string(b[2 : 2+n]), 2 + n, nil
+		}
+		return base64.StdEncoding.EncodeToString(b[2 : 2+n]), 2 + n, nil
+	}
+	n := esFixedSize(typ)
+	if n == 0 {
+		return "", 0, esErrorf("header %q has unknown value type %d", name, typ)
+	}
+	if len(b) < n {
+		return "", 0, esErrorf("header %q value runs past the header block", name)
+	}
+	return esFixedValue(typ, b[:n]), n, nil
+}
+
+// esFixedSize is the size of a value of a fixed-size type, 0 for a type
+// that is not one.
+func esFixedSize(typ byte) int {
+	switch typ {
+	case esTypeByte:
+		return 1
+	case esTypeShort:
+		return 2
+	case esTypeInt:
+		return 4
+	case esTypeLong, esTypeTimestamp:
+		return 8
+	case esTypeUUID:
+		return 16
+	}
+	return 0
+}
+
+// esFixedValue is the text form of v, a value of fixed-size type typ.
+func esFixedValue(typ byte, v []byte) string {
+	switch typ {
+	case esTypeByte:
+		return strconv.Itoa(int(int8(v[0])))
+	case esTypeShort:
+		return strconv.Itoa(int(int16(binary.BigEndian.Uint16(v))))
+	case esTypeInt:
+		return strconv.FormatInt(int64(int32(binary.BigEndian.Uint32(v))), 10)
+	case esTypeLong:
+		return strconv.FormatInt(int64(binary.BigEndian.Uint64(v)), 10)
+	case esTypeTimestamp:
+		ms := int64(binary.BigEndian.Uint64(v))
+		return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	default: // esTypeUUID
+		x := hex.EncodeToString(v)
+		return x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]
+	}
 }
 
 // AppendEventStreamMessage appends one event-stream message with the

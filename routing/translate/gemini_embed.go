@@ -69,45 +69,9 @@ func GeminiEmbeddingsRequest(body []byte, t *Target) (*http.Request, int, error)
 	}
 	var payload any
 	if vertex {
-		type instance struct {
-			Content string `json:"content"`
-		}
-		type parameters struct {
-			OutputDimensionality *int64 `json:"outputDimensionality,omitempty"`
-		}
-		p := struct {
-			Instances  []instance  `json:"instances"`
-			Parameters *parameters `json:"parameters,omitempty"`
-		}{}
-		for _, s := range inputs {
-			p.Instances = append(p.Instances, instance{Content: s})
-		}
-		if in.Dimensions != nil {
-			p.Parameters = &parameters{OutputDimensionality: in.Dimensions}
-		}
-		payload = p
+		payload = geminiVertexEmbedPayload(inputs, in.Dimensions)
 	} else {
-		type request struct {
-			Model                string        `json:"model"`
-			Content              geminiContent `json:"content"`
-			OutputDimensionality *int64        `json:"outputDimensionality,omitempty"`
-		}
-		// Each request names the model of the URL, "models/<id>".
-		name := model
-		if !strings.HasPrefix(name, "models/") && !strings.HasPrefix(name, "tunedModels/") {
-			name = "models/" + name
-		}
-		p := struct {
-			Requests []request `json:"requests"`
-		}{}
-		for _, s := range inputs {
-			p.Requests = append(p.Requests, request{
-				Model:                name,
-				Content:              geminiContent{Parts: []geminiPart{geminiText(s)}},
-				OutputDimensionality: in.Dimensions,
-			})
-		}
-		payload = p
+		payload = geminiBatchEmbedPayload(model, inputs, in.Dimensions)
 	}
 	b, err := json.Marshal(payload)
 	if err != nil {
@@ -121,6 +85,53 @@ func GeminiEmbeddingsRequest(body []byte, t *Target) (*http.Request, int, error)
 	r.Header.Set("Accept", "application/json")
 	geminiAuthorize(r, t, vertex)
 	return r, len(inputs), nil
+}
+
+// geminiVertexEmbedPayload is a Vertex AI predict request for the inputs.
+func geminiVertexEmbedPayload(inputs []string, dims *int64) any {
+	type instance struct {
+		Content string `json:"content"`
+	}
+	type parameters struct {
+		OutputDimensionality *int64 `json:"outputDimensionality,omitempty"`
+	}
+	p := struct {
+		Instances  []instance  `json:"instances"`
+		Parameters *parameters `json:"parameters,omitempty"`
+	}{}
+	for _, s := range inputs {
+		p.Instances = append(p.Instances, instance{Content: s})
+	}
+	if dims != nil {
+		p.Parameters = &parameters{OutputDimensionality: dims}
+	}
+	return p
+}
+
+// geminiBatchEmbedPayload is a Gemini API batchEmbedContents request for
+// the inputs.
+func geminiBatchEmbedPayload(model string, inputs []string, dims *int64) any {
+	type request struct {
+		Model                string        `json:"model"`
+		Content              geminiContent `json:"content"`
+		OutputDimensionality *int64        `json:"outputDimensionality,omitempty"`
+	}
+	// Each request names the model of the URL, "models/<id>".
+	name := model
+	if !strings.HasPrefix(name, "models/") && !strings.HasPrefix(name, "tunedModels/") {
+		name = "models/" + name
+	}
+	p := struct {
+		Requests []request `json:"requests"`
+	}{}
+	for _, s := range inputs {
+		p.Requests = append(p.Requests, request{
+			Model:                name,
+			Content:              geminiContent{Parts: []geminiPart{geminiText(s)}},
+			OutputDimensionality: dims,
+		})
+	}
+	return p
 }
 
 // geminiEmbedInputs reads OpenAI's input: a string or an array of strings.

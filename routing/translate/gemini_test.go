@@ -1,5 +1,9 @@
 package translate
 
+// Golden files live in testdata/gemini. GEMINI_UPDATE_GOLDEN=1 rewrites the
+// expected documents from the current output (review the diff before
+// keeping it).
+
 import (
 	"bytes"
 	"encoding/json"
@@ -15,10 +19,6 @@ import (
 	"testing/iotest"
 	"unicode/utf8"
 )
-
-// Golden files live in testdata/gemini. GEMINI_UPDATE_GOLDEN=1 rewrites the
-// expected documents from the current output (review the diff before
-// keeping it).
 
 const geminiTestdata = "testdata/gemini"
 
@@ -1041,4 +1041,102 @@ func FuzzGeminiStream(f *testing.F) {
 			t.Fatalf("a clean stream gave %d chunks and %d finishes", len(chunks), finishes)
 		}
 	})
+}
+
+// Vertex's wording for a prompt past the context window is a context
+// overflow.
+func TestGeminiErrorVertexInputTokenCountIsContextOverflow(t *testing.T) {
+	body := []byte(`{"error":{"code":400,"message":"Unable to submit request because the input token count is 1251952 but model only supports up to 1048576. Reduce the input token count and try again. You can also use the CountTokens API to calculate prompt token count and billable characters. Learn more: https://cloud.google.com/vertex-ai/generative-ai/docs/learn/models","status":"INVALID_ARGUMENT"}}`)
+	e := Gemini.ParseError(400, http.Header{}, body)
+	t.Logf("kind=%d code=%q", e.Kind, e.Code)
+	if e.Kind != KindContextOverflow {
+		t.Errorf("Vertex overflow: kind=%d want KindContextOverflow=%d", e.Kind, KindContextOverflow)
+	}
+}
+
+// The ids made up for Gemini's function calls differ from answer to answer,
+// so a history replayed to Bedrock (or Anthropic) pairs each call with its
+// own result.
+func TestGeminiToolCallIDsDifferAcrossAnswers(t *testing.T) {
+	turn := []byte(`{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"get_weather","args":{"city":"Paris"}}}]},"finishReason":"STOP"}]}`)
+	r1, err := Gemini.ParseResponse(turn, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, _ := Gemini.ParseResponse(turn, "m")
+	id1, id2 := r1.Choices[0].Message.ToolCalls[0].ID, r2.Choices[0].Message.ToolCalls[0].ID
+	t.Logf("turn1 id=%q turn2 id=%q", id1, id2)
+	if id1 == id2 {
+		t.Errorf("two different turns got the same tool_call id %q", id1)
+	}
+	// Same for streams.
+	sse := "data: " + string(turn) + "\n\n"
+	d := Gemini.NewStreamDecoder(strings.NewReader(sse), "m")
+	for {
+		c, err := d.Next()
+		if err != nil {
+			break
+		}
+		for _, ch := range c.Choices {
+			for _, tc := range ch.Delta.ToolCalls {
+				if tc.ID == id1 || tc.ID == id2 {
+					t.Errorf("a streamed answer reused the id %q of an earlier answer", tc.ID)
+				}
+			}
+		}
+	}
+	// Fallback to Bedrock with that history.
+	tools := []Tool{{Type: "function", Function: FunctionDecl{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}}}`)}}}
+	msgs := []Message{
+		{Role: "user", Content: TextContent("weather in Paris?")},
+		r1.Choices[0].Message,
+		{Role: "tool", ToolCallID: id1, Content: TextContent("sunny")},
+		{Role: "assistant", Content: TextContent("Sunny.")},
+		{Role: "user", Content: TextContent("and again?")},
+		r2.Choices[0].Message,
+		{Role: "tool", ToolCallID: id2, Content: TextContent("rain")},
+	}
+	br, err := bedrockEncodeRequest(&ChatRequest{Messages: msgs, Tools: tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(br.Messages)
+	t.Logf("bedrock messages: %s", b)
+	if strings.Count(string(b), `"toolUseId":"`+id1+`"`) != 2 || strings.Count(string(b), `"toolUseId":"`+id2+`"`) != 2 {
+		t.Errorf("each tool call and its result should share one id, unique in the request: %s", b)
+	}
+}
+
+// presence_penalty and frequency_penalty are dropped: Gemini 2.5 and later
+// answer 400 "Penalty is not enabled".
+func TestGeminiRequestDropsPenalties(t *testing.T) {
+	req := &ChatRequest{Model: "gemini-2.5-flash", Messages: []Message{{Role: "user", Content: TextContent("hi")}},
+		PresencePenalty: f64(0.5), FrequencyPenalty: f64(0.3)}
+	out, err := geminiEncodeRequest(req, "gemini-2.5-flash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(out.GenerationConfig)
+	t.Logf("generationConfig=%s", b)
+	if strings.Contains(string(b), "Penalty") {
+		t.Errorf("penalties sent to gemini-2.5-flash")
+	}
+}
+
+// A typeless root becomes an object, and a node of several types keeps
+// properties only on its object alternative, as Gemini requires.
+func TestGeminiSchemaTypesTypelessAndMultiTypeNodes(t *testing.T) {
+	s, err := geminiSchema(json.RawMessage(`{"properties":{"q":{"type":"string"},"filter":{"type":["object","string"],"properties":{"k":{"type":"string"}}}},"required":["q"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(s)
+	t.Logf("schema=%s", b)
+	if s["type"] == nil {
+		t.Errorf("root parameters schema has no type (Vertex: \"parameters schema should be of type OBJECT\")")
+	}
+	f := s["properties"].(map[string]any)["filter"].(map[string]any)
+	if f["properties"] != nil && f["type"] == nil {
+		t.Errorf("filter: properties on a node without type (Gemini: \"properties: only allowed for OBJECT type\")")
+	}
 }

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"strings"
@@ -88,5 +89,56 @@ func TestOpenAIToolImages(t *testing.T) {
 	}
 	if len(req.Messages[2].Content.Parts) != 1 || req.Messages[2].Content.Parts[0].Type != "image_url" {
 		t.Error("the caller's messages were modified")
+	}
+}
+
+// An Anthropic client's max_tokens reaches an OpenAI upstream as
+// max_completion_tokens: o-series and gpt-5 models refuse max_tokens.
+func TestOpenAIRequestFromAnAnthropicClientSendsMaxCompletionTokens(t *testing.T) {
+	req, err := AnthropicInbound.DecodeRequest([]byte(`{"model":"gpt-5","max_tokens":32000,"messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr, err := OpenAIChat.NewRequest(req, &Target{Provider: "openai", BaseURL: "https://api.openai.com/v1", UpstreamModel: "gpt-5"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(hr.Body)
+	t.Logf("upstream body: %s", b)
+	if bytes.Contains(b, []byte(`"max_tokens"`)) {
+		t.Errorf("sends max_tokens (rejected by o-series / gpt-5: use max_completion_tokens)")
+	}
+}
+
+// An image in an Anthropic tool_result does not become an image_url part
+// of a role=tool message, which OpenAI refuses (only text parts there).
+func TestOpenAIRequestKeepsImagesOutOfToolMessages(t *testing.T) {
+	in := `{"model":"gpt-4o","max_tokens":100,"messages":[
+	 {"role":"user","content":"look at shot.png"},
+	 {"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Read","input":{"file_path":"shot.png"}}]},
+	 {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]}]}]}`
+	req, err := AnthropicInbound.DecodeRequest([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr, err := OpenAIChat.NewRequest(req, &Target{Provider: "openai", BaseURL: "x", UpstreamModel: "gpt-4o"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(hr.Body)
+	t.Logf("%s", b)
+	if bytes.Contains(b, []byte(`"role":"tool","content":[{"type":"image_url"`)) {
+		t.Errorf("image_url part inside a role=tool message; OpenAI accepts only text parts there")
+	}
+}
+
+// A 429 "too many tokens" (a Cerebras-style tokens-per-minute limit) is a
+// rate limit, not a context overflow.
+func TestOpenAIErrorA429TooManyTokensIsARateLimit(t *testing.T) {
+	body := []byte(`{"message":"Tokens per minute limit exceeded - too many tokens processed.","type":"too_many_tokens_error","param":"quota","code":"token_quota_exceeded"}`)
+	e := ParseOpenAIError(429, body)
+	t.Logf("kind=%d code=%q status=%d", e.Kind, e.Code, e.Status)
+	if e.Kind != KindRateLimited {
+		t.Errorf("429 TPM limit: kind=%d (want KindRateLimited=%d); ContextOverflow=%d", e.Kind, KindRateLimited, KindContextOverflow)
 	}
 }
