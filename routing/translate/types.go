@@ -9,7 +9,7 @@
 // into its upstream request and decodes the upstream's answer into a
 // ChatResponse or a stream of Chunks.
 //
-// The rule for fields a provider cannot honour (see README "Translation"):
+// The rule for fields a provider cannot honour (see docs/providers.md, "Translation"):
 // fields that only tune sampling or presentation (seed, logit_bias,
 // presence_penalty, ...) are dropped; fields whose loss would change the
 // meaning of the answer (n > 1, logprobs, audio input, response_format
