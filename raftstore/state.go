@@ -40,7 +40,7 @@ type State struct {
 	requests      ptree[named[*appliedReq]] // by request id
 	requestsByAge ptree[ageItem]            // by time applied
 	clusterSecret string
-	sealer        *Sealer // opens sealed credentials; nil when none are
+	sealer        *Sealer                // opens sealed credentials; nil when none are
 	users         users                  // admin users (users.go)
 	audit         ptree[*pb.AuditRecord] // by index (audit.go)
 }
