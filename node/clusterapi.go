@@ -145,7 +145,7 @@ func (c *clusterAPI) RestoreSnapshot(ctx context.Context, req *pb.RestoreSnapsho
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.n.store.Apply(ctx, &pb.Command{RequestId: rid, Op: &pb.Command_Restore{Restore: &pb.RestoreCommand{Snapshot: &snap}}}); err != nil {
+	if _, err := c.n.store.Apply(ctx, &pb.Command{RequestId: rid, Actor: admin.ActorOf(ctx), Op: &pb.Command_Restore{Restore: &pb.RestoreCommand{Snapshot: &snap}}}); err != nil {
 		return nil, storeStatus(err)
 	}
 	return &pb.RestoreSnapshotResponse{Keys: uint64(len(snap.GetKeys())), Routes: uint64(len(snap.GetRoutes())),

@@ -80,7 +80,7 @@ func (f fakeServerStream) Context() context.Context { return f.ctx }
 func TestStreamInterceptor(t *testing.T) {
 	srv := New(Config{Store: &fakeStore{}, BootstrapToken: testBootstrapToken})
 	icpt := srv.StreamInterceptor()
-	info := &grpc.StreamServerInfo{FullMethod: "/tollgate.v1.Test/Stream"}
+	info := &grpc.StreamServerInfo{FullMethod: pb.KeyService_ListKeys_FullMethodName}
 	called := false
 	handler := func(any, grpc.ServerStream) error { called = true; return nil }
 
@@ -94,5 +94,13 @@ func TestStreamInterceptor(t *testing.T) {
 	mustOK(t, icpt(nil, fakeServerStream{ctx: incoming(context.Background(), "Bearer "+testBootstrapToken)}, info, handler))
 	if !called {
 		t.Error("handler not called with a valid token")
+	}
+	// A method without an access rule is refused to everyone.
+	called = false
+	err = icpt(nil, fakeServerStream{ctx: incoming(context.Background(), "Bearer "+testBootstrapToken)},
+		&grpc.StreamServerInfo{FullMethod: "/tollgate.v1.Test/Stream"}, handler)
+	wantCode(t, err, codes.PermissionDenied)
+	if called {
+		t.Error("handler ran for a method without an access rule")
 	}
 }
