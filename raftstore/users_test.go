@@ -189,3 +189,27 @@ func TestUsersAndAuditSurviveSnapshotAndRestoreCommand(t *testing.T) {
 		t.Errorf("audit after restore = %v, want the two writes and the restore", recs)
 	}
 }
+
+// While some member does not apply the users release's commands, a leader
+// proposes admin writes without their actor: no replica writes an audit
+// record the others lack.
+func TestNoAuditRecordsUntilEveryMemberAppliesThem(t *testing.T) {
+	s := openReady(t, testConfig(t.TempDir()))
+	waitLeader(t, s)
+	older := true
+	s.SetProposeGate(func(name string) error {
+		if older && name == auditCommand {
+			return errors.New("node n2 does not support create_user")
+		}
+		return nil
+	})
+	mustApply(t, s, actor(createKeyCmd("k1", "s1"), "alice"))
+	if n := s.State().AuditCount(); n != 0 || s.State().Key("k1") == nil {
+		t.Fatalf("with an older member: key applied %v, %d audit records, want applied and none", s.State().Key("k1") != nil, n)
+	}
+	older = false
+	mustApply(t, s, actor(createKeyCmd("k2", "s2"), "alice"))
+	if n := s.State().AuditCount(); n != 1 {
+		t.Errorf("once every member applies them: %d audit records, want 1", n)
+	}
+}
