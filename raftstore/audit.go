@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -113,7 +114,11 @@ func summarizeCommand(cmd *pb.Command) string {
 	writeMessage(&b, cmd.ProtoReflect().Get(fd).Message())
 	s := b.String()
 	if len(s) > auditSummaryMax {
-		s = s[:auditSummaryMax] + fmt.Sprintf("… (%d more bytes)", len(s)-auditSummaryMax)
+		n := auditSummaryMax
+		for n > 0 && !utf8.RuneStart(s[n]) { // a proto string must stay valid UTF-8
+			n--
+		}
+		s = s[:n] + fmt.Sprintf("… (%d more bytes)", len(s)-n)
 	}
 	return s
 }

@@ -3,10 +3,12 @@ package raftstore
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 
@@ -211,5 +213,28 @@ func TestNoAuditRecordsUntilEveryMemberAppliesThem(t *testing.T) {
 	mustApply(t, s, actor(createKeyCmd("k2", "s2"), "alice"))
 	if n := s.State().AuditCount(); n != 1 {
 		t.Errorf("once every member applies them: %d audit records, want 1", n)
+	}
+}
+
+func TestAuditSummaryOfALargeWriteIsCut(t *testing.T) {
+	imp := &pb.ImportKeysCommand{}
+	for i := range 200 {
+		imp.Keys = append(imp.Keys, &pb.StoredKey{Key: &pb.Key{Id: fmt.Sprintf("imported-%03d", i), Name: "ключ"}, SecretHash: hashOf(fmt.Sprint(i))})
+	}
+	h := newHarness(t)
+	h.must(actor(&pb.Command{Op: &pb.Command_ImportKeys{ImportKeys: imp}}, "alice"))
+	s := h.state().AuditRecords(AuditFilter{Limit: 1})[0].GetSummary()
+	if len(s) > auditSummaryMax+64 || !utf8.ValidString(s) || !strings.HasPrefix(s, `{keys:[{key:{id:"imported-000"`) || !strings.Contains(s, "more bytes)") {
+		t.Errorf("summary of a 200-key import (%d bytes): %.120s…%s", len(s), s, s[max(0, len(s)-40):])
+	}
+}
+
+func TestAuditSummaryIsCutBetweenCharacters(t *testing.T) {
+	for _, id := range []string{"x", "xx"} { // one of them puts byte 1024 inside a character
+		cmd := createKeyCmd(id, "s")
+		cmd.GetCreateKey().Key.Key.Name = strings.Repeat("й", 1000)
+		if s := summarizeCommand(cmd); !utf8.ValidString(s) || len(s) > auditSummaryMax+64 {
+			t.Errorf("summary of %d bytes, valid UTF-8: %v", len(s), utf8.ValidString(s))
+		}
 	}
 }
