@@ -49,6 +49,34 @@ func (f *fakeAccess) ListAudit(_ context.Context, req *tollgatev1.ListAuditReque
 		Rpc: "/tollgate.v1.KeyService/CreateKey", Command: "create_key", Summary: `{key:{key:{id:"key_1"}}}`}}}, nil
 }
 
+func (f *fakeAccess) ListUsers(_ context.Context, req *tollgatev1.ListUsersRequest) (*tollgatev1.ListUsersResponse, error) {
+	users := []*tollgatev1.User{{Name: "alice", Role: "operator", TokenPrefix: "tgu-aaaaaa", CreatedAt: fakeTime}}
+	if req.GetIncludeRevoked() {
+		users = append(users, &tollgatev1.User{Name: "old", Role: "viewer", TokenPrefix: "tgu-oooooo", RevokedAt: fakeTime})
+	}
+	return &tollgatev1.ListUsersResponse{Users: users}, nil
+}
+
+func (f *fakeAccess) GetUser(_ context.Context, req *tollgatev1.GetUserRequest) (*tollgatev1.GetUserResponse, error) {
+	if req.GetName() != "bob" {
+		return nil, status.Errorf(codes.NotFound, "user %q not found", req.GetName())
+	}
+	return &tollgatev1.GetUserResponse{User: &tollgatev1.User{Name: "bob", Role: "team-admin", TeamId: "team_1",
+		Models: []string{"gpt-4o*"}, TokenPrefix: "tgu-bbbbbb", CreatedBy: "bootstrap"}}, nil
+}
+
+func (f *fakeAccess) RotateUser(_ context.Context, req *tollgatev1.RotateUserRequest) (*tollgatev1.RotateUserResponse, error) {
+	return &tollgatev1.RotateUserResponse{User: &tollgatev1.User{Name: req.GetName(), Role: "operator"}, Token: "tgu-rotated-token"}, nil
+}
+
+func (f *fakeAccess) RevokeUser(_ context.Context, req *tollgatev1.RevokeUserRequest) (*tollgatev1.RevokeUserResponse, error) {
+	return &tollgatev1.RevokeUserResponse{User: &tollgatev1.User{Name: req.GetName(), Role: "operator", RevokedAt: fakeTime}}, nil
+}
+
+func (f *fakeAccess) WhoAmI(context.Context, *tollgatev1.WhoAmIRequest) (*tollgatev1.WhoAmIResponse, error) {
+	return &tollgatev1.WhoAmIResponse{User: "bootstrap", Role: "admin", Permissions: []string{"keys.read", "users.write"}}, nil
+}
+
 func startFakeAccess(t *testing.T) (*fake, *fakeAccess) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -115,5 +143,33 @@ func TestAuditFiltersAndPrintsJSON(t *testing.T) {
 	}
 	if r := f.run(t, "audit", "--since", "soon"); r.code != 2 {
 		t.Errorf("--since soon: exit %d", r.code)
+	}
+}
+
+func TestUserListGetRotateRevokeWhoAmI(t *testing.T) {
+	f, _ := startFakeAccess(t)
+	if out := f.mustRun(t, "user", "list").stdout; !strings.Contains(out, "alice") || strings.Contains(out, "old") {
+		t.Errorf("user list:\n%s", out)
+	}
+	if all := decodeArray(t, f.mustRun(t, "user", "list", "--all", "-o", "json").stdout); len(all) != 2 || all[1]["revoked_at"] == nil {
+		t.Errorf("user list --all -o json = %v", all)
+	}
+	out := f.mustRun(t, "user", "get", "bob").stdout
+	for _, w := range []string{"team-admin", "team_1", "gpt-4o*", "tgu-bbbbbb…", "by bootstrap"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("user get lacks %q:\n%s", w, out)
+		}
+	}
+	if r := f.run(t, "user", "get", "nobody"); r.code != 1 || !strings.Contains(r.stderr, "not found") {
+		t.Errorf("user get nobody: exit %d, %q", r.code, r.stderr)
+	}
+	if m := decodeObject(t, f.mustRun(t, "user", "rotate", "alice", "-o", "json").stdout); m["token"] != "tgu-rotated-token" {
+		t.Errorf("user rotate -o json = %v", m)
+	}
+	if out := f.mustRun(t, "user", "revoke", "alice").stdout; out != "Revoked user alice.\n" {
+		t.Errorf("user revoke: %q", out)
+	}
+	if out := f.mustRun(t, "user", "whoami").stdout; !strings.Contains(out, "bootstrap") || !strings.Contains(out, "keys.read, users.write") {
+		t.Errorf("user whoami:\n%s", out)
 	}
 }

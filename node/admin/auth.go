@@ -170,6 +170,12 @@ func (s *Server) authorize(ctx context.Context, method string) (*Identity, error
 		return nil, status.Errorf(codes.PermissionDenied, "permission denied: %s needs the permission %s, which the role %s (user %s) lacks",
 			method, r.perm, id.Role, id.User)
 	}
+	if r.perm == PermClusterInternal && id.User != nodeUser && id.User != raftstore.BootstrapUser {
+		// Nodes' own plumbing (it can register an admin token, unaudited):
+		// not for users, admins included.
+		return nil, status.Errorf(codes.PermissionDenied, "permission denied: %s is for the nodes themselves (and the bootstrap token), not user %s",
+			method, id.User)
+	}
 	return id, nil
 }
 

@@ -225,3 +225,17 @@ func TestRevokedAndRotatedUserTokens(t *testing.T) {
 func withMD(ctx context.Context, kv ...string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, kv...)
 }
+
+// The nodes' internal RPCs are for nodes and the bootstrap token: an
+// admin user may not propose raw commands (an unaudited admin token).
+func TestAdminUsersMayNotCallTheNodesInternalRPCs(t *testing.T) {
+	e := startRBAC(t)
+	ctx := ctxT(t)
+	root, err := pb.NewUserServiceClient(dial(t, e.addr, testBootstrapToken)).CreateUser(ctx, &pb.CreateUserRequest{Name: "root", Role: raftstore.RoleAdmin})
+	mustOK(t, err)
+	addr, _, _ := serveAll(t, e.store)
+	for token, want := range map[string]codes.Code{root.GetToken(): codes.PermissionDenied, testBootstrapToken: codes.Unimplemented} {
+		_, err := pb.NewClusterServiceClient(dial(t, addr, token)).Propose(ctx, &pb.ProposeRequest{})
+		wantCode(t, err, want) // the stub answers Unimplemented once past the check
+	}
+}
