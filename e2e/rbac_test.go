@@ -110,10 +110,17 @@ func TestRolesAndAuditAcrossTheCluster(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "permission denied") || !strings.Contains(errOut, "keys.write") {
 		t.Errorf("a viewer's revoke: exit %d, %s", code, errOut)
 	}
+	follower.as(t, tokens["operator"], "key", "create", "--name", "svc-2")
 	recs := leader.audit(t, tokens["viewer"], "--user", "operator-user")
-	if len(recs) != 1 || recs[0].RPC != "/tollgate.v1.KeyService/CreateKey" || recs[0].Role != "operator" ||
-		!strings.HasPrefix(recs[0].Address, "127.0.0.1:") || !strings.Contains(recs[0].Summary, key.ID) {
+	if len(recs) != 2 || recs[1].RPC != "/tollgate.v1.KeyService/CreateKey" || recs[1].Role != "operator" ||
+		!strings.HasPrefix(recs[1].Address, "127.0.0.1:") || !strings.Contains(recs[1].Summary, key.ID) {
 		t.Errorf("the operator's records on the leader = %+v", recs)
+	}
+	// Each tollctl run connects from a port of its own, while the follower
+	// forwards over one connection: the leader recorded the clients'
+	// addresses, which the follower vouched for.
+	if len(recs) == 2 && recs[0].Address == recs[1].Address {
+		t.Errorf("two tollctl runs recorded from one address %s: the forwarding node's, not the client's", recs[0].Address)
 	}
 
 	// Cluster writes: a restore and a node removal.
