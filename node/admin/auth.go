@@ -143,17 +143,26 @@ func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
 func (s *Server) StreamInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		ctx := ss.Context()
-		if _, err := s.authorize(ctx, info.FullMethod); err != nil {
+		id, err := s.authorize(ctx, info.FullMethod)
+		if err != nil {
 			s.logFailure(ctx, info.FullMethod, err)
 			return err
 		}
-		err := handler(srv, ss)
+		err = handler(srv, identifiedStream{ss, context.WithValue(ctx, identityKey{}, id)})
 		if err != nil {
 			s.logFailure(ctx, info.FullMethod, err)
 		}
 		return err
 	}
 }
+
+// identifiedStream is a stream whose context carries the caller.
+type identifiedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s identifiedStream) Context() context.Context { return s.ctx }
 
 // authorize authenticates the call and checks the caller's role against
 // the RPC's rule; a refusal is PermissionDenied naming the permission.
