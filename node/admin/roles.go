@@ -97,10 +97,6 @@ var rules = map[string]rule{
 	pb.AuditService_ListAudit_FullMethodName: read(PermAuditRead),
 }
 
-// IsWrite reports whether the admin RPC fullMethod changes the replicated
-// state (and so leaves an audit record).
-func IsWrite(fullMethod string) bool { return rules[fullMethod].write }
-
 var (
 	readOnly = []Permission{PermKeysRead, PermTeamsRead, PermModelsRead, PermCredentialsRead,
 		PermSpendRead, PermClusterRead, PermAuditRead}
