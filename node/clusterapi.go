@@ -138,6 +138,7 @@ func (c *clusterAPI) RestoreSnapshot(ctx context.Context, req *pb.RestoreSnapsho
 	if len(req.GetData()) == 0 || snap.GetIndex() == 0 {
 		return nil, status.Error(codes.InvalidArgument, "not a Tollgate snapshot: it is empty or has no index (tollctl cluster snapshot save writes one); nothing was changed")
 	}
+	snap.AuditRecords = nil // a restore keeps the running audit log: no need to log the backup's
 	if err := sealSnapshot(c.n.store.State(), &snap); err != nil {
 		return nil, err
 	}
@@ -145,7 +146,7 @@ func (c *clusterAPI) RestoreSnapshot(ctx context.Context, req *pb.RestoreSnapsho
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.n.store.Apply(ctx, &pb.Command{RequestId: rid, Op: &pb.Command_Restore{Restore: &pb.RestoreCommand{Snapshot: &snap}}}); err != nil {
+	if _, err := c.n.store.Apply(ctx, &pb.Command{RequestId: rid, Actor: admin.ActorOf(ctx), Op: &pb.Command_Restore{Restore: &pb.RestoreCommand{Snapshot: &snap}}}); err != nil {
 		return nil, storeStatus(err)
 	}
 	return &pb.RestoreSnapshotResponse{Keys: uint64(len(snap.GetKeys())), Routes: uint64(len(snap.GetRoutes())),

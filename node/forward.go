@@ -49,6 +49,8 @@ func init() {
 		pb.ClusterService_RemoveNode_FullMethodName, pb.ClusterService_RestoreSnapshot_FullMethodName,
 		pb.TeamService_CreateTeam_FullMethodName, pb.TeamService_UpdateTeam_FullMethodName,
 		pb.TeamService_DeleteTeam_FullMethodName,
+		pb.UserService_CreateUser_FullMethodName, pb.UserService_RevokeUser_FullMethodName,
+		pb.UserService_RotateUser_FullMethodName,
 	} {
 		writeMethods[m] = true
 	}
@@ -172,6 +174,18 @@ func prepareWrite(ctx context.Context, in metadata.MD, req any) (context.Context
 			r.SecretSeed = admin.NewSecretSeed()
 			req = r
 		}
+	case *pb.CreateUserRequest:
+		if len(r.GetTokenSeed()) == 0 {
+			r = proto.Clone(r).(*pb.CreateUserRequest)
+			r.TokenSeed = admin.NewSecretSeed()
+			req = r
+		}
+	case *pb.RotateUserRequest:
+		if len(r.GetTokenSeed()) == 0 {
+			r = proto.Clone(r).(*pb.RotateUserRequest)
+			r.TokenSeed = admin.NewSecretSeed()
+			req = r
+		}
 	}
 	return ctx, req, nil
 }
@@ -228,6 +242,9 @@ func (n *Node) forwardOnce(ctx context.Context, method string, req any) (any, er
 	in, _ := metadata.FromIncomingContext(ctx)
 	out := metadata.Pairs(mdForwarded, n.cfg.NodeID)
 	out.Set(admin.MetadataRequestID, in.Get(admin.MetadataRequestID)...)
+	// The caller as this node saw it (its address above all), vouched for
+	// with the cluster secret, for the leader's audit record.
+	out = metadata.Join(out, admin.ForwardMetadata(ctx, n.store.State().ClusterSecret()))
 	if a := in.Get("authorization"); len(a) > 0 {
 		out.Set("authorization", a...)
 		if n.isOwnToken(a[0]) {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tollgate/tollgate/node/admin"
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 	"github.com/tollgate/tollgate/raftstore"
 )
@@ -253,7 +254,7 @@ func (n *Node) tryBootstrap() {
 func (n *Node) releaseLeases(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	_, err := n.store.Apply(ctx, &pb.Command{Op: &pb.Command_ReleaseNode{ReleaseNode: &pb.ReleaseNodeCommand{Node: id}}})
+	_, err := n.store.Apply(ctx, &pb.Command{Actor: admin.ActorOf(ctx), Op: &pb.Command_ReleaseNode{ReleaseNode: &pb.ReleaseNodeCommand{Node: id}}})
 	return err
 }
 

@@ -91,6 +91,13 @@ func applyEntry(cur *State, l *raft.Log) (*State, *applyResult, error) {
 		return nil, res, nil
 	}
 	next, res := applyCommand(cur, &cmd)
+	if cmd.GetActor() != nil { // an admin write: audited
+		if next == nil {
+			cp := *cur
+			next = &cp
+		}
+		next.appendAudit(l.Index, &cmd, &res)
+	}
 	if id := cmd.GetRequestId(); id != "" {
 		if next == nil {
 			cp := *cur

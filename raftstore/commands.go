@@ -439,7 +439,8 @@ func addAdminToken(cur *State, hash []byte) (*State, error) {
 }
 
 // restoreState replaces the whole state with snap, keeping the admin tokens
-// already registered so that whoever restores keeps access.
+// and users already registered so that whoever restores keeps access, and
+// the audit log as it is.
 func restoreState(cur *State, snap *pb.Snapshot) (*State, error) {
 	if snap == nil {
 		return nil, fmt.Errorf("restore: no snapshot: %w", ErrInvalid)
@@ -454,5 +455,8 @@ func restoreState(cur *State, snap *pb.Snapshot) (*State, error) {
 	if cur.clusterSecret != "" { // the running cluster's own secret stays
 		next.clusterSecret = cur.clusterSecret
 	}
+	mergeUsers(next, cur)
+	next.audit = cur.audit // no restore edits or deletes the audit log
+
 	return next, nil
 }

@@ -140,6 +140,12 @@ func applyCommand(cur *State, cmd *pb.Command) (*State, applyResult) {
 		next, val, err = importKeys(cur, op.ImportKeys, ts)
 	case *pb.Command_SetClusterSecret:
 		next, err = setClusterSecret(cur, op.SetClusterSecret)
+	case *pb.Command_CreateUser:
+		next, val, err = createUser(cur, op.CreateUser, ts)
+	case *pb.Command_RevokeUser:
+		next, val, err = revokeUser(cur, op.RevokeUser.GetName(), ts)
+	case *pb.Command_RotateUser:
+		next, val, err = rotateUser(cur, op.RotateUser, ts)
 	default:
 		err = fmt.Errorf("unknown command %T: %w", op, ErrInvalid)
 	}

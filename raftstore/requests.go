@@ -43,7 +43,7 @@ type appliedReq struct {
 // same fingerprint, another write under a reused id does not.
 func commandFingerprint(cmd *pb.Command) []byte {
 	c := proto.Clone(cmd).(*pb.Command)
-	c.UnixNanos, c.RequestId = 0, ""
+	c.UnixNanos, c.RequestId, c.Actor = 0, "", nil // a retry may come through another node
 	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(c)
 	h := sha256.Sum256(b)
 	return h[:]

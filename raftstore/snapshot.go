@@ -198,7 +198,8 @@ func readLegacySnapshot(r io.Reader, b *stateBuilder) (*State, error) {
 // snapshotParts calls emit with the state in parts of at most
 // snapshotChunk items each, in a stable order: keys by creation, routes,
 // credentials, teams, hourly then daily rollups, budget periods, node
-// report counters, admin tokens, applied request ids, the cluster secret.
+// report counters, the audit log, users, admin tokens, applied request
+// ids, the cluster secret.
 func snapshotParts(st *State, emit func(*pb.Snapshot) error) error {
 	c := &chunker{part: &pb.Snapshot{}, emit: emit}
 	steps := []func() error{
@@ -220,6 +221,10 @@ func snapshotParts(st *State, emit func(*pb.Snapshot) error) error {
 			return walkParts(c, st.periods, func(p *pb.Snapshot, v periodItem) { p.BudgetPeriods = append(p.BudgetPeriods, v.bp) })
 		},
 		func() error {
+			return walkParts(c, st.audit, func(p *pb.Snapshot, v *pb.AuditRecord) { p.AuditRecords = append(p.AuditRecords, v) })
+		},
+		func() error {
+			c.part.Users = st.Users()
 			c.part.NodeSeqs, c.part.AdminTokenHashes = nodeSeqsOf(st), adminTokensOf(st)
 			c.part.AppliedRequests, c.part.ClusterSecret = appliedRequestsOf(st), st.clusterSecret
 			c.n = 1
@@ -307,13 +312,14 @@ type stateBuilder struct {
 	rollups, daily *ptxn[*pb.SpendRollup]
 	periods        *periodWriter
 	requests       []*pb.AppliedRequest
+	audit          *ptxn[*pb.AuditRecord]
 }
 
 func newStateBuilder(sealer *Sealer, r Retention) *stateBuilder {
 	st := emptyState()
 	st.sealer, st.retention = sealer, r
 	return &stateBuilder{st: st, keys: st.keyWriter(), teams: st.teams.txn(), rollups: st.rollups.txn(),
-		daily: st.daily.txn(), periods: st.periodWriter()}
+		daily: st.daily.txn(), periods: st.periodWriter(), audit: st.audit.txn()}
 }
 
 // add merges one part of a snapshot into the state being built.
@@ -357,7 +363,10 @@ func (b *stateBuilder) add(part *pb.Snapshot) error {
 		st.clusterSecret = s
 	}
 	b.requests = append(b.requests, part.GetAppliedRequests()...)
-	return nil
+	for _, r := range part.GetAuditRecords() {
+		b.audit.put(r)
+	}
+	return b.addUsers(part.GetUsers())
 }
 
 func (b *stateBuilder) finish() *State {
@@ -365,6 +374,7 @@ func (b *stateBuilder) finish() *State {
 	b.keys.commit(st)
 	st.teams, st.rollups, st.daily = b.teams.commit(), b.rollups.commit(), b.daily.commit()
 	b.periods.commit(st)
+	st.audit = b.audit.commit()
 	st.putAppliedRequests(b.requests)
 	st.rebuildRoutes()
 	return st

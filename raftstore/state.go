@@ -40,7 +40,9 @@ type State struct {
 	requests      ptree[named[*appliedReq]] // by request id
 	requestsByAge ptree[ageItem]            // by time applied
 	clusterSecret string
-	sealer        *Sealer // opens sealed credentials; nil when none are
+	sealer        *Sealer                // opens sealed credentials; nil when none are
+	users         users                  // admin users (users.go)
+	audit         ptree[*pb.AuditRecord] // by index (audit.go)
 }
 
 // Key is the data plane's view of a virtual key, with what an auth check
@@ -155,6 +157,7 @@ func emptyState() *State {
 		nodeSeqs:      map[string]uint64{},
 		requests:      newNamedTree[*appliedReq](),
 		requestsByAge: newPtree(ageLess),
+		audit:         newPtree(auditLess),
 	}
 }
 

@@ -312,6 +312,11 @@ func (s *Store) Apply(ctx context.Context, cmd *pb.Command) (proto.Message, erro
 		if err := (*g)(name); err != nil {
 			return nil, fmt.Errorf("raftstore: %s: %w: %w", name, ErrCommandRefused, err)
 		}
+		if cmd.Actor != nil && (*g)(auditCommand) != nil {
+			// A member of an older release would not write the audit
+			// record: none does until every member can.
+			cmd.Actor = nil
+		}
 	}
 	if cmd.UnixNanos == 0 {
 		cmd.UnixNanos = time.Now().UnixNano()

@@ -32,6 +32,8 @@ type clients struct {
 	cluster tollgatev1.ClusterServiceClient
 	teams   tollgatev1.TeamServiceClient
 	spend   tollgatev1.SpendServiceClient
+	users   tollgatev1.UserServiceClient
+	audit   tollgatev1.AuditServiceClient
 }
 
 // Retry timing for calls that fail with codes.Unavailable: a node
@@ -65,6 +67,10 @@ func fixSecretSeed(req any) {
 		seed = &r.SecretSeed
 	case *tollgatev1.RotateKeyRequest:
 		seed = &r.SecretSeed
+	case *tollgatev1.CreateUserRequest:
+		seed = &r.TokenSeed
+	case *tollgatev1.RotateUserRequest:
+		seed = &r.TokenSeed
 	default:
 		return
 	}
@@ -109,6 +115,8 @@ func (a *app) api() (*clients, error) {
 		cluster: tollgatev1.NewClusterServiceClient(a.conn),
 		teams:   tollgatev1.NewTeamServiceClient(a.conn),
 		spend:   tollgatev1.NewSpendServiceClient(a.conn),
+		users:   tollgatev1.NewUserServiceClient(a.conn),
+		audit:   tollgatev1.NewAuditServiceClient(a.conn),
 	}, nil
 }
 
@@ -274,7 +282,7 @@ func (a *app) describe(err error) string {
 		}
 		return msg + "\nhint: the admin token was rejected; check TOLLGATE_TOKEN or --token"
 	case codes.PermissionDenied:
-		return msg + "\nhint: the admin token is not allowed to do this"
+		return msg + "\nhint: the token's role does not allow this; tollctl user whoami shows what it may do"
 	case codes.Unavailable:
 		if strings.HasPrefix(msg, "no leader:") {
 			return msg + "\nhint: a majority of the voters must be up and reach each other; see tollctl cluster status on another node"

@@ -1,6 +1,6 @@
 // Command tollctl is the admin CLI for Tollgate. It talks only to the public
 // gRPC admin API (KeyService, TeamService, ModelService, CredentialService,
-// SpendService, ClusterService).
+// SpendService, ClusterService, UserService, AuditService).
 package main
 
 import (
@@ -121,7 +121,9 @@ nano-dollars (1e-9 USD) for spend and budgets, micro-dollars per million
 tokens for prices.
 
 Every call carries the admin token (--token or TOLLGATE_TOKEN) and goes to the
-admin address (--addr or TOLLGATE_ADDR). The connection is plaintext gRPC
+admin address (--addr or TOLLGATE_ADDR). The token is the bootstrap admin token
+or a user's own (tollctl user create); the user's role decides which calls it
+may make, and every change is recorded in the audit log (tollctl audit). The connection is plaintext gRPC
 unless --tls-ca (TOLLGATE_TLS_CA) or --tls is given; without TLS use it only on
 loopback or a private network.
 
@@ -136,7 +138,9 @@ Output is a human table by default; use -o json for scripts.`,
   tollctl team create --name research --budget 500 --period month
   tollctl spend report --by team --since 7d
   tollctl cluster status
-  tollctl cluster snapshot save backup.snap`,
+  tollctl cluster snapshot save backup.snap
+  tollctl user create alice --role operator -o json | jq -r .token
+  tollctl audit --user alice --since 7d`,
 		SilenceErrors:     true,
 		SilenceUsage:      true,
 		PersistentPreRunE: a.setup,
@@ -154,6 +158,7 @@ Output is a human table by default; use -o json for scripts.`,
 		&cobra.Group{ID: "resources", Title: "Resource Commands:"},
 		&cobra.Group{ID: "spend", Title: "Spend Commands:"},
 		&cobra.Group{ID: "cluster", Title: "Cluster Commands:"},
+		&cobra.Group{ID: "access", Title: "Access Commands:"},
 		&cobra.Group{ID: "other", Title: "Other Commands:"},
 	)
 	for _, c := range []*cobra.Command{a.keyCommand(), a.teamCommand(), a.modelCommand(), a.credentialCommand()} {
@@ -166,6 +171,10 @@ Output is a human table by default; use -o json for scripts.`,
 	c := a.clusterCommand()
 	c.GroupID = "cluster"
 	root.AddCommand(c)
+	for _, c := range []*cobra.Command{a.userCommand(), a.auditCommand()} {
+		c.GroupID = "access"
+		root.AddCommand(c)
+	}
 	v := a.versionCommand()
 	v.GroupID = "other"
 	root.AddCommand(v)

@@ -70,7 +70,7 @@ func TestAuthWithoutBootstrapToken(t *testing.T) {
 	srv := New(Config{Store: store})
 	ctx := ctxT(t)
 	for _, md := range []string{"", "Bearer ", "Basic abc", "Bearer  "} {
-		if err := srv.authenticate(incoming(ctx, md)); err == nil {
+		if _, err := srv.identify(incoming(ctx, md)); err == nil {
 			t.Errorf("authorization %q accepted with no tokens configured", md)
 		}
 	}
@@ -82,7 +82,7 @@ func TestAuthWithoutBootstrapToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, md := range []string{"Bearer tok", "bearer tok", "  Bearer   tok  "} {
-		if err := srv.authenticate(incoming(ctx, md)); err != nil {
+		if _, err := srv.identify(incoming(ctx, md)); err != nil {
 			t.Errorf("authorization %q refused: %v", md, err)
 		}
 	}

@@ -80,9 +80,12 @@ func (f fakeServerStream) Context() context.Context { return f.ctx }
 func TestStreamInterceptor(t *testing.T) {
 	srv := New(Config{Store: &fakeStore{}, BootstrapToken: testBootstrapToken})
 	icpt := srv.StreamInterceptor()
-	info := &grpc.StreamServerInfo{FullMethod: "/tollgate.v1.Test/Stream"}
+	info := &grpc.StreamServerInfo{FullMethod: pb.KeyService_ListKeys_FullMethodName}
 	called := false
-	handler := func(any, grpc.ServerStream) error { called = true; return nil }
+	handler := func(_ any, ss grpc.ServerStream) error {
+		called = IdentityFrom(ss.Context()) != nil
+		return nil
+	}
 
 	err := icpt(nil, fakeServerStream{ctx: incoming(context.Background(), "")}, info, handler)
 	wantCode(t, err, codes.Unauthenticated)
@@ -93,6 +96,14 @@ func TestStreamInterceptor(t *testing.T) {
 	}
 	mustOK(t, icpt(nil, fakeServerStream{ctx: incoming(context.Background(), "Bearer "+testBootstrapToken)}, info, handler))
 	if !called {
-		t.Error("handler not called with a valid token")
+		t.Error("handler not called with a valid token, or without the caller in its context")
+	}
+	// A method without an access rule is refused to everyone.
+	called = false
+	err = icpt(nil, fakeServerStream{ctx: incoming(context.Background(), "Bearer "+testBootstrapToken)},
+		&grpc.StreamServerInfo{FullMethod: "/tollgate.v1.Test/Stream"}, handler)
+	wantCode(t, err, codes.PermissionDenied)
+	if called {
+		t.Error("handler ran for a method without an access rule")
 	}
 }

@@ -95,6 +95,18 @@ func startServerWith(t *testing.T, cfg Config, now func() time.Time) *testEnv {
 		grpc.StreamInterceptor(srv.StreamInterceptor()),
 	)
 	srv.Register(g)
+	env := &testEnv{store: store, addr: serve(t, g), logs: logs}
+	conn := dial(t, env.addr, testBootstrapToken)
+	env.keys = pb.NewKeyServiceClient(conn)
+	env.models = pb.NewModelServiceClient(conn)
+	env.creds = pb.NewCredentialServiceClient(conn)
+	env.teams = pb.NewTeamServiceClient(conn)
+	return env
+}
+
+// serve serves g on a loopback port until the test ends.
+func serve(t *testing.T, g *grpc.Server) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -108,13 +120,7 @@ func startServerWith(t *testing.T, cfg Config, now func() time.Time) *testEnv {
 		g.Stop()
 		<-done
 	})
-	env := &testEnv{store: store, addr: lis.Addr().String(), logs: logs}
-	conn := dial(t, env.addr, testBootstrapToken)
-	env.keys = pb.NewKeyServiceClient(conn)
-	env.models = pb.NewModelServiceClient(conn)
-	env.creds = pb.NewCredentialServiceClient(conn)
-	env.teams = pb.NewTeamServiceClient(conn)
-	return env
+	return lis.Addr().String()
 }
 
 func dial(t *testing.T, addr, token string) *grpc.ClientConn {

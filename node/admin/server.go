@@ -1,6 +1,9 @@
 // Package admin implements Tollgate's admin gRPC API (KeyService,
-// ModelService, CredentialService and TeamService) on top of the Raft store: reads come
-// from the published raftstore.State, writes become typed Raft commands.
+// ModelService, CredentialService, TeamService, UserService and
+// AuditService) on top of the Raft store: reads come from the published
+// raftstore.State, writes become typed Raft commands. Its interceptors
+// authenticate every call and check it against the caller's role
+// (roles.go) before anything else runs.
 package admin
 
 import (
@@ -76,13 +79,15 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// Register registers KeyService, ModelService, CredentialService and
-// TeamService on g.
+// Register registers KeyService, ModelService, CredentialService,
+// TeamService, UserService and AuditService on g.
 func (s *Server) Register(g grpc.ServiceRegistrar) {
 	pb.RegisterKeyServiceServer(g, keyService{s: s})
 	pb.RegisterModelServiceServer(g, modelService{s: s})
 	pb.RegisterCredentialServiceServer(g, credentialService{s: s})
 	pb.RegisterTeamServiceServer(g, teamService{s: s})
+	pb.RegisterUserServiceServer(g, userService{s: s})
+	pb.RegisterAuditServiceServer(g, auditService{s: s})
 }
 
 // The services share the Server; each needs its own type because the
@@ -106,9 +111,9 @@ type (
 	}
 )
 
-// apply stamps cmd with the proposer's time and the call's request id,
-// applies it and maps failures
-// to gRPC statuses.
+// apply stamps cmd with the proposer's time, the call's request id and
+// its caller (for the audit log), applies it and maps failures to gRPC
+// statuses.
 func (s *Server) apply(ctx context.Context, cmd *pb.Command) (proto.Message, error) {
 	rid, err := RequestID(ctx)
 	if err != nil {
@@ -116,6 +121,7 @@ func (s *Server) apply(ctx context.Context, cmd *pb.Command) (proto.Message, err
 	}
 	cmd.RequestId = rid
 	cmd.UnixNanos = s.now().UnixNano()
+	cmd.Actor = ActorOf(ctx)
 	res, err := s.store.Apply(ctx, cmd)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)

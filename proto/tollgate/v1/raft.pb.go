@@ -95,6 +95,10 @@ type Command struct {
 	// ignorable marks a command that a release which does not know its type
 	// may skip; any other unknown command stops the node.
 	Ignorable bool `protobuf:"varint,3,opt,name=ignorable,proto3" json:"ignorable,omitempty"`
+	// actor is who asked for the command through the admin API; the state
+	// machine keeps an audit record of every command that has one. Unset
+	// for the nodes' own commands (spend reports, leases).
+	Actor *Actor `protobuf:"bytes,4,opt,name=actor,proto3" json:"actor,omitempty"`
 	// Types that are valid to be assigned to Op:
 	//
 	//	*Command_CreateKey
@@ -120,6 +124,9 @@ type Command struct {
 	//	*Command_GrantLeases
 	//	*Command_SetClusterSecret
 	//	*Command_ImportKeys
+	//	*Command_CreateUser
+	//	*Command_RevokeUser
+	//	*Command_RotateUser
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -174,6 +181,13 @@ func (x *Command) GetIgnorable() bool {
 		return x.Ignorable
 	}
 	return false
+}
+
+func (x *Command) GetActor() *Actor {
+	if x != nil {
+		return x.Actor
+	}
+	return nil
 }
 
 func (x *Command) GetOp() isCommand_Op {
@@ -390,6 +404,33 @@ func (x *Command) GetImportKeys() *ImportKeysCommand {
 	return nil
 }
 
+func (x *Command) GetCreateUser() *CreateUserCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_CreateUser); ok {
+			return x.CreateUser
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRevokeUser() *RevokeUserCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RevokeUser); ok {
+			return x.RevokeUser
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRotateUser() *RotateUserCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RotateUser); ok {
+			return x.RotateUser
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -486,6 +527,18 @@ type Command_ImportKeys struct {
 	ImportKeys *ImportKeysCommand `protobuf:"bytes,14,opt,name=import_keys,json=importKeys,proto3,oneof"`
 }
 
+type Command_CreateUser struct {
+	CreateUser *CreateUserCommand `protobuf:"bytes,90,opt,name=create_user,json=createUser,proto3,oneof"`
+}
+
+type Command_RevokeUser struct {
+	RevokeUser *RevokeUserCommand `protobuf:"bytes,91,opt,name=revoke_user,json=revokeUser,proto3,oneof"`
+}
+
+type Command_RotateUser struct {
+	RotateUser *RotateUserCommand `protobuf:"bytes,92,opt,name=rotate_user,json=rotateUser,proto3,oneof"`
+}
+
 func (*Command_CreateKey) isCommand_Op() {}
 
 func (*Command_UpdateKey) isCommand_Op() {}
@@ -531,6 +584,12 @@ func (*Command_GrantLeases) isCommand_Op() {}
 func (*Command_SetClusterSecret) isCommand_Op() {}
 
 func (*Command_ImportKeys) isCommand_Op() {}
+
+func (*Command_CreateUser) isCommand_Op() {}
+
+func (*Command_RevokeUser) isCommand_Op() {}
+
+func (*Command_RotateUser) isCommand_Op() {}
 
 // StoredKey is a key as the state machine keeps it.
 type StoredKey struct {
@@ -1954,7 +2013,11 @@ type Snapshot struct {
 	AppliedRequests []*AppliedRequest `protobuf:"bytes,11,rep,name=applied_requests,json=appliedRequests,proto3" json:"applied_requests,omitempty"`
 	// Daily spend rollups (hour_unix holds the day's start), folded from
 	// hourly rollups older than the hourly retention.
-	DailyRollups  []*SpendRollup `protobuf:"bytes,12,rep,name=daily_rollups,json=dailyRollups,proto3" json:"daily_rollups,omitempty"`
+	DailyRollups []*SpendRollup `protobuf:"bytes,12,rep,name=daily_rollups,json=dailyRollups,proto3" json:"daily_rollups,omitempty"`
+	// Admin users (with their token hashes).
+	Users []*StoredUser `protobuf:"bytes,13,rep,name=users,proto3" json:"users,omitempty"`
+	// The audit log, oldest first.
+	AuditRecords  []*AuditRecord `protobuf:"bytes,14,rep,name=audit_records,json=auditRecords,proto3" json:"audit_records,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2069,6 +2132,20 @@ func (x *Snapshot) GetAppliedRequests() []*AppliedRequest {
 func (x *Snapshot) GetDailyRollups() []*SpendRollup {
 	if x != nil {
 		return x.DailyRollups
+	}
+	return nil
+}
+
+func (x *Snapshot) GetUsers() []*StoredUser {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+func (x *Snapshot) GetAuditRecords() []*AuditRecord {
+	if x != nil {
+		return x.AuditRecords
 	}
 	return nil
 }
@@ -2374,13 +2451,14 @@ var File_tollgate_v1_raft_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\n" +
-	"\x16tollgate/v1/raft.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17tollgate/v1/admin.proto\x1a\x1btollgate/v1/resources.proto\x1a\x17tollgate/v1/spend.proto\"\xde\r\n" +
+	"\x16tollgate/v1/raft.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17tollgate/v1/admin.proto\x1a\x1btollgate/v1/resources.proto\x1a\x17tollgate/v1/spend.proto\x1a\x17tollgate/v1/users.proto\"\xd1\x0f\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"unix_nanos\x18\x01 \x01(\x03R\tunixNanos\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x02 \x01(\tR\trequestId\x12\x1c\n" +
-	"\tignorable\x18\x03 \x01(\bR\tignorable\x12>\n" +
+	"\tignorable\x18\x03 \x01(\bR\tignorable\x12(\n" +
+	"\x05actor\x18\x04 \x01(\v2\x12.tollgate.v1.ActorR\x05actor\x12>\n" +
 	"\n" +
 	"create_key\x18\n" +
 	" \x01(\v2\x1d.tollgate.v1.CreateKeyCommandH\x00R\tcreateKey\x12>\n" +
@@ -2413,7 +2491,13 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\fgrant_leases\x18J \x01(\v2\x1f.tollgate.v1.GrantLeasesCommandH\x00R\vgrantLeases\x12T\n" +
 	"\x12set_cluster_secret\x18P \x01(\v2$.tollgate.v1.SetClusterSecretCommandH\x00R\x10setClusterSecret\x12A\n" +
 	"\vimport_keys\x18\x0e \x01(\v2\x1e.tollgate.v1.ImportKeysCommandH\x00R\n" +
-	"importKeysB\x04\n" +
+	"importKeys\x12A\n" +
+	"\vcreate_user\x18Z \x01(\v2\x1e.tollgate.v1.CreateUserCommandH\x00R\n" +
+	"createUser\x12A\n" +
+	"\vrevoke_user\x18[ \x01(\v2\x1e.tollgate.v1.RevokeUserCommandH\x00R\n" +
+	"revokeUser\x12A\n" +
+	"\vrotate_user\x18\\ \x01(\v2\x1e.tollgate.v1.RotateUserCommandH\x00R\n" +
+	"rotateUserB\x04\n" +
 	"\x02op\"P\n" +
 	"\tStoredKey\x12\"\n" +
 	"\x03key\x18\x01 \x01(\v2\x10.tollgate.v1.KeyR\x03key\x12\x1f\n" +
@@ -2502,7 +2586,7 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\"N\n" +
 	"\x17SetClusterSecretCommand\x12\x16\n" +
 	"\x06secret\x18\x01 \x01(\tR\x06secret\x12\x1b\n" +
-	"\treseal_of\x18\x02 \x01(\tR\bresealOf\"\xec\x04\n" +
+	"\treseal_of\x18\x02 \x01(\tR\bresealOf\"\xda\x05\n" +
 	"\bSnapshot\x12*\n" +
 	"\x04keys\x18\x01 \x03(\v2\x16.tollgate.v1.StoredKeyR\x04keys\x12/\n" +
 	"\x06routes\x18\x02 \x03(\v2\x17.tollgate.v1.ModelRouteR\x06routes\x12?\n" +
@@ -2516,7 +2600,9 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\x0ecluster_secret\x18\n" +
 	" \x01(\tR\rclusterSecret\x12F\n" +
 	"\x10applied_requests\x18\v \x03(\v2\x1b.tollgate.v1.AppliedRequestR\x0fappliedRequests\x12=\n" +
-	"\rdaily_rollups\x18\f \x03(\v2\x18.tollgate.v1.SpendRollupR\fdailyRollups\"\xe7\x01\n" +
+	"\rdaily_rollups\x18\f \x03(\v2\x18.tollgate.v1.SpendRollupR\fdailyRollups\x12-\n" +
+	"\x05users\x18\r \x03(\v2\x17.tollgate.v1.StoredUserR\x05users\x12=\n" +
+	"\raudit_records\x18\x0e \x03(\v2\x18.tollgate.v1.AuditRecordR\fauditRecords\"\xe7\x01\n" +
 	"\x0eAppliedRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -2596,74 +2682,86 @@ var file_tollgate_v1_raft_proto_goTypes = []any{
 	(*ImportKeysCommand)(nil),       // 33: tollgate.v1.ImportKeysCommand
 	(*ImportKeysResult)(nil),        // 34: tollgate.v1.ImportKeysResult
 	nil,                             // 35: tollgate.v1.BudgetPeriod.LeasesEntry
-	(*Key)(nil),                     // 36: tollgate.v1.Key
-	(*timestamppb.Timestamp)(nil),   // 37: google.protobuf.Timestamp
-	(*UpdateKeyRequest)(nil),        // 38: tollgate.v1.UpdateKeyRequest
-	(*Deployment)(nil),              // 39: tollgate.v1.Deployment
-	(*UpdateDeploymentRequest)(nil), // 40: tollgate.v1.UpdateDeploymentRequest
-	(*Team)(nil),                    // 41: tollgate.v1.Team
-	(*UpdateTeamRequest)(nil),       // 42: tollgate.v1.UpdateTeamRequest
-	(*SpendRollup)(nil),             // 43: tollgate.v1.SpendRollup
-	(*BudgetUse)(nil),               // 44: tollgate.v1.BudgetUse
-	(*ModelRoute)(nil),              // 45: tollgate.v1.ModelRoute
-	(*RouteOptions)(nil),            // 46: tollgate.v1.RouteOptions
+	(*Actor)(nil),                   // 36: tollgate.v1.Actor
+	(*CreateUserCommand)(nil),       // 37: tollgate.v1.CreateUserCommand
+	(*RevokeUserCommand)(nil),       // 38: tollgate.v1.RevokeUserCommand
+	(*RotateUserCommand)(nil),       // 39: tollgate.v1.RotateUserCommand
+	(*Key)(nil),                     // 40: tollgate.v1.Key
+	(*timestamppb.Timestamp)(nil),   // 41: google.protobuf.Timestamp
+	(*UpdateKeyRequest)(nil),        // 42: tollgate.v1.UpdateKeyRequest
+	(*Deployment)(nil),              // 43: tollgate.v1.Deployment
+	(*UpdateDeploymentRequest)(nil), // 44: tollgate.v1.UpdateDeploymentRequest
+	(*Team)(nil),                    // 45: tollgate.v1.Team
+	(*UpdateTeamRequest)(nil),       // 46: tollgate.v1.UpdateTeamRequest
+	(*SpendRollup)(nil),             // 47: tollgate.v1.SpendRollup
+	(*BudgetUse)(nil),               // 48: tollgate.v1.BudgetUse
+	(*ModelRoute)(nil),              // 49: tollgate.v1.ModelRoute
+	(*StoredUser)(nil),              // 50: tollgate.v1.StoredUser
+	(*AuditRecord)(nil),             // 51: tollgate.v1.AuditRecord
+	(*RouteOptions)(nil),            // 52: tollgate.v1.RouteOptions
 }
 var file_tollgate_v1_raft_proto_depIdxs = []int32{
-	4,  // 0: tollgate.v1.Command.create_key:type_name -> tollgate.v1.CreateKeyCommand
-	5,  // 1: tollgate.v1.Command.update_key:type_name -> tollgate.v1.UpdateKeyCommand
-	6,  // 2: tollgate.v1.Command.revoke_key:type_name -> tollgate.v1.RevokeKeyCommand
-	7,  // 3: tollgate.v1.Command.rotate_key:type_name -> tollgate.v1.RotateKeyCommand
-	8,  // 4: tollgate.v1.Command.add_deployment:type_name -> tollgate.v1.AddDeploymentCommand
-	9,  // 5: tollgate.v1.Command.update_deployment:type_name -> tollgate.v1.UpdateDeploymentCommand
-	10, // 6: tollgate.v1.Command.remove_deployment:type_name -> tollgate.v1.RemoveDeploymentCommand
-	11, // 7: tollgate.v1.Command.delete_route:type_name -> tollgate.v1.DeleteRouteCommand
-	32, // 8: tollgate.v1.Command.set_route_options:type_name -> tollgate.v1.SetRouteOptionsCommand
-	12, // 9: tollgate.v1.Command.set_credential:type_name -> tollgate.v1.SetCredentialCommand
-	13, // 10: tollgate.v1.Command.delete_credential:type_name -> tollgate.v1.DeleteCredentialCommand
-	14, // 11: tollgate.v1.Command.add_admin_token:type_name -> tollgate.v1.AddAdminTokenCommand
-	15, // 12: tollgate.v1.Command.restore:type_name -> tollgate.v1.RestoreCommand
-	16, // 13: tollgate.v1.Command.create_team:type_name -> tollgate.v1.CreateTeamCommand
-	17, // 14: tollgate.v1.Command.update_team:type_name -> tollgate.v1.UpdateTeamCommand
-	18, // 15: tollgate.v1.Command.delete_team:type_name -> tollgate.v1.DeleteTeamCommand
-	19, // 16: tollgate.v1.Command.spend_report:type_name -> tollgate.v1.SpendReportCommand
-	20, // 17: tollgate.v1.Command.grant_lease:type_name -> tollgate.v1.GrantLeaseCommand
-	24, // 18: tollgate.v1.Command.return_lease:type_name -> tollgate.v1.ReturnLeaseCommand
-	25, // 19: tollgate.v1.Command.release_node:type_name -> tollgate.v1.ReleaseNodeCommand
-	21, // 20: tollgate.v1.Command.grant_leases:type_name -> tollgate.v1.GrantLeasesCommand
-	28, // 21: tollgate.v1.Command.set_cluster_secret:type_name -> tollgate.v1.SetClusterSecretCommand
-	33, // 22: tollgate.v1.Command.import_keys:type_name -> tollgate.v1.ImportKeysCommand
-	36, // 23: tollgate.v1.StoredKey.key:type_name -> tollgate.v1.Key
-	37, // 24: tollgate.v1.StoredCredential.updated_at:type_name -> google.protobuf.Timestamp
-	2,  // 25: tollgate.v1.CreateKeyCommand.key:type_name -> tollgate.v1.StoredKey
-	38, // 26: tollgate.v1.UpdateKeyCommand.update:type_name -> tollgate.v1.UpdateKeyRequest
-	39, // 27: tollgate.v1.AddDeploymentCommand.deployment:type_name -> tollgate.v1.Deployment
-	40, // 28: tollgate.v1.UpdateDeploymentCommand.update:type_name -> tollgate.v1.UpdateDeploymentRequest
-	29, // 29: tollgate.v1.RestoreCommand.snapshot:type_name -> tollgate.v1.Snapshot
-	41, // 30: tollgate.v1.CreateTeamCommand.team:type_name -> tollgate.v1.Team
-	42, // 31: tollgate.v1.UpdateTeamCommand.update:type_name -> tollgate.v1.UpdateTeamRequest
-	43, // 32: tollgate.v1.SpendReportCommand.rollups:type_name -> tollgate.v1.SpendRollup
-	44, // 33: tollgate.v1.SpendReportCommand.budgets:type_name -> tollgate.v1.BudgetUse
-	20, // 34: tollgate.v1.GrantLeasesCommand.grants:type_name -> tollgate.v1.GrantLeaseCommand
-	23, // 35: tollgate.v1.GrantLeasesResult.outcomes:type_name -> tollgate.v1.GrantLeaseOutcome
-	26, // 36: tollgate.v1.GrantLeaseOutcome.period:type_name -> tollgate.v1.BudgetPeriod
-	35, // 37: tollgate.v1.BudgetPeriod.leases:type_name -> tollgate.v1.BudgetPeriod.LeasesEntry
-	2,  // 38: tollgate.v1.Snapshot.keys:type_name -> tollgate.v1.StoredKey
-	45, // 39: tollgate.v1.Snapshot.routes:type_name -> tollgate.v1.ModelRoute
-	3,  // 40: tollgate.v1.Snapshot.credentials:type_name -> tollgate.v1.StoredCredential
-	41, // 41: tollgate.v1.Snapshot.teams:type_name -> tollgate.v1.Team
-	43, // 42: tollgate.v1.Snapshot.rollups:type_name -> tollgate.v1.SpendRollup
-	26, // 43: tollgate.v1.Snapshot.budget_periods:type_name -> tollgate.v1.BudgetPeriod
-	27, // 44: tollgate.v1.Snapshot.node_seqs:type_name -> tollgate.v1.NodeSeq
-	30, // 45: tollgate.v1.Snapshot.applied_requests:type_name -> tollgate.v1.AppliedRequest
-	43, // 46: tollgate.v1.Snapshot.daily_rollups:type_name -> tollgate.v1.SpendRollup
-	0,  // 47: tollgate.v1.AppliedRequest.error_kind:type_name -> tollgate.v1.ErrorKind
-	46, // 48: tollgate.v1.SetRouteOptionsCommand.options:type_name -> tollgate.v1.RouteOptions
-	2,  // 49: tollgate.v1.ImportKeysCommand.keys:type_name -> tollgate.v1.StoredKey
-	50, // [50:50] is the sub-list for method output_type
-	50, // [50:50] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	36, // 0: tollgate.v1.Command.actor:type_name -> tollgate.v1.Actor
+	4,  // 1: tollgate.v1.Command.create_key:type_name -> tollgate.v1.CreateKeyCommand
+	5,  // 2: tollgate.v1.Command.update_key:type_name -> tollgate.v1.UpdateKeyCommand
+	6,  // 3: tollgate.v1.Command.revoke_key:type_name -> tollgate.v1.RevokeKeyCommand
+	7,  // 4: tollgate.v1.Command.rotate_key:type_name -> tollgate.v1.RotateKeyCommand
+	8,  // 5: tollgate.v1.Command.add_deployment:type_name -> tollgate.v1.AddDeploymentCommand
+	9,  // 6: tollgate.v1.Command.update_deployment:type_name -> tollgate.v1.UpdateDeploymentCommand
+	10, // 7: tollgate.v1.Command.remove_deployment:type_name -> tollgate.v1.RemoveDeploymentCommand
+	11, // 8: tollgate.v1.Command.delete_route:type_name -> tollgate.v1.DeleteRouteCommand
+	32, // 9: tollgate.v1.Command.set_route_options:type_name -> tollgate.v1.SetRouteOptionsCommand
+	12, // 10: tollgate.v1.Command.set_credential:type_name -> tollgate.v1.SetCredentialCommand
+	13, // 11: tollgate.v1.Command.delete_credential:type_name -> tollgate.v1.DeleteCredentialCommand
+	14, // 12: tollgate.v1.Command.add_admin_token:type_name -> tollgate.v1.AddAdminTokenCommand
+	15, // 13: tollgate.v1.Command.restore:type_name -> tollgate.v1.RestoreCommand
+	16, // 14: tollgate.v1.Command.create_team:type_name -> tollgate.v1.CreateTeamCommand
+	17, // 15: tollgate.v1.Command.update_team:type_name -> tollgate.v1.UpdateTeamCommand
+	18, // 16: tollgate.v1.Command.delete_team:type_name -> tollgate.v1.DeleteTeamCommand
+	19, // 17: tollgate.v1.Command.spend_report:type_name -> tollgate.v1.SpendReportCommand
+	20, // 18: tollgate.v1.Command.grant_lease:type_name -> tollgate.v1.GrantLeaseCommand
+	24, // 19: tollgate.v1.Command.return_lease:type_name -> tollgate.v1.ReturnLeaseCommand
+	25, // 20: tollgate.v1.Command.release_node:type_name -> tollgate.v1.ReleaseNodeCommand
+	21, // 21: tollgate.v1.Command.grant_leases:type_name -> tollgate.v1.GrantLeasesCommand
+	28, // 22: tollgate.v1.Command.set_cluster_secret:type_name -> tollgate.v1.SetClusterSecretCommand
+	33, // 23: tollgate.v1.Command.import_keys:type_name -> tollgate.v1.ImportKeysCommand
+	37, // 24: tollgate.v1.Command.create_user:type_name -> tollgate.v1.CreateUserCommand
+	38, // 25: tollgate.v1.Command.revoke_user:type_name -> tollgate.v1.RevokeUserCommand
+	39, // 26: tollgate.v1.Command.rotate_user:type_name -> tollgate.v1.RotateUserCommand
+	40, // 27: tollgate.v1.StoredKey.key:type_name -> tollgate.v1.Key
+	41, // 28: tollgate.v1.StoredCredential.updated_at:type_name -> google.protobuf.Timestamp
+	2,  // 29: tollgate.v1.CreateKeyCommand.key:type_name -> tollgate.v1.StoredKey
+	42, // 30: tollgate.v1.UpdateKeyCommand.update:type_name -> tollgate.v1.UpdateKeyRequest
+	43, // 31: tollgate.v1.AddDeploymentCommand.deployment:type_name -> tollgate.v1.Deployment
+	44, // 32: tollgate.v1.UpdateDeploymentCommand.update:type_name -> tollgate.v1.UpdateDeploymentRequest
+	29, // 33: tollgate.v1.RestoreCommand.snapshot:type_name -> tollgate.v1.Snapshot
+	45, // 34: tollgate.v1.CreateTeamCommand.team:type_name -> tollgate.v1.Team
+	46, // 35: tollgate.v1.UpdateTeamCommand.update:type_name -> tollgate.v1.UpdateTeamRequest
+	47, // 36: tollgate.v1.SpendReportCommand.rollups:type_name -> tollgate.v1.SpendRollup
+	48, // 37: tollgate.v1.SpendReportCommand.budgets:type_name -> tollgate.v1.BudgetUse
+	20, // 38: tollgate.v1.GrantLeasesCommand.grants:type_name -> tollgate.v1.GrantLeaseCommand
+	23, // 39: tollgate.v1.GrantLeasesResult.outcomes:type_name -> tollgate.v1.GrantLeaseOutcome
+	26, // 40: tollgate.v1.GrantLeaseOutcome.period:type_name -> tollgate.v1.BudgetPeriod
+	35, // 41: tollgate.v1.BudgetPeriod.leases:type_name -> tollgate.v1.BudgetPeriod.LeasesEntry
+	2,  // 42: tollgate.v1.Snapshot.keys:type_name -> tollgate.v1.StoredKey
+	49, // 43: tollgate.v1.Snapshot.routes:type_name -> tollgate.v1.ModelRoute
+	3,  // 44: tollgate.v1.Snapshot.credentials:type_name -> tollgate.v1.StoredCredential
+	45, // 45: tollgate.v1.Snapshot.teams:type_name -> tollgate.v1.Team
+	47, // 46: tollgate.v1.Snapshot.rollups:type_name -> tollgate.v1.SpendRollup
+	26, // 47: tollgate.v1.Snapshot.budget_periods:type_name -> tollgate.v1.BudgetPeriod
+	27, // 48: tollgate.v1.Snapshot.node_seqs:type_name -> tollgate.v1.NodeSeq
+	30, // 49: tollgate.v1.Snapshot.applied_requests:type_name -> tollgate.v1.AppliedRequest
+	47, // 50: tollgate.v1.Snapshot.daily_rollups:type_name -> tollgate.v1.SpendRollup
+	50, // 51: tollgate.v1.Snapshot.users:type_name -> tollgate.v1.StoredUser
+	51, // 52: tollgate.v1.Snapshot.audit_records:type_name -> tollgate.v1.AuditRecord
+	0,  // 53: tollgate.v1.AppliedRequest.error_kind:type_name -> tollgate.v1.ErrorKind
+	52, // 54: tollgate.v1.SetRouteOptionsCommand.options:type_name -> tollgate.v1.RouteOptions
+	2,  // 55: tollgate.v1.ImportKeysCommand.keys:type_name -> tollgate.v1.StoredKey
+	56, // [56:56] is the sub-list for method output_type
+	56, // [56:56] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_raft_proto_init() }
@@ -2674,6 +2772,7 @@ func file_tollgate_v1_raft_proto_init() {
 	file_tollgate_v1_admin_proto_init()
 	file_tollgate_v1_resources_proto_init()
 	file_tollgate_v1_spend_proto_init()
+	file_tollgate_v1_users_proto_init()
 	file_tollgate_v1_raft_proto_msgTypes[0].OneofWrappers = []any{
 		(*Command_CreateKey)(nil),
 		(*Command_UpdateKey)(nil),
@@ -2698,6 +2797,9 @@ func file_tollgate_v1_raft_proto_init() {
 		(*Command_GrantLeases)(nil),
 		(*Command_SetClusterSecret)(nil),
 		(*Command_ImportKeys)(nil),
+		(*Command_CreateUser)(nil),
+		(*Command_RevokeUser)(nil),
+		(*Command_RotateUser)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
