@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -268,7 +269,8 @@ func (n *Node) reconcile(ctx context.Context, missing map[string]time.Time) {
 		n.log.Warn("reconcile: read raft configuration", "err", err)
 		return
 	}
-	v := &raftView{servers: servers, inRaft: map[string]raftstore.Server{}, members: n.gossip.snapshot(), self: n.cfg.NodeID}
+	v := &raftView{servers: servers, inRaft: map[string]raftstore.Server{}, members: n.gossip.snapshot(),
+		self: n.cfg.NodeID, maxVoters: cmp.Or(n.cfg.maxVoters, maxVoters)}
 	for _, s := range servers {
 		v.inRaft[s.ID] = s
 		if s.Voter {
@@ -284,11 +286,12 @@ func (n *Node) reconcile(ctx context.Context, missing map[string]time.Time) {
 // raftView is what one reconcile pass works from: the Raft configuration as read at its
 // start, the gossip members, and the number of voters as the pass changes it.
 type raftView struct {
-	servers []raftstore.Server
-	inRaft  map[string]raftstore.Server
-	members map[string]member
-	voters  int
-	self    string
+	servers   []raftstore.Server
+	inRaft    map[string]raftstore.Server
+	members   map[string]member
+	voters    int
+	maxVoters int // the most voters: a further node joins as a non-voter
+	self      string
 }
 
 // alive reports whether gossip sees id alive or suspect (this node always is).
@@ -315,7 +318,7 @@ func (n *Node) reconcileMember(v *raftView, id string) {
 		if !n.probeOK(id, addr) {
 			return
 		}
-		voter := v.voters < maxVoters
+		voter := v.voters < v.maxVoters
 		if err := n.store.AddServer(raftstore.Server{ID: id, Address: addr, Voter: voter}); err != nil {
 			n.log.Warn("add node to raft", "node", id, "err", err)
 			return
@@ -332,7 +335,7 @@ func (n *Node) reconcileMember(v *raftView, id string) {
 		if err := n.store.RemoveServer(id); err == nil {
 			_ = n.store.AddServer(raftstore.Server{ID: id, Address: addr, Voter: s.Voter})
 		}
-	case !s.Voter && v.voters < maxVoters:
+	case !s.Voter && v.voters < v.maxVoters:
 		if err := n.store.AddServer(raftstore.Server{ID: id, Address: s.Address, Voter: true}); err == nil {
 			v.voters++
 			n.log.Info("promoted node to voter", "node", id)

@@ -143,6 +143,8 @@ type Config struct {
 	// lazyTokenRegistration, for tests: a follower registers its admin
 	// token only when a write carrying it is forwarded.
 	lazyTokenRegistration bool
+	// maxVoters, for tests: the most Raft voters; zero takes maxVoters.
+	maxVoters int
 	// tlsReloadInterval, for tests: how often the TLS files are checked
 	// for changes; zero takes tlsReloadInterval.
 	tlsReloadInterval time.Duration
