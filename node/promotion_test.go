@@ -26,8 +26,33 @@ func TestNonVoterJoinsBeyondMaxVotersAndIsPromoted(t *testing.T) {
 	cfg.Join = []string{leader.gossipAddr()}
 	all := append(append([]*tnode(nil), nodes...), startNode(t, cfg))
 	leader = waitCluster(t, all, 3, 1)
-	nonvoter := nonVoterOf(t, leader, all)
-	if nonvoter.n.Store().State().KeyByHash(raftstore.HashSecret(early.GetSecret())) == nil {
+	nonvoter := checkNonVoter(t, leader, all, early.GetSecret())
+	victim := votingFollower(leader, nonvoter, all)
+	victim.stop(15 * time.Second) // it leaves gossip: removed after the grace, not after failure detection
+	waitCluster(t, without(all, victim), 3, 0)
+}
+
+// checkNonVoter finds the one non-voter of leader's configuration among all, and checks
+// that it holds the key whose secret is given, reports its role in Status, and forwards a
+// write that then reaches every node.
+func checkNonVoter(t *testing.T, leader *tnode, all []*tnode, secret string) *tnode {
+	t.Helper()
+	srvs, err := leader.n.Store().Servers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nonvoter *tnode
+	for _, s := range srvs {
+		for _, tn := range all {
+			if !s.Voter && tn.id == s.ID {
+				nonvoter = tn
+			}
+		}
+	}
+	if nonvoter == nil {
+		t.Fatalf("no non-voter in %v", srvs)
+	}
+	if nonvoter.n.Store().State().KeyByHash(raftstore.HashSecret(secret)) == nil {
 		t.Error("the non-voter lacks the key written before it joined")
 	}
 	st, err := nonvoter.cluster().Status(adminCtx(t), &pb.StatusRequest{})
@@ -43,32 +68,15 @@ func TestNonVoterJoinsBeyondMaxVotersAndIsPromoted(t *testing.T) {
 			t.Errorf("%s lacks the key written through the non-voter", tn.id)
 		}
 	}
-
-	var victim *tnode
-	for _, tn := range all {
-		if tn != leader && tn != nonvoter {
-			victim = tn
-			break
-		}
-	}
-	victim.stop(15 * time.Second) // it leaves gossip: removed after the grace, not after failure detection
-	waitCluster(t, without(all, victim), 3, 0)
+	return nonvoter
 }
 
-// nonVoterOf returns the one node of all that leader's configuration has as a non-voter.
-func nonVoterOf(t *testing.T, leader *tnode, all []*tnode) *tnode {
-	t.Helper()
-	srvs, err := leader.n.Store().Servers()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range srvs {
-		for _, tn := range all {
-			if !s.Voter && tn.id == s.ID {
-				return tn
-			}
+// votingFollower returns a node of all that is neither the leader nor the non-voter.
+func votingFollower(leader, nonvoter *tnode, all []*tnode) *tnode {
+	for _, tn := range all {
+		if tn != leader && tn != nonvoter {
+			return tn
 		}
 	}
-	t.Fatalf("no non-voter in %v", srvs)
 	return nil
 }
