@@ -759,47 +759,11 @@ func TestFiveVotersMax(t *testing.T) {
 	began := time.Now()
 	leader = waitCluster(t, all, 5, 1)
 	t.Logf("six nodes: 5 voters and a non-voter after %v", time.Since(began).Round(time.Millisecond))
-	srvs, _ := leader.n.Store().Servers()
-	var nonvoter *tnode
-	for _, s := range srvs {
-		if !s.Voter {
-			for _, tn := range all {
-				if tn.id == s.ID {
-					nonvoter = tn
-				}
-			}
-		}
-	}
-	if nonvoter == nil {
-		t.Fatalf("no non-voter in %v", srvs)
-	}
-	if nonvoter.n.Store().State().KeyByHash(raftstore.HashSecret(resp.GetSecret())) == nil {
-		t.Error("the non-voter lacks the key")
-	}
-	st, err := nonvoter.cluster().Status(adminCtx(t), &pb.StatusRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m := memberByID(st, nonvoter.id); m == nil || m.GetRole() != "nonvoter" || m.GetHealth() != "healthy" {
-		t.Errorf("non-voter's own Status entry = %v", m)
-	}
-	// Writes through the non-voter are forwarded too.
-	w, _ := createKey(t, nonvoter, "via-nonvoter")
-	for _, tn := range all {
-		if tn.n.Store().State().KeyByHash(raftstore.HashSecret(w.GetSecret())) == nil {
-			t.Errorf("%s lacks the key written through the non-voter", tn.id)
-		}
-	}
+	nonvoter := checkNonVoter(t, leader, all, resp.GetSecret())
 
 	// A voting follower dies: after the grace it is removed and the
 	// non-voter promoted.
-	var victim *tnode
-	for _, tn := range all {
-		if tn != leader && tn != nonvoter {
-			victim = tn
-			break
-		}
-	}
+	victim := votingFollower(leader, nonvoter, all)
 	victim.crash()
 	began = time.Now()
 	waitCluster(t, without(all, victim), 5, 0)

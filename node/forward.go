@@ -34,7 +34,10 @@ const (
 // it before it returns anyway, naming the nodes that lag.
 const appliedWait = 3 * time.Second
 
-// writeMethods are the admin RPCs that change the replicated state.
+// writeMethods are the admin RPCs that change the replicated state: they run on the
+// leader, forwarded there from any other node (forwardInterceptor). Every RPC the admin
+// server serves is either here or in localMethods; forward_list_test.go checks both lists
+// against the services' descriptors, so a new RPC fails the tests until it is classified.
 var writeMethods = map[string]bool{}
 
 func init() {
@@ -54,6 +57,20 @@ func init() {
 	} {
 		writeMethods[m] = true
 	}
+}
+
+// localMethods are the admin RPCs that run on the node asked, never forwarded: reads, and
+// the cluster's own plumbing (a follower's proposals and waits, snapshots of this node).
+var localMethods = []string{
+	pb.KeyService_ListKeys_FullMethodName, pb.KeyService_GetKey_FullMethodName,
+	pb.ModelService_ListModels_FullMethodName, pb.ModelService_GetModel_FullMethodName,
+	pb.ModelService_ListPrices_FullMethodName, pb.ModelService_TestModel_FullMethodName,
+	pb.CredentialService_ListCredentials_FullMethodName,
+	pb.TeamService_ListTeams_FullMethodName, pb.TeamService_GetTeam_FullMethodName,
+	pb.SpendService_SpendReport_FullMethodName, pb.SpendService_SpendLogs_FullMethodName,
+	pb.SpendService_NodeLogs_FullMethodName,
+	pb.ClusterService_Status_FullMethodName, pb.ClusterService_SaveSnapshot_FullMethodName,
+	pb.ClusterService_WaitApplied_FullMethodName, pb.ClusterService_Propose_FullMethodName,
 }
 
 // peers keeps one client connection per admin address of other nodes.

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -269,76 +270,99 @@ func (n *Node) reconcile(ctx context.Context, missing map[string]time.Time) {
 		n.log.Warn("reconcile: read raft configuration", "err", err)
 		return
 	}
-	ms := n.gossip.snapshot()
-	inRaft := map[string]raftstore.Server{}
-	voters := 0
+	v := &raftView{servers: servers, inRaft: map[string]raftstore.Server{}, members: n.gossip.snapshot(),
+		self: n.cfg.NodeID, maxVoters: cmp.Or(n.cfg.maxVoters, maxVoters)}
 	for _, s := range servers {
-		inRaft[s.ID] = s
+		v.inRaft[s.ID] = s
 		if s.Voter {
-			voters++
+			v.voters++
 		}
 	}
-	alive := func(id string) bool {
-		m, ok := ms[id]
-		return id == n.cfg.NodeID || (ok && (m.state == "alive" || m.state == "suspect"))
+	for _, id := range sortedIDs(v.members) {
+		n.reconcileMember(v, id)
 	}
+	n.removeDead(ctx, v, missing)
+}
 
-	for _, id := range sortedIDs(ms) {
-		m := ms[id]
-		if m.state != "alive" || !m.parsed || m.meta.Raft == "" || id == n.cfg.NodeID {
-			continue
+// raftView is what one reconcile pass works from: the Raft configuration as read at its
+// start, the gossip members, and the number of voters as the pass changes it.
+type raftView struct {
+	servers   []raftstore.Server
+	inRaft    map[string]raftstore.Server
+	members   map[string]member
+	voters    int
+	maxVoters int // the most voters: a further node joins as a non-voter
+	self      string
+}
+
+// alive reports whether gossip sees id alive or suspect (this node always is).
+func (v *raftView) alive(id string) bool {
+	m, ok := v.members[id]
+	return id == v.self || (ok && (m.state == "alive" || m.state == "suspect"))
+}
+
+// reconcileMember makes the alive gossip member id a Raft member: added (a voter while
+// there are fewer than maxVoters), re-added at a changed address, or promoted to voter.
+func (n *Node) reconcileMember(v *raftView, id string) {
+	m := v.members[id]
+	if m.state != "alive" || !m.parsed || m.meta.Raft == "" || id == v.self {
+		return
+	}
+	s, ok := v.inRaft[id]
+	addr := canonicalAddr(m.meta.Raft)
+	if owner := addrOwner(v.servers, addr); owner != "" && owner != id {
+		n.log.Warn("not making node a raft member: its raft address is another member's", "node", id, "addr", addr, "member", owner)
+		return
+	}
+	switch {
+	case !ok:
+		if !n.probeOK(id, addr) {
+			return
 		}
-		s, ok := inRaft[id]
-		addr := canonicalAddr(m.meta.Raft)
-		if owner := addrOwner(servers, addr); owner != "" && owner != id {
-			n.log.Warn("not making node a raft member: its raft address is another member's", "node", id, "addr", addr, "member", owner)
-			continue
+		voter := v.voters < v.maxVoters
+		if err := n.store.AddServer(raftstore.Server{ID: id, Address: addr, Voter: voter}); err != nil {
+			n.log.Warn("add node to raft", "node", id, "err", err)
+			return
 		}
-		switch {
-		case !ok:
-			if !n.probeOK(id, addr) {
-				continue
-			}
-			voter := voters < maxVoters
-			if err := n.store.AddServer(raftstore.Server{ID: id, Address: addr, Voter: voter}); err != nil {
-				n.log.Warn("add node to raft", "node", id, "err", err)
-				continue
-			}
-			if voter {
-				voters++
-			}
-			n.log.Info("added node to raft", "node", id, "voter", voter)
-		case canonicalAddr(s.Address) != addr:
-			if !n.probeOK(id, addr) {
-				continue
-			}
-			n.log.Info("node's raft address changed; re-adding", "node", id, "old", s.Address, "new", addr)
-			if err := n.store.RemoveServer(id); err == nil {
-				_ = n.store.AddServer(raftstore.Server{ID: id, Address: addr, Voter: s.Voter})
-			}
-		case !s.Voter && voters < maxVoters:
-			if err := n.store.AddServer(raftstore.Server{ID: id, Address: s.Address, Voter: true}); err == nil {
-				voters++
-				n.log.Info("promoted node to voter", "node", id)
-			}
+		if voter {
+			v.voters++
+		}
+		n.log.Info("added node to raft", "node", id, "voter", voter)
+	case canonicalAddr(s.Address) != addr:
+		if !n.probeOK(id, addr) {
+			return
+		}
+		n.log.Info("node's raft address changed; re-adding", "node", id, "old", s.Address, "new", addr)
+		if err := n.store.RemoveServer(id); err == nil {
+			_ = n.store.AddServer(raftstore.Server{ID: id, Address: addr, Voter: s.Voter})
+		}
+	case !s.Voter && v.voters < v.maxVoters:
+		if err := n.store.AddServer(raftstore.Server{ID: id, Address: s.Address, Voter: true}); err == nil {
+			v.voters++
+			n.log.Info("promoted node to voter", "node", id)
 		}
 	}
+}
 
+// removeDead removes the Raft members gossip has not seen alive for DeadNodeGrace (missing
+// holds when each was first seen gone), while the voters that remain alive are still a
+// majority, and returns their budget leases.
+func (n *Node) removeDead(ctx context.Context, v *raftView, missing map[string]time.Time) {
 	now := time.Now()
 	aliveVoters := 0
-	for _, s := range servers {
-		if s.Voter && alive(s.ID) {
+	for _, s := range v.servers {
+		if s.Voter && v.alive(s.ID) {
 			aliveVoters++
 		}
 	}
 	for id := range missing {
-		if _, ok := inRaft[id]; !ok || alive(id) {
+		if _, ok := v.inRaft[id]; !ok || v.alive(id) {
 			delete(missing, id)
 		}
 	}
 	var dead []string
-	for _, s := range servers {
-		if alive(s.ID) {
+	for _, s := range v.servers {
+		if v.alive(s.ID) {
 			continue
 		}
 		if _, ok := missing[s.ID]; !ok {
@@ -350,8 +374,8 @@ func (n *Node) reconcile(ctx context.Context, missing map[string]time.Time) {
 	}
 	sort.Strings(dead)
 	for _, id := range dead {
-		s := inRaft[id]
-		remaining := voters
+		s := v.inRaft[id]
+		remaining := v.voters
 		if s.Voter {
 			remaining--
 		}
@@ -363,7 +387,7 @@ func (n *Node) reconcile(ctx context.Context, missing map[string]time.Time) {
 			n.log.Warn("remove dead node", "node", id, "err", err)
 			continue
 		}
-		voters = remaining
+		v.voters = remaining
 		delete(missing, id)
 		n.log.Info("removed dead node from raft after the grace period", "node", id, "grace", n.cfg.DeadNodeGrace)
 		// Its budget leases return to the budgets. What it spent and

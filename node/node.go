@@ -143,6 +143,8 @@ type Config struct {
 	// lazyTokenRegistration, for tests: a follower registers its admin
 	// token only when a write carrying it is forwarded.
 	lazyTokenRegistration bool
+	// maxVoters, for tests: the most Raft voters; zero takes maxVoters.
+	maxVoters int
 	// tlsReloadInterval, for tests: how often the TLS files are checked
 	// for changes; zero takes tlsReloadInterval.
 	tlsReloadInterval time.Duration
@@ -173,6 +175,10 @@ type Node struct {
 	ready      atomic.Bool
 	draining   atomic.Bool
 	closeOnce  sync.Once
+
+	loopsMu     sync.Mutex
+	stopLoops   func() // set by Run: ends its background loops and waits for them
+	loopsClosed bool   // Close ran: Run must not start loops
 
 	limiter          *ratelimit.Limiter
 	ledger           *ledger.Ledger
@@ -557,6 +563,41 @@ func (n *Node) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 // by DrainTimeout) and closes the node.
 func (n *Node) Run(ctx context.Context) error {
 	errc := make(chan error, 2)
+	// The background loops run until shutdown (after the drain) or Close stops them; both
+	// wait for them to return before the resources they use close.
+	var loops sync.WaitGroup
+	mctx, stopMembership := context.WithCancel(context.Background())
+	readyCtx, stopReady := context.WithCancel(ctx)
+	stopLoops := sync.OnceFunc(func() {
+		stopMembership()
+		stopReady()
+		done := make(chan struct{})
+		go func() { loops.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(loopStopTimeout): // a gossip join dialling a silent address
+			n.log.Warn("background loops still running at shutdown", "waited", loopStopTimeout)
+		}
+	})
+	defer stopLoops()
+	n.loopsMu.Lock()
+	if n.loopsClosed {
+		n.loopsMu.Unlock()
+		return errors.New("node: Run after Close")
+	}
+	n.stopLoops = stopLoops
+	loops.Go(func() { n.joinLoop(mctx) })
+	loops.Go(func() { n.runMembership(mctx) })
+	loops.Go(func() { n.runSpendReports(mctx) })
+	loops.Go(func() { n.gossip.runRateGossip(mctx, n.cfg.NodeID) })
+	loops.Go(func() { n.runRateStateSaves(mctx) })
+	loops.Go(func() { n.releaseMemory(mctx, 5*time.Second, 32<<20) }) // RSS back within ~5 s of a burst (e2e/memory_test.go)
+	loops.Go(func() { n.metrics.watchLeader(mctx, 250*time.Millisecond) })
+	if n.tls != nil {
+		loops.Go(func() { n.watchTLS(mctx) })
+	}
+	loops.Go(func() { n.becomeReady(readyCtx) })
+	n.loopsMu.Unlock()
 	go func() {
 		if err := n.httpSrv.Serve(n.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("data plane: %w", err)
@@ -567,19 +608,6 @@ func (n *Node) Run(ctx context.Context) error {
 			errc <- fmt.Errorf("admin API: %w", err)
 		}
 	}()
-	mctx, stopMembership := context.WithCancel(context.Background())
-	defer stopMembership()
-	go n.joinLoop(mctx)
-	go n.runMembership(mctx)
-	go n.runSpendReports(mctx)
-	go n.gossip.runRateGossip(mctx, n.cfg.NodeID)
-	go n.runRateStateSaves(mctx)
-	go n.releaseMemory(mctx, 5*time.Second, 32<<20) // RSS back within ~5 s of a burst (e2e/memory_test.go)
-	go n.metrics.watchLeader(mctx, 250*time.Millisecond)
-	if n.tls != nil {
-		go n.watchTLS(mctx)
-	}
-	go n.becomeReady(ctx)
 
 	var runErr error
 	select {
@@ -589,9 +617,13 @@ func (n *Node) Run(ctx context.Context) error {
 		n.log.Error("stopping: the replicated state cannot be applied by this release; upgrade this node", "err", err)
 		runErr = fmt.Errorf("raft state machine stopped: %w", err)
 	}
-	n.shutdown(stopMembership)
+	n.shutdown(stopLoops)
 	return runErr
 }
+
+// loopStopTimeout bounds the wait for Run's background loops at shutdown. They return as
+// soon as their context ends, except for a gossip join still dialling (TCPTimeout).
+const loopStopTimeout = 10 * time.Second
 
 // joinLoop contacts the --join addresses until a member other than this
 // node is known (the list may name this node itself, which alone does not
@@ -715,6 +747,13 @@ func (n *Node) shutdown(stopMembership func()) {
 // Close stops everything at once, without draining.
 func (n *Node) Close() {
 	n.closeOnce.Do(func() {
+		n.loopsMu.Lock()
+		n.loopsClosed = true
+		stopLoops := n.stopLoops
+		n.loopsMu.Unlock()
+		if stopLoops != nil {
+			stopLoops() // before the store, ledger and gossip they use close
+		}
 		_ = n.httpSrv.Close()
 		n.grpcSrv.Stop()
 		n.gossip.shutdown()

@@ -36,9 +36,7 @@ func TestReadyWithoutElection(t *testing.T) {
 	if err := s.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for !s.IsLeader() {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitLeader(t, s) // bounded: a lost election fails the test instead of hanging it
 	populate(t, s, "b")
 	closeStore(t, s)
 	s = openStore(t, cfg)

@@ -141,31 +141,7 @@ func Open(cfg Config) (*Store, error) {
 	}
 	logger := newHCLogger(cfg)
 
-	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(cfg.NodeID)
-	rc.Logger = logger
-	if cfg.HeartbeatTimeout > 0 {
-		rc.HeartbeatTimeout = cfg.HeartbeatTimeout
-	}
-	if cfg.ElectionTimeout > 0 {
-		rc.ElectionTimeout = cfg.ElectionTimeout
-	}
-	if cfg.LeaderLeaseTimeout > 0 {
-		rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
-	}
-	if cfg.CommitTimeout > 0 {
-		rc.CommitTimeout = cfg.CommitTimeout
-	}
-	rc.SnapshotThreshold, rc.SnapshotInterval, rc.TrailingLogs = DefaultSnapshotThreshold, DefaultSnapshotInterval, DefaultTrailingLogs
-	if cfg.SnapshotThreshold > 0 {
-		rc.SnapshotThreshold = cfg.SnapshotThreshold
-	}
-	if cfg.SnapshotInterval > 0 {
-		rc.SnapshotInterval = cfg.SnapshotInterval
-	}
-	if cfg.TrailingLogs > 0 {
-		rc.TrailingLogs = cfg.TrailingLogs
-	}
+	rc := raftConfig(cfg, logger)
 
 	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")})
 	if err != nil {
@@ -175,12 +151,7 @@ func Open(cfg Config) (*Store, error) {
 	s.fsm.setRetention(cfg.Retention.orDefault())
 	s.fsm.onFatal = cfg.OnFatal
 	if s.fsm.onFatal == nil {
-		s.fsm.onFatal = func(err error) {
-			if cfg.Logger != nil {
-				cfg.Logger.Error("raft state machine stopped", "err", err)
-			}
-			panic(err)
-		}
+		s.fsm.onFatal = logAndPanic(cfg.Logger)
 	}
 	ok := false
 	defer func() {
@@ -192,30 +163,8 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: snapshot store: %w", err)
 	}
-	adv, err := net.ResolveTCPAddr("tcp", cfg.AdvertiseAddr)
-	if err != nil {
-		return nil, fmt.Errorf("raftstore: advertise address %q: %w", cfg.AdvertiseAddr, err)
-	}
-	if adv.IP == nil || adv.IP.IsUnspecified() {
-		return nil, fmt.Errorf("raftstore: advertise address %q must name a reachable IP; set the Raft advertise address", cfg.AdvertiseAddr)
-	}
-	// A zero port (BindAddr "127.0.0.1:0") advertises the port actually
-	// bound: the listener's own address, which Raft checks is advertisable.
-	var advertise net.Addr = adv
-	if adv.Port == 0 {
-		advertise = nil
-	}
-	if cfg.TLSServer != nil || cfg.TLSClient != nil {
-		layer, err := newTLSStreamLayer(cfg.BindAddr, advertise, cfg.TLSServer, cfg.TLSClient)
-		if err != nil {
-			return nil, fmt.Errorf("raftstore: listen on %s: %w", cfg.BindAddr, err)
-		}
-		s.transport = raft.NewNetworkTransportWithLogger(layer, 3, 10*time.Second, logger)
-	} else {
-		s.transport, err = raft.NewTCPTransportWithLogger(cfg.BindAddr, advertise, 3, 10*time.Second, logger)
-		if err != nil {
-			return nil, fmt.Errorf("raftstore: listen on %s: %w", cfg.BindAddr, err)
-		}
+	if s.transport, err = openTransport(cfg, logger); err != nil {
+		return nil, err
 	}
 
 	existing, err := raft.HasExistingState(bolt, bolt, snaps)
@@ -250,6 +199,77 @@ func Open(cfg Config) (*Store, error) {
 	}
 	ok = true
 	return s, nil
+}
+
+// raftConfig is hashicorp/raft's default configuration with the timings of cfg that are
+// set, and this package's snapshot defaults.
+func raftConfig(cfg Config, logger hclog.Logger) *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.Logger = logger
+	if cfg.HeartbeatTimeout > 0 {
+		rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	}
+	if cfg.ElectionTimeout > 0 {
+		rc.ElectionTimeout = cfg.ElectionTimeout
+	}
+	if cfg.LeaderLeaseTimeout > 0 {
+		rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	}
+	if cfg.CommitTimeout > 0 {
+		rc.CommitTimeout = cfg.CommitTimeout
+	}
+	rc.SnapshotThreshold, rc.SnapshotInterval, rc.TrailingLogs = DefaultSnapshotThreshold, DefaultSnapshotInterval, DefaultTrailingLogs
+	if cfg.SnapshotThreshold > 0 {
+		rc.SnapshotThreshold = cfg.SnapshotThreshold
+	}
+	if cfg.SnapshotInterval > 0 {
+		rc.SnapshotInterval = cfg.SnapshotInterval
+	}
+	if cfg.TrailingLogs > 0 {
+		rc.TrailingLogs = cfg.TrailingLogs
+	}
+	return rc
+}
+
+// logAndPanic is the FSM's fatal handler when Config.OnFatal is nil.
+func logAndPanic(logger *slog.Logger) func(error) {
+	return func(err error) {
+		if logger != nil {
+			logger.Error("raft state machine stopped", "err", err)
+		}
+		panic(err)
+	}
+}
+
+// openTransport listens on cfg.BindAddr (with TLS when configured) and advertises
+// cfg.AdvertiseAddr, which must name a reachable IP.
+func openTransport(cfg Config, logger hclog.Logger) (*raft.NetworkTransport, error) {
+	adv, err := net.ResolveTCPAddr("tcp", cfg.AdvertiseAddr)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: advertise address %q: %w", cfg.AdvertiseAddr, err)
+	}
+	if adv.IP == nil || adv.IP.IsUnspecified() {
+		return nil, fmt.Errorf("raftstore: advertise address %q must name a reachable IP; set the Raft advertise address", cfg.AdvertiseAddr)
+	}
+	// A zero port (BindAddr "127.0.0.1:0") advertises the port actually
+	// bound: the listener's own address, which Raft checks is advertisable.
+	var advertise net.Addr = adv
+	if adv.Port == 0 {
+		advertise = nil
+	}
+	if cfg.TLSServer != nil || cfg.TLSClient != nil {
+		layer, err := newTLSStreamLayer(cfg.BindAddr, advertise, cfg.TLSServer, cfg.TLSClient)
+		if err != nil {
+			return nil, fmt.Errorf("raftstore: listen on %s: %w", cfg.BindAddr, err)
+		}
+		return raft.NewNetworkTransportWithLogger(layer, 3, 10*time.Second, logger), nil
+	}
+	t, err := raft.NewTCPTransportWithLogger(cfg.BindAddr, advertise, 3, 10*time.Second, logger)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: listen on %s: %w", cfg.BindAddr, err)
+	}
+	return t, nil
 }
 
 func (s *Store) closeResources() {

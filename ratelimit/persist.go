@@ -89,97 +89,116 @@ type savedSlot struct {
 // input before it applies anything, and returns how many buckets got
 // usage. Call it before the node serves; it may also run later.
 func (l *Limiter) Restore(saved []byte) (int, error) {
-	type savedBucket struct {
-		id    string
-		slots []savedSlot
+	buckets, err := decodeSaved(saved)
+	if err != nil {
+		return 0, err
 	}
+	t := l.clock()
+	cur := t / int64(time.Second)
+	startMs := l.startWallMs(t)
+	restored := 0
+	for _, sb := range buckets {
+		if l.restoreBucket(sb, cur, startMs) {
+			restored++
+		}
+	}
+	if restored > 0 {
+		l.resync.Store(true) // tell peers at once
+	}
+	return restored, nil
+}
+
+// savedBucket is one bucket's slots as Save wrote them.
+type savedBucket struct {
+	id    string
+	slots []savedSlot
+}
+
+// decodeSaved parses what Save wrote, rejecting anything malformed as a whole.
+func decodeSaved(saved []byte) ([]savedBucket, error) {
 	if len(saved) == 0 {
-		return 0, errSavedMalformed
+		return nil, errSavedMalformed
 	}
 	if saved[0] != savedVersion {
-		return 0, fmt.Errorf("ratelimit: unsupported saved usage version %d", saved[0])
+		return nil, fmt.Errorf("ratelimit: unsupported saved usage version %d", saved[0])
 	}
 	d := decoder{b: saved, off: 1}
 	d.varint() // savedAt: the slots carry their own times
 	count := d.uvarint()
 	if d.err != nil || count > uint64(len(saved)-d.off)/5 {
-		return 0, errSavedMalformed
+		return nil, errSavedMalformed
 	}
 	buckets := make([]savedBucket, 0, count)
 	for range count {
 		id := d.bytes(MaxBucketLen)
 		n := d.uvarint()
 		if d.err != nil || len(id) == 0 || n == 0 || n > windowSlots {
-			return 0, errSavedMalformed
+			return nil, errSavedMalformed
 		}
 		sb := savedBucket{id: string(id), slots: make([]savedSlot, n)}
 		for i := range sb.slots {
 			sb.slots[i] = savedSlot{startMs: d.varint(), req: d.value(), tok: d.value()}
 		}
 		if d.err != nil {
-			return 0, errSavedMalformed
+			return nil, errSavedMalformed
 		}
 		buckets = append(buckets, sb)
 	}
 	if d.off != len(saved) {
-		return 0, errSavedMalformed
+		return nil, errSavedMalformed
 	}
+	return buckets, nil
+}
 
-	t := l.clock()
-	cur := t / int64(time.Second)
-	startMs := l.startWallMs(t)
-	restored := 0
-	for _, sb := range buckets {
-		type slotAt struct{ sec, req, tok int64 } // sec: this limiter's second
-		var keep []slotAt
-		for _, s := range sb.slots {
-			if s.startMs <= startMs || (s.req == 0 && s.tok == 0) {
-				continue // before the limiter's start: a window ago at least
-			}
-			// The second this limiter counts that wall time in, rounded
-			// up; one in the future counts as now.
-			rel := min(ceilDiv(s.startMs-startMs, 1000), cur)
-			if rel <= cur-windowSlots {
-				continue
-			}
-			keep = append(keep, slotAt{rel, s.req, s.tok})
+// restoreBucket adds the saved slots of sb that still fall in the window to its bucket,
+// given cur (this limiter's current second) and startMs (its start in wall-clock Unix ms),
+// and reports whether any did.
+func (l *Limiter) restoreBucket(sb savedBucket, cur, startMs int64) bool {
+	type slotAt struct{ sec, req, tok int64 } // sec: this limiter's second
+	var keep []slotAt
+	for _, s := range sb.slots {
+		if s.startMs <= startMs || (s.req == 0 && s.tok == 0) {
+			continue // before the limiter's start: a window ago at least
 		}
-		if len(keep) == 0 {
+		// The second this limiter counts that wall time in, rounded
+		// up; one in the future counts as now.
+		rel := min(ceilDiv(s.startMs-startMs, 1000), cur)
+		if rel <= cur-windowSlots {
 			continue
 		}
-		sh := &l.shards[l.shardOf(sb.id)]
-		sh.mu.Lock()
-		b := sh.buckets[sb.id]
-		if b == nil {
-			b = newBucket(sb.id, cur)
-			sh.buckets[sb.id] = b
-		}
-		b.advance(cur)
-		added := false
-		for _, s := range keep {
-			// An Admit since cur was read may have moved the window on.
-			sec := min(s.sec, b.head)
-			if !b.inWindow(sec) {
-				continue
-			}
-			i := sec % windowSlots
-			req, tok := min(s.req, math.MaxInt64/4-b.req[i]), min(s.tok, math.MaxInt64/4-b.tok[i])
-			b.req[i] += req
-			b.tok[i] += tok
-			b.reqSum += req
-			b.tokSum += tok
-			added = true
-		}
-		if added {
-			b.zeroSince = -1
-			restored++
-		}
-		sh.mu.Unlock()
+		keep = append(keep, slotAt{rel, s.req, s.tok})
 	}
-	if restored > 0 {
-		l.resync.Store(true) // tell peers at once
+	if len(keep) == 0 {
+		return false
 	}
-	return restored, nil
+	sh := &l.shards[l.shardOf(sb.id)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	b := sh.buckets[sb.id]
+	if b == nil {
+		b = newBucket(sb.id, cur)
+		sh.buckets[sb.id] = b
+	}
+	b.advance(cur)
+	added := false
+	for _, s := range keep {
+		// An Admit since cur was read may have moved the window on.
+		sec := min(s.sec, b.head)
+		if !b.inWindow(sec) {
+			continue
+		}
+		i := sec % windowSlots
+		req, tok := min(s.req, math.MaxInt64/4-b.req[i]), min(s.tok, math.MaxInt64/4-b.tok[i])
+		b.req[i] += req
+		b.tok[i] += tok
+		b.reqSum += req
+		b.tokSum += tok
+		added = true
+	}
+	if added {
+		b.zeroSince = -1
+	}
+	return added
 }
 
 // startWallMs is the wall-clock time of the limiter's start as the wall

@@ -152,3 +152,27 @@ func statusRows(w io.Writer, st *tollgatev1.BudgetStatus) {
 	row(w, "Period start:", fmtUnix(st.GetPeriodStart(), "-"))
 	row(w, "Resets at:", fmtUnix(st.GetResetAt(), "never"))
 }
+
+// mergeSettings returns the budget and the rate limits of an update request. Both are
+// replaced as wholes, so the settings the flags leave out are taken from the key's or
+// team's current ones, which current fetches only when the flags do not say everything.
+func mergeSettings(f *pflag.FlagSet, id string, b *budgetFlags, l *limitFlags,
+	current func() (*tollgatev1.Budget, *tollgatev1.RateLimits, error)) (*tollgatev1.Budget, *tollgatev1.RateLimits, error) {
+	var (
+		curBudget *tollgatev1.Budget
+		curLimits *tollgatev1.RateLimits
+		budget    *tollgatev1.Budget
+		err       error
+	)
+	if (b.changed(f) && !b.complete(f)) || l.needCurrent(f) {
+		if curBudget, curLimits, err = current(); err != nil {
+			return nil, nil, err
+		}
+	}
+	if b.changed(f) {
+		if budget, err = b.merge(f, id, curBudget); err != nil {
+			return nil, nil, err
+		}
+	}
+	return budget, l.update(f, curLimits), nil
+}

@@ -191,7 +191,62 @@ func (a *app) modelAddCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "add NAME --provider P [--base-url URL] [--option KEY=VALUE]...",
 		Short: "Add a deployment to a model route, creating the route if needed",
-		Long: `Add a deployment serving the public model NAME. The route is created if it
+		Long:  modelAddHelp(),
+		Example: `  tollctl model add gpt-4o --provider openai --credential openai
+  tollctl model add claude-sonnet-4 --provider anthropic --upstream-model claude-sonnet-4-20250514 --credential anthropic
+  tollctl model add 'claude-*' --provider anthropic --upstream-model '*' --credential anthropic
+  tollctl model add gemini-2.5-flash --provider gemini --credential gemini
+  tollctl model add gemini-2.5-pro --provider gemini --option vertex_project=my-project \
+      --option vertex_location=europe-west4 --credential vertex-token
+  tollctl model add gpt-4o --provider azure-openai --base-url https://myresource.openai.azure.com \
+      --upstream-model my-gpt-4o --option api_version=2024-10-21 --credential azure
+  tollctl model add claude-sonnet-4 --provider bedrock --option region=us-east-1 \
+      --upstream-model us.anthropic.claude-sonnet-4-20250514-v1:0 --credential aws
+  tollctl model add llama-3.3-70b --provider groq --upstream-model llama-3.3-70b-versatile --credential groq
+  tollctl model add llama --provider openai-compatible --base-url http://127.0.0.1:8000/v1 \
+      --upstream-model meta-llama/Llama-3.1-8B --deployment local-vllm --weight 3 --upstream-timeout 2m
+  tollctl model add echo --provider demo
+  tollctl model add llama --provider vllm --input-price 0.20 --output-price 0.60
+  tollctl model add gpt-4o --provider openai --credential openai --rpm 500 --tpm 30000 --max-parallel 20 \
+      --first-token-timeout 5s`,
+		Args: exactArgs("name"),
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			dep, err := d.deployment(cmd.Flags(), name)
+			if err != nil {
+				return err
+			}
+			if want := versionPath(dep.Provider, dep.Options); dep.BaseUrl != "" && want != "" && !hasVersionPath(dep.BaseUrl) {
+				fmt.Fprintf(a.stderr, "note: --base-url %s has no path; the API root of %s usually ends in %s\n", dep.BaseUrl, dep.Provider, want)
+			}
+			api, err := a.api()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.callContext(cmd)
+			defer cancel()
+			dep.Id = id
+			if id == "" {
+				if dep.Id, err = deriveDeploymentID(ctx, api.models, name, dep.Provider); err != nil {
+					return err
+				}
+			}
+			resp, err := api.models.AddDeployment(ctx, &tollgatev1.AddDeploymentRequest{Model: name, Deployment: dep})
+			if err != nil {
+				return err
+			}
+			return a.printRoute(fmt.Sprintf("Added deployment %s to model %s.", dep.Id, name), resp.GetRoute())
+		}),
+	}
+	d.register(cmd, true)
+	cmd.Flags().StringVar(&id, "deployment", "", "deployment id, unique within the route (default: derived from the provider)")
+	_ = cmd.MarkFlagRequired("provider")
+	return cmd
+}
+
+// modelAddHelp is the long help of model add.
+func modelAddHelp() string {
+	return `Add a deployment serving the public model NAME. The route is created if it
 does not exist yet. NAME may contain '*' wildcards (quote it for the shell,
 e.g. 'claude-*'): such a route serves every model name it matches that no
 other route or alias claims, and a deployment with --upstream-model '*' sends
@@ -254,57 +309,7 @@ flight at once. A deployment at one of its limits is skipped in favour of
 the others; 0 means unlimited.
 
 Routing options of the route (strategy, fallbacks, aliases) are set with
-tollctl model route; tollctl model test sends a test request.`,
-		Example: `  tollctl model add gpt-4o --provider openai --credential openai
-  tollctl model add claude-sonnet-4 --provider anthropic --upstream-model claude-sonnet-4-20250514 --credential anthropic
-  tollctl model add 'claude-*' --provider anthropic --upstream-model '*' --credential anthropic
-  tollctl model add gemini-2.5-flash --provider gemini --credential gemini
-  tollctl model add gemini-2.5-pro --provider gemini --option vertex_project=my-project \
-      --option vertex_location=europe-west4 --credential vertex-token
-  tollctl model add gpt-4o --provider azure-openai --base-url https://myresource.openai.azure.com \
-      --upstream-model my-gpt-4o --option api_version=2024-10-21 --credential azure
-  tollctl model add claude-sonnet-4 --provider bedrock --option region=us-east-1 \
-      --upstream-model us.anthropic.claude-sonnet-4-20250514-v1:0 --credential aws
-  tollctl model add llama-3.3-70b --provider groq --upstream-model llama-3.3-70b-versatile --credential groq
-  tollctl model add llama --provider openai-compatible --base-url http://127.0.0.1:8000/v1 \
-      --upstream-model meta-llama/Llama-3.1-8B --deployment local-vllm --weight 3 --upstream-timeout 2m
-  tollctl model add echo --provider demo
-  tollctl model add llama --provider vllm --input-price 0.20 --output-price 0.60
-  tollctl model add gpt-4o --provider openai --credential openai --rpm 500 --tpm 30000 --max-parallel 20 \
-      --first-token-timeout 5s`,
-		Args: exactArgs("name"),
-		RunE: a.action(func(cmd *cobra.Command, args []string) error {
-			name := args[0]
-			dep, err := d.deployment(cmd.Flags(), name)
-			if err != nil {
-				return err
-			}
-			if want := versionPath(dep.Provider, dep.Options); dep.BaseUrl != "" && want != "" && !hasVersionPath(dep.BaseUrl) {
-				fmt.Fprintf(a.stderr, "note: --base-url %s has no path; the API root of %s usually ends in %s\n", dep.BaseUrl, dep.Provider, want)
-			}
-			api, err := a.api()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.callContext(cmd)
-			defer cancel()
-			dep.Id = id
-			if id == "" {
-				if dep.Id, err = deriveDeploymentID(ctx, api.models, name, dep.Provider); err != nil {
-					return err
-				}
-			}
-			resp, err := api.models.AddDeployment(ctx, &tollgatev1.AddDeploymentRequest{Model: name, Deployment: dep})
-			if err != nil {
-				return err
-			}
-			return a.printRoute(fmt.Sprintf("Added deployment %s to model %s.", dep.Id, name), resp.GetRoute())
-		}),
-	}
-	d.register(cmd, true)
-	cmd.Flags().StringVar(&id, "deployment", "", "deployment id, unique within the route (default: derived from the provider)")
-	_ = cmd.MarkFlagRequired("provider")
-	return cmd
+tollctl model route; tollctl model test sends a test request.`
 }
 
 // deployment builds the Deployment for model add from the flags.

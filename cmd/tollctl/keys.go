@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate/tollgate/proto/tollgate/v1"
@@ -206,18 +207,17 @@ in integer nano-dollars, times in Unix seconds).`,
 	}
 }
 
+// keyUpdateFlags are the flags of key update.
+type keyUpdateFlags struct {
+	name, expiresIn, team string
+	models, meta          []string
+	allModels, noExpiry   bool
+	b                     budgetFlags
+	l                     limitFlags
+}
+
 func (a *app) keyUpdateCommand() *cobra.Command {
-	var (
-		name      string
-		models    []string
-		allModels bool
-		expiresIn string
-		noExpiry  bool
-		meta      []string
-		team      string
-		b         = budgetFlags{what: "key"}
-		l         = limitFlags{what: "key"}
-	)
+	k := keyUpdateFlags{b: budgetFlags{what: "key"}, l: limitFlags{what: "key"}}
 	cmd := &cobra.Command{
 		Use:   "update ID",
 		Short: "Change a key's name, models, expiry, team, budget, rate limits or labels",
@@ -247,75 +247,80 @@ the key's own limits (a team's limits still apply).`,
 		Args: exactArgs("id"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
 			f := cmd.Flags()
-			req := &tollgatev1.UpdateKeyRequest{Id: args[0], ClearExpiresAt: noExpiry}
-			if f.Changed("name") {
-				req.Name = &name
-			}
-			if f.Changed("models") {
-				req.Models = &tollgatev1.StringList{Values: cleanList(models)}
-			}
-			if allModels {
-				req.Models = &tollgatev1.StringList{}
-			}
-			var err error
-			if f.Changed("expires-in") {
-				if req.ExpiresAt, err = a.expiry(expiresIn); err != nil {
-					return err
-				}
-			}
-			if req.Metadata, err = parseLabels(meta); err != nil {
+			req, err := k.request(a, f, args[0])
+			if err != nil {
 				return err
-			}
-			if f.Changed("team") {
-				req.TeamId = &team
-			}
-			req.ClearBudget = b.none
-			if err := b.check(f); err != nil {
-				return err
-			}
-			if err := l.check(); err != nil {
-				return err
-			}
-			if req.Name == nil && req.Models == nil && req.ExpiresAt == nil && !req.ClearExpiresAt && req.Metadata == nil &&
-				req.TeamId == nil && !req.ClearBudget && !b.changed(f) && !l.none && !l.changed(f) {
-				return usageErrorf("nothing to update: give at least one of --name, --models, --all-models, --expires-in, --no-expiry, --team, --budget, --period, --allow-unpriced, --no-budget, --rpm, --tpm, --max-parallel, --no-limits, --meta")
 			}
 			return a.keyCall(cmd, "Updated", func(api *clients, ctx context.Context) (*tollgatev1.Key, error) {
-				// Settings left out of a budget or of the limits are
-				// taken from the current key.
-				var cur *tollgatev1.Key
-				if (b.changed(f) && !b.complete(f)) || l.needCurrent(f) {
+				var err error
+				req.Budget, req.Limits, err = mergeSettings(f, req.Id, &k.b, &k.l, func() (*tollgatev1.Budget, *tollgatev1.RateLimits, error) {
 					resp, err := api.keys.GetKey(ctx, &tollgatev1.GetKeyRequest{Id: req.Id})
-					if err != nil {
-						return nil, err
-					}
-					cur = resp.GetKey()
+					return resp.GetKey().GetBudget(), resp.GetKey().GetLimits(), err
+				})
+				if err != nil {
+					return nil, err
 				}
-				if b.changed(f) {
-					var err error
-					if req.Budget, err = b.merge(f, req.Id, cur.GetBudget()); err != nil {
-						return nil, err
-					}
-				}
-				req.Limits = l.update(f, cur.GetLimits())
 				resp, err := api.keys.UpdateKey(ctx, req)
 				return resp.GetKey(), err
 			})
 		}),
 	}
+	k.register(cmd)
+	return cmd
+}
+
+func (k *keyUpdateFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&name, "name", "", "new name")
-	f.StringSliceVar(&models, "models", nil, "new comma-separated model allow-list (replaces the old one)")
-	f.BoolVar(&allModels, "all-models", false, "allow every model (clears the allow-list)")
-	f.StringVar(&expiresIn, "expires-in", "", "new lifetime from now, such as 12h, 30d or 2w")
-	f.BoolVar(&noExpiry, "no-expiry", false, "remove the expiry")
-	f.StringArrayVar(&meta, "meta", nil, "set label key=value, or delete it with key=; repeat for more")
-	f.StringVar(&team, "team", "", `move the key to this team; "" takes it out of its team`)
-	b.register(cmd, true)
-	l.register(cmd, true)
+	f.StringVar(&k.name, "name", "", "new name")
+	f.StringSliceVar(&k.models, "models", nil, "new comma-separated model allow-list (replaces the old one)")
+	f.BoolVar(&k.allModels, "all-models", false, "allow every model (clears the allow-list)")
+	f.StringVar(&k.expiresIn, "expires-in", "", "new lifetime from now, such as 12h, 30d or 2w")
+	f.BoolVar(&k.noExpiry, "no-expiry", false, "remove the expiry")
+	f.StringArrayVar(&k.meta, "meta", nil, "set label key=value, or delete it with key=; repeat for more")
+	f.StringVar(&k.team, "team", "", `move the key to this team; "" takes it out of its team`)
+	k.b.register(cmd, true)
+	k.l.register(cmd, true)
 	cmd.MarkFlagsMutuallyExclusive("models", "all-models")
 	cmd.MarkFlagsMutuallyExclusive("expires-in", "no-expiry")
-	return cmd
+}
+
+// request checks the flags and builds the update from those given; the budget and the
+// limits are merged with the key's current ones later, once the API is at hand.
+func (k *keyUpdateFlags) request(a *app, f *pflag.FlagSet, id string) (*tollgatev1.UpdateKeyRequest, error) {
+	req := &tollgatev1.UpdateKeyRequest{Id: id, ClearExpiresAt: k.noExpiry}
+	if f.Changed("name") {
+		req.Name = &k.name
+	}
+	if f.Changed("models") {
+		req.Models = &tollgatev1.StringList{Values: cleanList(k.models)}
+	}
+	if k.allModels {
+		req.Models = &tollgatev1.StringList{}
+	}
+	var err error
+	if f.Changed("expires-in") {
+		if req.ExpiresAt, err = a.expiry(k.expiresIn); err != nil {
+			return nil, err
+		}
+	}
+	if req.Metadata, err = parseLabels(k.meta); err != nil {
+		return nil, err
+	}
+	if f.Changed("team") {
+		req.TeamId = &k.team
+	}
+	req.ClearBudget = k.b.none
+	if err := k.b.check(f); err != nil {
+		return nil, err
+	}
+	if err := k.l.check(); err != nil {
+		return nil, err
+	}
+	if req.Name == nil && req.Models == nil && req.ExpiresAt == nil && !req.ClearExpiresAt && req.Metadata == nil &&
+		req.TeamId == nil && !req.ClearBudget && !k.b.changed(f) && !k.l.none && !k.l.changed(f) {
+		return nil, usageErrorf("nothing to update: give at least one of --name, --models, --all-models, --expires-in, --no-expiry, --team, --budget, --period, --allow-unpriced, --no-budget, --rpm, --tpm, --max-parallel, --no-limits, --meta")
+	}
+	return req, nil
 }
 
 func (a *app) keyRevokeCommand() *cobra.Command {

@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/proto"
 
 	tollgatev1 "github.com/tollgate/tollgate/proto/tollgate/v1"
@@ -14,14 +16,17 @@ import (
 var routeFlagNames = []string{"strategy", "fallback", "no-fallbacks", "context-fallback", "no-context-fallbacks",
 	"alias", "no-aliases", "max-attempts", "clear"}
 
+// routeFlags are the flags of model route.
+type routeFlags struct {
+	strategy                             string
+	fallbacks, contextFallbacks, aliases []string
+	noFallbacks, noContextFallbacks      bool
+	noAliases, clearAll                  bool
+	maxAttempts                          uint32
+}
+
 func (a *app) modelRouteCommand() *cobra.Command {
-	var (
-		strategy                             string
-		fallbacks, contextFallbacks, aliases []string
-		noFallbacks, noContextFallbacks      bool
-		noAliases, clearAll                  bool
-		maxAttempts                          uint32
-	)
+	var r routeFlags
 	cmd := &cobra.Command{
 		Use:   "route NAME [--strategy S] [--fallback M]... [--context-fallback M]... [--alias A]... [--max-attempts N] [--clear]",
 		Short: "Show or change a model route's routing options",
@@ -63,10 +68,7 @@ it resets the route to the defaults; with other flags, only those are set.`,
 		Args: exactArgs("name"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
 			name, f := args[0], cmd.Flags()
-			changed := false
-			for _, n := range routeFlagNames {
-				changed = changed || f.Changed(n)
-			}
+			changed := slices.ContainsFunc(routeFlagNames, f.Changed)
 			api, err := a.api()
 			if err != nil {
 				return err
@@ -74,7 +76,7 @@ it resets the route to the defaults; with other flags, only those are set.`,
 			ctx, cancel := a.callContext(cmd)
 			defer cancel()
 			o := &tollgatev1.RouteOptions{}
-			if !clearAll {
+			if !r.clearAll {
 				resp, err := api.models.GetModel(ctx, &tollgatev1.GetModelRequest{Model: name})
 				if err != nil {
 					return err
@@ -86,21 +88,7 @@ it resets the route to the defaults; with other flags, only those are set.`,
 					o = proto.Clone(cur).(*tollgatev1.RouteOptions)
 				}
 			}
-			if f.Changed("strategy") {
-				o.Strategy = strings.TrimSpace(strategy)
-			}
-			if f.Changed("fallback") || noFallbacks {
-				o.Fallbacks = cleanList(fallbacks)
-			}
-			if f.Changed("context-fallback") || noContextFallbacks {
-				o.ContextFallbacks = cleanList(contextFallbacks)
-			}
-			if f.Changed("alias") || noAliases {
-				o.Aliases = cleanList(aliases)
-			}
-			if f.Changed("max-attempts") {
-				o.MaxAttempts = maxAttempts
-			}
+			r.apply(f, o)
 			resp, err := api.models.SetRouteOptions(ctx, &tollgatev1.SetRouteOptionsRequest{Model: name, Options: o})
 			if err != nil {
 				return err
@@ -112,20 +100,43 @@ it resets the route to the defaults; with other flags, only those are set.`,
 			return a.printRoute(msg, resp.GetRoute())
 		}),
 	}
+	r.register(cmd)
+	return cmd
+}
+
+func (r *routeFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&strategy, "strategy", "", `how deployments of one priority are chosen: weighted, least-inflight, latency or cost; "" for the default (weighted)`)
-	fl.StringSliceVar(&fallbacks, "fallback", nil, `model tried when all deployments failed; repeat or separate by commas for more, in order (replaces the list; "" clears it)`)
-	fl.BoolVar(&noFallbacks, "no-fallbacks", false, "remove all fallback models")
-	fl.StringSliceVar(&contextFallbacks, "context-fallback", nil, `model tried when the prompt is too long; repeat or separate by commas for more (replaces the list; "" clears it)`)
-	fl.BoolVar(&noContextFallbacks, "no-context-fallbacks", false, "remove all context fallback models")
-	fl.StringSliceVar(&aliases, "alias", nil, `another name clients may use for the route; repeat or separate by commas for more (replaces the list; "" clears it)`)
-	fl.BoolVar(&noAliases, "no-aliases", false, "remove all aliases")
-	fl.Uint32Var(&maxAttempts, "max-attempts", 0, "attempts per request across the route's deployments, including the first, at most 10; 0 for the node's default")
-	fl.BoolVar(&clearAll, "clear", false, "start from no options instead of the current ones (alone: reset the route to the defaults)")
+	fl.StringVar(&r.strategy, "strategy", "", `how deployments of one priority are chosen: weighted, least-inflight, latency or cost; "" for the default (weighted)`)
+	fl.StringSliceVar(&r.fallbacks, "fallback", nil, `model tried when all deployments failed; repeat or separate by commas for more, in order (replaces the list; "" clears it)`)
+	fl.BoolVar(&r.noFallbacks, "no-fallbacks", false, "remove all fallback models")
+	fl.StringSliceVar(&r.contextFallbacks, "context-fallback", nil, `model tried when the prompt is too long; repeat or separate by commas for more (replaces the list; "" clears it)`)
+	fl.BoolVar(&r.noContextFallbacks, "no-context-fallbacks", false, "remove all context fallback models")
+	fl.StringSliceVar(&r.aliases, "alias", nil, `another name clients may use for the route; repeat or separate by commas for more (replaces the list; "" clears it)`)
+	fl.BoolVar(&r.noAliases, "no-aliases", false, "remove all aliases")
+	fl.Uint32Var(&r.maxAttempts, "max-attempts", 0, "attempts per request across the route's deployments, including the first, at most 10; 0 for the node's default")
+	fl.BoolVar(&r.clearAll, "clear", false, "start from no options instead of the current ones (alone: reset the route to the defaults)")
 	cmd.MarkFlagsMutuallyExclusive("fallback", "no-fallbacks")
 	cmd.MarkFlagsMutuallyExclusive("context-fallback", "no-context-fallbacks")
 	cmd.MarkFlagsMutuallyExclusive("alias", "no-aliases")
-	return cmd
+}
+
+// apply sets the options given by flags on o; the others keep their values.
+func (r *routeFlags) apply(f *pflag.FlagSet, o *tollgatev1.RouteOptions) {
+	if f.Changed("strategy") {
+		o.Strategy = strings.TrimSpace(r.strategy)
+	}
+	if f.Changed("fallback") || r.noFallbacks {
+		o.Fallbacks = cleanList(r.fallbacks)
+	}
+	if f.Changed("context-fallback") || r.noContextFallbacks {
+		o.ContextFallbacks = cleanList(r.contextFallbacks)
+	}
+	if f.Changed("alias") || r.noAliases {
+		o.Aliases = cleanList(r.aliases)
+	}
+	if f.Changed("max-attempts") {
+		o.MaxAttempts = r.maxAttempts
+	}
 }
 
 func (a *app) modelTestCommand() *cobra.Command {

@@ -88,26 +88,7 @@ cost_nanos in integer nano-dollars.`,
 			if err != nil {
 				return err
 			}
-			if a.jsonOutput() {
-				return a.printProto(resp)
-			}
-			total := resp.GetTotal()
-			if total == nil {
-				total = sumRows(resp.GetRows())
-			}
-			tw := newTable(a.stdout)
-			row(tw, "GROUP", "REQUESTS", "PROMPT", "COMPLETION", "CACHED", "CACHE-WRITE", "COST", "UNPRICED")
-			for _, r := range resp.GetRows() {
-				reportRow(tw, orDash(r.GetGroup()), r)
-			}
-			reportRow(tw, "TOTAL", total)
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			if n := total.GetUnpricedRequests(); n > 0 {
-				fmt.Fprintf(a.stderr, "note: %d request(s) to models without a known price are not in COST\n", n)
-			}
-			return nil
+			return a.printSpendReport(resp)
 		}),
 	}
 	f := cmd.Flags()
@@ -118,6 +99,30 @@ cost_nanos in integer nano-dollars.`,
 	f.StringVar(&until, "until", "", "end of the window, in the same forms as --since (default: now)")
 	cmd.MarkFlagsMutuallyExclusive("key", "team")
 	return cmd
+}
+
+// printSpendReport prints a report as JSON or as a table with a TOTAL row.
+func (a *app) printSpendReport(resp *tollgatev1.SpendReportResponse) error {
+	if a.jsonOutput() {
+		return a.printProto(resp)
+	}
+	total := resp.GetTotal()
+	if total == nil {
+		total = sumRows(resp.GetRows())
+	}
+	tw := newTable(a.stdout)
+	row(tw, "GROUP", "REQUESTS", "PROMPT", "COMPLETION", "CACHED", "CACHE-WRITE", "COST", "UNPRICED")
+	for _, r := range resp.GetRows() {
+		reportRow(tw, orDash(r.GetGroup()), r)
+	}
+	reportRow(tw, "TOTAL", total)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if n := total.GetUnpricedRequests(); n > 0 {
+		fmt.Fprintf(a.stderr, "note: %d request(s) to models without a known price are not in COST\n", n)
+	}
+	return nil
 }
 
 func reportRow(tw io.Writer, group string, r *tollgatev1.SpendReportRow) {
@@ -189,29 +194,7 @@ nano-dollars, unix_nanos, latency_micros and ttft_micros) and
 			if err != nil {
 				return err
 			}
-			if nodes := resp.GetUnreachableNodes(); len(nodes) > 0 {
-				fmt.Fprintf(a.stderr, "warning: could not ask node(s) %s; their records are missing\n", strings.Join(nodes, ", "))
-			}
-			if a.jsonOutput() {
-				return a.printProto(resp)
-			}
-			if len(resp.GetRecords()) == 0 {
-				fmt.Fprintln(a.stdout, "No records.")
-				return nil
-			}
-			tw := newTable(a.stdout)
-			row(tw, "TIME", "NODE", "KEY", "MODEL", "DEPLOYMENT", "STATUS", "PROMPT", "COMPLETION", "COST", "LATENCY", "TTFT")
-			for _, r := range resp.GetRecords() {
-				cost := fmtNanos(r.GetCostNanos())
-				if r.GetUnpriced() {
-					cost = "unpriced"
-				}
-				row(tw, time.Unix(0, r.GetUnixNanos()).UTC().Format(time.RFC3339), orDash(r.GetNode()), orDash(r.GetKeyId()),
-					orDash(r.GetModel()), orDash(r.GetDeployment()), strconv.Itoa(int(r.GetStatus())),
-					fmtCount(r.GetPromptTokens()), fmtCount(r.GetCompletionTokens()), cost,
-					fmtLatency(r.GetLatencyMicros()), fmtLatency(r.GetTtftMicros()))
-			}
-			return tw.Flush()
+			return a.printSpendLogs(resp)
 		}),
 	}
 	f := cmd.Flags()
@@ -220,6 +203,34 @@ nano-dollars, unix_nanos, latency_micros and ttft_micros) and
 	f.Uint32Var(&limit, "limit", 0, "most records to show (default 50, at most "+strconv.Itoa(maxLogsLimit)+")")
 	f.StringVar(&since, "since", "", "only requests after this: a duration before now (1h, 7d), a date (2026-11-01, UTC) or an RFC 3339 time (default: any time)")
 	return cmd
+}
+
+// printSpendLogs warns about nodes that could not be asked, then prints the records as
+// JSON or as a table.
+func (a *app) printSpendLogs(resp *tollgatev1.SpendLogsResponse) error {
+	if nodes := resp.GetUnreachableNodes(); len(nodes) > 0 {
+		fmt.Fprintf(a.stderr, "warning: could not ask node(s) %s; their records are missing\n", strings.Join(nodes, ", "))
+	}
+	if a.jsonOutput() {
+		return a.printProto(resp)
+	}
+	if len(resp.GetRecords()) == 0 {
+		fmt.Fprintln(a.stdout, "No records.")
+		return nil
+	}
+	tw := newTable(a.stdout)
+	row(tw, "TIME", "NODE", "KEY", "MODEL", "DEPLOYMENT", "STATUS", "PROMPT", "COMPLETION", "COST", "LATENCY", "TTFT")
+	for _, r := range resp.GetRecords() {
+		cost := fmtNanos(r.GetCostNanos())
+		if r.GetUnpriced() {
+			cost = "unpriced"
+		}
+		row(tw, time.Unix(0, r.GetUnixNanos()).UTC().Format(time.RFC3339), orDash(r.GetNode()), orDash(r.GetKeyId()),
+			orDash(r.GetModel()), orDash(r.GetDeployment()), strconv.Itoa(int(r.GetStatus())),
+			fmtCount(r.GetPromptTokens()), fmtCount(r.GetCompletionTokens()), cost,
+			fmtLatency(r.GetLatencyMicros()), fmtLatency(r.GetTtftMicros()))
+	}
+	return tw.Flush()
 }
 
 // fmtLatency renders microseconds readably: 850µs, 12ms, 1.234s; "-" for 0.

@@ -254,22 +254,13 @@ requests per minute; 0 removes that one limit. --no-limits removes them all.`,
 			}
 			ctx, cancel := a.callContext(cmd)
 			defer cancel()
-			// Settings left out of a budget or of the limits are taken
-			// from the current team.
-			var cur *tollgatev1.Team
-			if (b.changed(f) && !b.complete(f)) || l.needCurrent(f) {
+			req.Budget, req.Limits, err = mergeSettings(f, id, &b, &l, func() (*tollgatev1.Budget, *tollgatev1.RateLimits, error) {
 				resp, err := api.teams.GetTeam(ctx, &tollgatev1.GetTeamRequest{Id: id})
-				if err != nil {
-					return err
-				}
-				cur = resp.GetTeam()
+				return resp.GetTeam().GetBudget(), resp.GetTeam().GetLimits(), err
+			})
+			if err != nil {
+				return err
 			}
-			if b.changed(f) {
-				if req.Budget, err = b.merge(f, id, cur.GetBudget()); err != nil {
-					return err
-				}
-			}
-			req.Limits = l.update(f, cur.GetLimits())
 			resp, err := api.teams.UpdateTeam(ctx, req)
 			if err != nil {
 				return err

@@ -136,16 +136,8 @@ Flags:
 		return code
 	}
 	*name = strings.TrimSpace(*name)
-	if *name == "" {
-		fmt.Fprintln(stderr, "tollgate tls: --name is required (see tollgate tls cert -h)")
-		return 2
-	}
-	if strings.ContainsAny(*name, `/\`) || *name == "." || *name == ".." || strings.HasPrefix(*name, "-") {
-		fmt.Fprintf(stderr, "tollgate tls: --name %q must be a plain name such as node-1, usable as a file name\n", *name)
-		return 2
-	}
-	if *name == "ca" {
-		fmt.Fprintln(stderr, "tollgate tls: --name ca would clash with the CA's files ca.pem and ca-key.pem; choose another name")
+	if msg := certNameProblem(*name); msg != "" {
+		fmt.Fprintln(stderr, "tollgate tls: "+msg)
 		return 2
 	}
 	if *days < 1 || *days > maxDays {
@@ -165,19 +157,9 @@ Flags:
 		return 1
 	}
 
-	caPEM, err := os.ReadFile(*caFile)
+	ca, err := readCA(*caFile, *caKeyFile)
 	if err != nil {
-		fmt.Fprintf(stderr, "tollgate tls: read the CA certificate (create a CA with tollgate tls ca, or give --ca): %v\n", err)
-		return 1
-	}
-	caKeyPEM, err := os.ReadFile(*caKeyFile)
-	if err != nil {
-		fmt.Fprintf(stderr, "tollgate tls: read the CA key (give --ca-key): %v\n", err)
-		return 1
-	}
-	ca, err := certs.LoadCA(caPEM, caKeyPEM)
-	if err != nil {
-		fmt.Fprintf(stderr, "tollgate tls: load CA %s / %s: %v\n", *caFile, *caKeyFile, err)
+		fmt.Fprintf(stderr, "tollgate tls: %v\n", err)
 		return 1
 	}
 	all := dedupe(append([]string{*name, "localhost", "127.0.0.1"}, hosts...))
@@ -190,19 +172,57 @@ Flags:
 		fmt.Fprintf(stderr, "tollgate tls: %v\n", err)
 		return 1
 	}
-	until := ""
-	if block, _ := pem.Decode(certPEM); block != nil {
-		if cert, err := x509.ParseCertificate(block.Bytes); err == nil {
-			until = ", valid until " + cert.NotAfter.Format(time.DateOnly)
-			if cert.NotAfter.Equal(ca.Certificate().NotAfter) {
-				until += " when the CA expires"
-			}
-		}
-	}
-	fmt.Fprintf(stdout, "wrote %s (certificate for %s%s)\n", certFile, strings.Join(all, ", "), until)
+	fmt.Fprintf(stdout, "wrote %s (certificate for %s%s)\n", certFile, strings.Join(all, ", "), validUntil(certPEM, ca))
 	fmt.Fprintf(stdout, "wrote %s (private key)\n", keyFile)
 	fmt.Fprintf(stdout, "node flags: --tls-cert %s --tls-key %s --tls-ca %s\n", certFile, keyFile, *caFile)
 	return 0
+}
+
+// certNameProblem says what is wrong with a node name for tls cert, "" when nothing is.
+func certNameProblem(name string) string {
+	switch {
+	case name == "":
+		return "--name is required (see tollgate tls cert -h)"
+	case strings.ContainsAny(name, `/\`) || name == "." || name == ".." || strings.HasPrefix(name, "-"):
+		return fmt.Sprintf("--name %q must be a plain name such as node-1, usable as a file name", name)
+	case name == "ca":
+		return "--name ca would clash with the CA's files ca.pem and ca-key.pem; choose another name"
+	}
+	return ""
+}
+
+// readCA loads the CA that signs node certificates from its two files.
+func readCA(caFile, caKeyFile string) (*certs.CA, error) {
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("read the CA certificate (create a CA with tollgate tls ca, or give --ca): %w", err)
+	}
+	caKeyPEM, err := os.ReadFile(caKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("read the CA key (give --ca-key): %w", err)
+	}
+	ca, err := certs.LoadCA(caPEM, caKeyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("load CA %s / %s: %w", caFile, caKeyFile, err)
+	}
+	return ca, nil
+}
+
+// validUntil describes when a new certificate expires, for the message after tls cert.
+func validUntil(certPEM []byte, ca *certs.CA) string {
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		return ""
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return ""
+	}
+	until := ", valid until " + cert.NotAfter.Format(time.DateOnly)
+	if cert.NotAfter.Equal(ca.Certificate().NotAfter) {
+		until += " when the CA expires"
+	}
+	return until
 }
 
 // parseTLSFlags parses a subcommand's flags. ok false means the command

@@ -98,21 +98,12 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request, o op) {
 	}
 	p := s.params()
 	model, err := p.directives(r.Header, req.Model)
-	switch {
-	case err != nil:
+	if err != nil {
 		fail(http.StatusBadRequest, err.Error())
 		return
-	case req.Model == "":
-		fail(http.StatusBadRequest, "model: Field required")
-		return
-	case len(req.Messages) == 0:
-		fail(http.StatusBadRequest, "messages: Field required")
-		return
-	case o == opMessages && req.MaxTokens == nil:
-		fail(http.StatusBadRequest, "max_tokens: Field required")
-		return
-	case o == opMessages && *req.MaxTokens < 1:
-		fail(http.StatusBadRequest, "max_tokens: Input should be greater than or equal to 1")
+	}
+	if msg := anthropicInvalid(o, &req); msg != "" {
+		fail(http.StatusBadRequest, msg)
 		return
 	}
 	t := anthropicTurn(&req)
@@ -133,7 +124,29 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request, o op) {
 		s.finish(s.anthropicStream(w, r.Context(), &p, id, model, &rp))
 		return
 	}
-	b := append((*buf)[:0], `{"id":"`...)
+	*buf = appendAnthropicMessage((*buf)[:0], id, model, &rp)
+	s.finish(s.writeBody(w, http.StatusOK, *buf, p.fault == faultMidStream))
+}
+
+// anthropicInvalid returns the error message Anthropic gives for a request that misses a
+// required field, "" for a valid one.
+func anthropicInvalid(o op, req *anthropicRequest) string {
+	switch {
+	case req.Model == "":
+		return "model: Field required"
+	case len(req.Messages) == 0:
+		return "messages: Field required"
+	case o == opMessages && req.MaxTokens == nil:
+		return "max_tokens: Field required"
+	case o == opMessages && *req.MaxTokens < 1:
+		return "max_tokens: Input should be greater than or equal to 1"
+	}
+	return ""
+}
+
+// appendAnthropicMessage appends the non-streamed Messages response for rp.
+func appendAnthropicMessage(b []byte, id, model string, rp *reply) []byte {
+	b = append(b, `{"id":"`...)
 	b = append(b, id...)
 	b = append(b, `","type":"message","role":"assistant","model":`...)
 	b = appendString(b, model)
@@ -146,14 +159,13 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request, o op) {
 		if rp.text != "" {
 			b = append(b, ',')
 		}
-		b = appendToolUse(b, &rp)
+		b = appendToolUse(b, rp)
 	}
 	b = append(b, `],"stop_reason":"`...)
 	b = append(b, anthropicStop(rp.stop)...)
 	b = append(b, `","stop_sequence":null,"usage":`...)
-	b = appendAnthropicUsage(b, &rp, rp.output)
-	*buf = append(b, '}')
-	s.finish(s.writeBody(w, http.StatusOK, *buf, p.fault == faultMidStream))
+	b = appendAnthropicUsage(b, rp, rp.output)
+	return append(b, '}')
 }
 
 func anthropicStop(stop int) string {
@@ -225,56 +237,15 @@ func (s *Server) anthropicStream(w http.ResponseWriter, ctx context.Context, p *
 	}
 	index := 0
 	if rp.deltas > 0 {
-		b = append(b[:0], "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"...)
-		b = append(b, "event: ping\ndata: {\"type\": \"ping\"}\n\n"...)
-		if err := st.send(b); err != nil {
-			return err
-		}
-		for i := range rp.deltas {
-			if err := st.delta(); err != nil {
-				return err
-			}
-			b = append(b[:0], "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\""...)
-			b = append(rp.delta(b, i), "\"}}\n\n"...)
-			if err := st.send(b); err != nil {
-				return err
-			}
-		}
-		b = append(b[:0], "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"...)
-		if err := st.send(b); err != nil {
+		var err error
+		if b, err = anthropicTextBlock(st, b, rp); err != nil {
 			return err
 		}
 		index++
 	}
 	if rp.tool != nil {
-		idx := strconv.Itoa(index)
-		b = append(b[:0], "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":"...)
-		b = append(b, idx...)
-		b = append(b, `,"content_block":`...)
-		b = append(appendToolUse(b, &reply{tool: rp.tool}), "}\n\n"...)
-		if index == 0 {
-			b = append(b, "event: ping\ndata: {\"type\": \"ping\"}\n\n"...)
-		}
-		if err := st.send(b); err != nil {
-			return err
-		}
-		for i := range len(off) - 1 {
-			if err := st.delta(); err != nil {
-				return err
-			}
-			b = append(b[:0], "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":"...)
-			b = append(b, idx...)
-			b = append(b, `,"delta":{"type":"input_json_delta","partial_json":`...)
-			b = appendString(b, string(rp.args[off[i]:off[i+1]]))
-			b = append(b, "}}\n\n"...)
-			if err := st.send(b); err != nil {
-				return err
-			}
-		}
-		b = append(b[:0], "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":"...)
-		b = append(b, idx...)
-		b = append(b, "}\n\n"...)
-		if err := st.send(b); err != nil {
+		var err error
+		if b, err = anthropicToolBlock(st, b, rp, index, off); err != nil {
 			return err
 		}
 	}
@@ -284,6 +255,60 @@ func (s *Server) anthropicStream(w http.ResponseWriter, ctx context.Context, p *
 	b = strconv.AppendInt(b, int64(rp.output), 10)
 	b = append(b, "}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"...)
 	return st.send(b)
+}
+
+// anthropicTextBlock streams the text content block (always index 0) of rp, in b.
+func anthropicTextBlock(st *streamer, b []byte, rp *reply) ([]byte, error) {
+	b = append(b[:0], "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"...)
+	b = append(b, "event: ping\ndata: {\"type\": \"ping\"}\n\n"...)
+	if err := st.send(b); err != nil {
+		return b, err
+	}
+	for i := range rp.deltas {
+		if err := st.delta(); err != nil {
+			return b, err
+		}
+		b = append(b[:0], "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\""...)
+		b = append(rp.delta(b, i), "\"}}\n\n"...)
+		if err := st.send(b); err != nil {
+			return b, err
+		}
+	}
+	b = append(b[:0], "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"...)
+	return b, st.send(b)
+}
+
+// anthropicToolBlock streams rp's tool call as the content block index, its arguments cut
+// at the offsets off, in b.
+func anthropicToolBlock(st *streamer, b []byte, rp *reply, index int, off []int) ([]byte, error) {
+	idx := strconv.Itoa(index)
+	b = append(b[:0], "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":"...)
+	b = append(b, idx...)
+	b = append(b, `,"content_block":`...)
+	b = append(appendToolUse(b, &reply{tool: rp.tool}), "}\n\n"...)
+	if index == 0 {
+		b = append(b, "event: ping\ndata: {\"type\": \"ping\"}\n\n"...)
+	}
+	if err := st.send(b); err != nil {
+		return b, err
+	}
+	for i := range len(off) - 1 {
+		if err := st.delta(); err != nil {
+			return b, err
+		}
+		b = append(b[:0], "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":"...)
+		b = append(b, idx...)
+		b = append(b, `,"delta":{"type":"input_json_delta","partial_json":`...)
+		b = appendString(b, string(rp.args[off[i]:off[i+1]]))
+		b = append(b, "}}\n\n"...)
+		if err := st.send(b); err != nil {
+			return b, err
+		}
+	}
+	b = append(b[:0], "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":"...)
+	b = append(b, idx...)
+	b = append(b, "}\n\n"...)
+	return b, st.send(b)
 }
 
 // anthropicTurn digests a Messages request.

@@ -223,69 +223,21 @@ func (s *Server) bedrockStream(w http.ResponseWriter, ctx context.Context, p *pa
 		return err
 	}
 	index := 0
+	fr := bedrockFrames{st: st, b: b, ev: ev}
 	if rp.deltas > 0 {
-		for i := range rp.deltas {
-			if err := st.delta(); err != nil {
-				return err
-			}
-			ev++
-			b, f = openFrame(b[:0], "contentBlockDelta")
-			b = append(b, `{"contentBlockIndex":0,"delta":{"text":"`...)
-			b = append(rp.delta(b, i), `"},"p":"`...)
-			b = append(appendPad(b, ev), `"}`...)
-			if err := st.send(closeFrame(b, f)); err != nil {
-				return err
-			}
-		}
-		ev++
-		b, f = openFrame(b[:0], "contentBlockStop")
-		b = append(b, `{"contentBlockIndex":0,"p":"`...)
-		b = append(appendPad(b, ev), `"}`...)
-		if err := st.send(closeFrame(b, f)); err != nil {
+		if err := fr.text(rp); err != nil {
+			b = fr.b
 			return err
 		}
 		index++
 	}
 	if rp.tool != nil {
-		idx := strconv.Itoa(index)
-		ev++
-		b, f = openFrame(b[:0], "contentBlockStart")
-		b = append(b, `{"contentBlockIndex":`...)
-		b = append(b, idx...)
-		b = append(b, `,"p":"`...)
-		b = appendPad(b, ev)
-		b = append(b, `","start":{"toolUse":{"name":`...)
-		b = appendString(b, rp.tool.name)
-		b = append(b, `,"toolUseId":"tooluse_mock_1"}}}`...)
-		if err := st.send(closeFrame(b, f)); err != nil {
-			return err
-		}
-		for i := range len(off) - 1 {
-			if err := st.delta(); err != nil {
-				return err
-			}
-			ev++
-			b, f = openFrame(b[:0], "contentBlockDelta")
-			b = append(b, `{"contentBlockIndex":`...)
-			b = append(b, idx...)
-			b = append(b, `,"delta":{"toolUse":{"input":`...)
-			b = appendString(b, string(rp.args[off[i]:off[i+1]]))
-			b = append(b, `}},"p":"`...)
-			b = append(appendPad(b, ev), `"}`...)
-			if err := st.send(closeFrame(b, f)); err != nil {
-				return err
-			}
-		}
-		ev++
-		b, f = openFrame(b[:0], "contentBlockStop")
-		b = append(b, `{"contentBlockIndex":`...)
-		b = append(b, idx...)
-		b = append(b, `,"p":"`...)
-		b = append(appendPad(b, ev), `"}`...)
-		if err := st.send(closeFrame(b, f)); err != nil {
+		if err := fr.tool(rp, index, off); err != nil {
+			b = fr.b
 			return err
 		}
 	}
+	b, ev = fr.b, fr.ev
 	ev++
 	b, f = openFrame(b[:0], "messageStop")
 	b = append(b, `{"p":"`...)
@@ -303,6 +255,78 @@ func (s *Server) bedrockStream(w http.ResponseWriter, ctx context.Context, p *pa
 	b = append(b, `","usage":`...)
 	b = append(appendBedrockUsage(b, rp), '}')
 	return st.send(closeFrame(b, f))
+}
+
+// bedrockFrames sends the content-block frames of one response from buffer b; ev counts
+// the events sent, to vary the padding.
+type bedrockFrames struct {
+	st *streamer
+	b  []byte
+	ev int
+}
+
+// text sends rp's text deltas as content block 0, then its stop.
+func (fr *bedrockFrames) text(rp *reply) error {
+	var f frame
+	for i := range rp.deltas {
+		if err := fr.st.delta(); err != nil {
+			return err
+		}
+		fr.ev++
+		fr.b, f = openFrame(fr.b[:0], "contentBlockDelta")
+		fr.b = append(fr.b, `{"contentBlockIndex":0,"delta":{"text":"`...)
+		fr.b = append(rp.delta(fr.b, i), `"},"p":"`...)
+		fr.b = append(appendPad(fr.b, fr.ev), `"}`...)
+		if err := fr.st.send(closeFrame(fr.b, f)); err != nil {
+			return err
+		}
+	}
+	fr.ev++
+	fr.b, f = openFrame(fr.b[:0], "contentBlockStop")
+	fr.b = append(fr.b, `{"contentBlockIndex":0,"p":"`...)
+	fr.b = append(appendPad(fr.b, fr.ev), `"}`...)
+	return fr.st.send(closeFrame(fr.b, f))
+}
+
+// tool sends rp's tool call as content block index, its arguments cut at the offsets off.
+func (fr *bedrockFrames) tool(rp *reply, index int, off []int) error {
+	var f frame
+	idx := strconv.Itoa(index)
+	fr.ev++
+	fr.b, f = openFrame(fr.b[:0], "contentBlockStart")
+	fr.b = append(fr.b, `{"contentBlockIndex":`...)
+	fr.b = append(fr.b, idx...)
+	fr.b = append(fr.b, `,"p":"`...)
+	fr.b = appendPad(fr.b, fr.ev)
+	fr.b = append(fr.b, `","start":{"toolUse":{"name":`...)
+	fr.b = appendString(fr.b, rp.tool.name)
+	fr.b = append(fr.b, `,"toolUseId":"tooluse_mock_1"}}}`...)
+	if err := fr.st.send(closeFrame(fr.b, f)); err != nil {
+		return err
+	}
+	for i := range len(off) - 1 {
+		if err := fr.st.delta(); err != nil {
+			return err
+		}
+		fr.ev++
+		fr.b, f = openFrame(fr.b[:0], "contentBlockDelta")
+		fr.b = append(fr.b, `{"contentBlockIndex":`...)
+		fr.b = append(fr.b, idx...)
+		fr.b = append(fr.b, `,"delta":{"toolUse":{"input":`...)
+		fr.b = appendString(fr.b, string(rp.args[off[i]:off[i+1]]))
+		fr.b = append(fr.b, `}},"p":"`...)
+		fr.b = append(appendPad(fr.b, fr.ev), `"}`...)
+		if err := fr.st.send(closeFrame(fr.b, f)); err != nil {
+			return err
+		}
+	}
+	fr.ev++
+	fr.b, f = openFrame(fr.b[:0], "contentBlockStop")
+	fr.b = append(fr.b, `{"contentBlockIndex":`...)
+	fr.b = append(fr.b, idx...)
+	fr.b = append(fr.b, `,"p":"`...)
+	fr.b = append(appendPad(fr.b, fr.ev), `"}`...)
+	return fr.st.send(closeFrame(fr.b, f))
 }
 
 // pad is the alphabet Bedrock's "p" padding values are prefixes of.
