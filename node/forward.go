@@ -71,6 +71,8 @@ var localMethods = []string{
 	pb.SpendService_NodeLogs_FullMethodName,
 	pb.ClusterService_Status_FullMethodName, pb.ClusterService_SaveSnapshot_FullMethodName,
 	pb.ClusterService_WaitApplied_FullMethodName, pb.ClusterService_Propose_FullMethodName,
+	pb.UserService_ListUsers_FullMethodName, pb.UserService_GetUser_FullMethodName,
+	pb.UserService_WhoAmI_FullMethodName, pb.AuditService_ListAudit_FullMethodName,
 }
 
 // peers keeps one client connection per admin address of other nodes.
