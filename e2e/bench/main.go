@@ -51,6 +51,17 @@ func parseInts(s string) ([]int, error) {
 	return out, nil
 }
 
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 func run() error {
 	start := time.Now()
 	var (
@@ -73,6 +84,10 @@ func run() error {
 		devBuild  = flag.Bool("dev-build", false, "measure a plain `go build` of tollgate (cgo) instead of the release build of deploy/Dockerfile")
 		scale     = flag.String("scale", "", "run only the scale scenario (issue 12) with these key counts, e.g. 1000,100000,1000000 (quick: 1000,10000,50000 when empty and -quick)")
 		creates   = flag.Int("scale-creates", 500, "key creates measured per scale step")
+		createDur = flag.Duration("scale-create-time", 20*time.Second, "the longest the creates of one scale step may take")
+		tag       = flag.String("tag", "", "a suffix for a standalone scenario's results folder: DATE-scale-TAG")
+		nodeEnv   = flag.String("scale-node-env", "", "comma-separated NAME=VALUE settings for the scale node's environment, e.g. GOMEMLIMIT=1000MiB")
+		profDir   = flag.String("scale-profile", "", "start the scale node with --pprof-addr and keep a CPU profile of each step's creates and a heap profile in this folder")
 		budgets   = flag.Int("budgets", 0, "run only the budgets scenario (issue 12) with this many budgeted keys, e.g. 10000 (the issue's figure) or 1000")
 		budgetDur = flag.Duration("budgets-dur", 5*time.Minute, "traffic of the budgets scenario (quick: 1m)")
 	)
@@ -108,7 +123,7 @@ func run() error {
 		if err != nil {
 			return fmt.Errorf("-scale: %w", err)
 		}
-		return mainScale(start, ScaleConfig{Steps: steps, Creates: *creates, CreateTime: 20 * time.Second}, *out, *devBuild)
+		return mainScale(start, ScaleConfig{Steps: steps, Creates: *creates, CreateTime: *createDur, ProfileDir: *profDir, NodeEnv: splitList(*nodeEnv), Tag: *tag}, *out, *devBuild)
 	}
 	cfg := Config{Quick: *quick, Reps: *reps, Warmup: *warmup, Dur: *dur, OpenDur: *openDur, RateDur: *rateDur,
 		SoakDur: *soakDur, SmallConc: *small, MaxRequests: *maxReq, MaxWorkers: *maxWork, ReadyReps: 3}
@@ -410,6 +425,9 @@ func mainScale(start time.Time, cfg ScaleConfig, out string, dev bool) error {
 		runErr := runScale(bin, tmp, cfg, res, logf)
 		res.Seconds = time.Since(start).Seconds()
 		dir := filepath.Join(out, res.Date+"-scale")
+		if cfg.Tag != "" {
+			dir += "-" + cfg.Tag
+		}
 		if err := res.write(dir); err != nil {
 			return err
 		}

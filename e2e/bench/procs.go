@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -210,7 +211,13 @@ type Gateway struct {
 	bin                              *Binaries
 	dir, logPath, cpus               string
 	HTTP, Admin, Raft, Gossip, Token string
-	proc                             *child
+	// Extra are more flags for the node (a cluster's join flags, pprof).
+	Extra []string
+	// Env is more environment for the node (e.g. GOMEMLIMIT).
+	Env []string
+	// ReadyTimeout bounds Start's wait for /readyz (0: a minute).
+	ReadyTimeout time.Duration
+	proc         *child
 }
 
 func newGateway(bin *Binaries, tmp, cpus string) (*Gateway, error) {
@@ -228,14 +235,14 @@ func newGateway(bin *Binaries, tmp, cpus string) (*Gateway, error) {
 // Start launches the node on its data dir and waits for /readyz 200; it
 // returns the time from process start to the first 200.
 func (g *Gateway) Start() (time.Duration, error) {
-	c, err := startChild("tollgate", g.logPath, g.cpus, []string{"TOLLGATE_ADMIN_TOKEN=" + g.Token}, g.bin.Tollgate,
-		"--data-dir", g.dir, "--http-addr", g.HTTP, "--admin-addr", g.Admin, "--raft-addr", g.Raft,
-		"--gossip-addr", g.Gossip, "--log-level", "warn", "--no-seed")
+	c, err := startChild("tollgate", g.logPath, g.cpus, append([]string{"TOLLGATE_ADMIN_TOKEN=" + g.Token}, g.Env...), g.bin.Tollgate,
+		append([]string{"--data-dir", g.dir, "--http-addr", g.HTTP, "--admin-addr", g.Admin, "--raft-addr", g.Raft,
+			"--gossip-addr", g.Gossip, "--log-level", "warn", "--no-seed"}, g.Extra...)...)
 	if err != nil {
 		return 0, err
 	}
 	g.proc = c
-	at, err := waitStatus(c, "http://"+g.HTTP+"/readyz", 200, 2*time.Millisecond, 60*time.Second)
+	at, err := waitStatus(c, "http://"+g.HTTP+"/readyz", 200, 2*time.Millisecond, cmp.Or(g.ReadyTimeout, time.Minute))
 	if err != nil {
 		c.kill()
 		return 0, err

@@ -31,6 +31,14 @@ type ScaleConfig struct {
 	// bounds them in time (creates are slow where writes cost O(n)).
 	Creates    int           `json:"creates"`
 	CreateTime time.Duration `json:"create_time_ns"`
+	// ProfileDir, when set, starts the node with --pprof-addr and keeps
+	// there, per step, a CPU profile of the node over the creates
+	// (cpu-KEYS.pprof, the creates then run for all of CreateTime) and a
+	// heap profile after them (heap-KEYS.pprof).
+	ProfileDir string `json:"profile_dir,omitempty"`
+	// NodeEnv is more environment for the node, such as GOMEMLIMIT.
+	NodeEnv []string `json:"node_env,omitempty"`
+	Tag     string   `json:"tag,omitempty"` // the results folder is DATE-scale-TAG
 }
 
 // ScaleStep is what one step measured.
@@ -71,6 +79,15 @@ func runScale(bin *Binaries, tmp string, cfg ScaleConfig, res *ScaleResults, log
 	if err != nil {
 		return err
 	}
+	gw.Env = cfg.NodeEnv
+	gw.ReadyTimeout = 5 * time.Minute // a million keys on a busy machine
+	var prof *profiler
+	if cfg.ProfileDir != "" {
+		if prof, err = newProfiler(cfg.ProfileDir); err != nil {
+			return err
+		}
+		gw.Extra = append(gw.Extra, "--pprof-addr", prof.addr)
+	}
 	if _, err := gw.Start(); err != nil {
 		return err
 	}
@@ -97,17 +114,26 @@ func runScale(bin *Binaries, tmp string, cfg ScaleConfig, res *ScaleResults, log
 			have = n
 		}
 		logf("scale: %d keys (import %.1f s)", n, st.ImportSeconds)
+		cpuDone := prof.cpu(fmt.Sprintf("cpu-%d.pprof", n), cfg.CreateTime)
 		if err := scaleCreates(keys, gw, cfg, st); err != nil {
 			st.Err = err.Error()
 			return err
 		}
+		if err := <-cpuDone; err != nil {
+			logf("scale: CPU profile at %d keys: %v", n, err)
+		}
 		st.RSSMB, _ = rssMB(gw.Pid())
+		if err := prof.heap(fmt.Sprintf("heap-%d.pprof", n)); err != nil {
+			logf("scale: heap profile at %d keys: %v", n, err)
+		}
 		snap := filepath.Join(tmp, "scale.snap")
-		if _, err := gw.ctl("cluster", "snapshot", "save", snap); err == nil {
+		if _, err := gw.ctl("--timeout", "5m", "cluster", "snapshot", "save", snap); err == nil {
 			if fi, err := os.Stat(snap); err == nil {
 				st.SnapshotMB = float64(fi.Size()) / (1 << 20)
 			}
 			_ = os.Remove(snap)
+		} else {
+			logf("scale: snapshot save at %d keys: %v", n, err)
 		}
 		st.DataDirMB = dirMB(gw.dir)
 		if err := gw.Stop(); err != nil {
@@ -162,7 +188,11 @@ func scaleCreates(keys pb.KeyServiceClient, gw *Gateway, cfg ScaleConfig, st *Sc
 		return err
 	}
 	end := time.Now().Add(cfg.CreateTime)
-	for i := 0; i < cfg.Creates && time.Now().Before(end); i++ {
+	limit := cfg.Creates
+	if cfg.ProfileDir != "" {
+		limit = 1 << 30 // the whole profile's length
+	}
+	for i := 0; i < limit && time.Now().Before(end); i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		s := time.Now()
 		_, err := keys.CreateKey(ctx, &pb.CreateKeyRequest{Name: fmt.Sprintf("scale-create-%d-%d", st.Keys, i)})
