@@ -41,10 +41,15 @@ type appliedReq struct {
 // commandFingerprint identifies what a command does, apart from when it
 // was proposed and under which request id: a retry of a write has the
 // same fingerprint, another write under a reused id does not.
+//
+// It marshals cmd itself with those two fields cleared for the moment (the
+// same bytes as a cleared copy, without copying a command that may carry
+// thousands of keys), so cmd must not be read concurrently.
 func commandFingerprint(cmd *pb.Command) []byte {
-	c := proto.Clone(cmd).(*pb.Command)
-	c.UnixNanos, c.RequestId = 0, ""
-	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(c)
+	nanos, rid := cmd.UnixNanos, cmd.RequestId
+	cmd.UnixNanos, cmd.RequestId = 0, ""
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(cmd)
+	cmd.UnixNanos, cmd.RequestId = nanos, rid
 	h := sha256.Sum256(b)
 	return h[:]
 }
