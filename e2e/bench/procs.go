@@ -221,7 +221,17 @@ type Gateway struct {
 }
 
 func newGateway(bin *Binaries, tmp, cpus string) (*Gateway, error) {
-	g := &Gateway{bin: bin, dir: filepath.Join(tmp, "data"), logPath: filepath.Join(tmp, "tollgate.log"), cpus: cpus, Token: "bench"}
+	return newNamedGateway(bin, tmp, cpus, "")
+}
+
+// newNamedGateway is a node whose data dir and log carry name (one of a
+// cluster's nodes); an empty name is the harness's single node.
+func newNamedGateway(bin *Binaries, tmp, cpus, name string) (*Gateway, error) {
+	dir, log := "data", "tollgate.log"
+	if name != "" {
+		dir, log = "data-"+name, "tollgate-"+name+".log"
+	}
+	g := &Gateway{bin: bin, dir: filepath.Join(tmp, dir), logPath: filepath.Join(tmp, log), cpus: cpus, Token: "bench"}
 	for _, p := range []*string{&g.HTTP, &g.Admin, &g.Raft, &g.Gossip} {
 		a, err := freeAddr()
 		if err != nil {
@@ -235,13 +245,28 @@ func newGateway(bin *Binaries, tmp, cpus string) (*Gateway, error) {
 // Start launches the node on its data dir and waits for /readyz 200; it
 // returns the time from process start to the first 200.
 func (g *Gateway) Start() (time.Duration, error) {
+	if err := g.launch(); err != nil {
+		return 0, err
+	}
+	return g.waitReady()
+}
+
+// launch starts the node's process on its data dir.
+func (g *Gateway) launch() error {
 	c, err := startChild("tollgate", g.logPath, g.cpus, append([]string{"TOLLGATE_ADMIN_TOKEN=" + g.Token}, g.Env...), g.bin.Tollgate,
 		append([]string{"--data-dir", g.dir, "--http-addr", g.HTTP, "--admin-addr", g.Admin, "--raft-addr", g.Raft,
 			"--gossip-addr", g.Gossip, "--log-level", "warn", "--no-seed"}, g.Extra...)...)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	g.proc = c
+	return nil
+}
+
+// waitReady waits for the launched node's /readyz 200 and returns the time
+// from its process start.
+func (g *Gateway) waitReady() (time.Duration, error) {
+	c := g.proc
 	at, err := waitStatus(c, "http://"+g.HTTP+"/readyz", 200, 2*time.Millisecond, cmp.Or(g.ReadyTimeout, time.Minute))
 	if err != nil {
 		c.kill()
@@ -297,7 +322,12 @@ func (g *Gateway) configure(mockBase, deadBase string) (string, error) {
 		"--upstream-model", FailoverUpstream, "--deployment", "secondary", "--priority", "1"); err != nil {
 		return "", err
 	}
-	out, err := g.ctl("key", "create", "--name", "bench", "-o", "json")
+	return g.createKey("bench")
+}
+
+// createKey creates a key named name with tollctl and returns its secret.
+func (g *Gateway) createKey(name string) (string, error) {
+	out, err := g.ctl("key", "create", "--name", name, "-o", "json")
 	if err != nil {
 		return "", err
 	}
