@@ -65,6 +65,7 @@ func (o *options) scaleFlags() {
 	c := &o.scaleCfg
 	flag.StringVar(&o.scale, "scale", "", "run only the scale scenario (issue 12) with these key counts, e.g. 1000,100000,1000000")
 	flag.IntVar(&c.Creates, "scale-creates", 500, "key creates measured per scale step")
+	flag.IntVar(&c.CreateClients, "scale-create-clients", 1, "callers creating keys at once in each scale step (each one create after another)")
 	flag.DurationVar(&c.CreateTime, "scale-create-time", 20*time.Second, "the longest the creates of one scale step may take")
 	flag.IntVar(&c.Nodes, "scale-nodes", 1, "nodes of the scale scenario: 1, or a cluster of 3 (or more) formed with --bootstrap-expect; a cluster also times the join of one more node at the last step")
 	flag.DurationVar(&c.Chat.Dur, "scale-chat", 0, "at the last scale step, chat traffic for this long per run, alone and while keys are created (0: none)")

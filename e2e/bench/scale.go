@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
@@ -28,6 +30,9 @@ type ScaleConfig struct {
 	// bounds them in time (creates are slow where writes cost O(n)).
 	Creates    int           `json:"creates"`
 	CreateTime time.Duration `json:"create_time_ns"`
+	// CreateClients is how many callers create keys at once (each one
+	// after another); 0 or 1: one.
+	CreateClients int `json:"create_clients,omitempty"`
 	// ProfileDir, when set, starts the node with --pprof-addr and keeps
 	// there, per step, a CPU profile of the node over the creates
 	// (cpu-KEYS.pprof, the creates then run for all of CreateTime) and a
@@ -249,26 +254,18 @@ func scaleImport(gw *Gateway, tmp string, from, to int) error {
 // over the same time without the creates, subtracted for the net figure.
 func (sc *scaleSet) creates(leader *Gateway, cfg ScaleConfig, st *ScaleStep, idle []float64) error {
 	keys := pb.NewKeyServiceClient(sc.conns[sc.index(leader)])
-	var lat []time.Duration
 	t0, err := sc.cpuTicks()
 	if err != nil {
 		return err
 	}
 	began := time.Now()
-	end := began.Add(cfg.CreateTime)
 	limit := cfg.Creates
 	if cfg.ProfileDir != "" {
 		limit = 1 << 30 // the whole profile's length
 	}
-	for i := 0; i < limit && time.Now().Before(end); i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		s := time.Now()
-		_, err := keys.CreateKey(ctx, &pb.CreateKeyRequest{Name: fmt.Sprintf("scale-create-%d-%d", st.Keys, i)})
-		cancel()
-		if err != nil {
-			return fmt.Errorf("create key at %d keys: %w", st.Keys, err)
-		}
-		lat = append(lat, time.Since(s))
+	lat, err := createLoop(keys, max(1, cfg.CreateClients), limit, began.Add(cfg.CreateTime), fmt.Sprintf("scale-create-%d", st.Keys))
+	if err != nil {
+		return fmt.Errorf("create key at %d keys: %w", st.Keys, err)
 	}
 	t1, err := sc.cpuTicks()
 	if err != nil {
@@ -290,6 +287,53 @@ func (sc *scaleSet) creates(leader *Gateway, cfg ScaleConfig, st *ScaleStep, idl
 	st.CreateP50Ms = float64(lat[len(lat)/2]) / 1e6
 	st.CreateP99Ms = float64(lat[min(len(lat)-1, len(lat)*99/100)]) / 1e6
 	return nil
+}
+
+// createLoop creates keys from clients concurrent callers, each one after
+// another, until limit creates or the end; it returns their latencies.
+func createLoop(keys pb.KeyServiceClient, clients, limit int, end time.Time, prefix string) ([]time.Duration, error) {
+	var (
+		next     atomic.Int64
+		mu       sync.Mutex
+		lat      []time.Duration
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(limit) || !time.Now().Before(end) {
+					return
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				s := time.Now()
+				_, err := keys.CreateKey(ctx, &pb.CreateKeyRequest{Name: fmt.Sprintf("%s-%d", prefix, i)})
+				d := time.Since(s)
+				cancel()
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				} else if err == nil {
+					lat = append(lat, d)
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	if len(lat) == 0 {
+		return nil, fmt.Errorf("no create within the time")
+	}
+	return lat, nil
 }
 
 // dirMB is the size of the files under dir.
@@ -321,7 +365,8 @@ func (r *ScaleResults) write(dir string) error {
 		nodes = fmt.Sprintf("A cluster of %d nodes (n1…n%d, --bootstrap-expect; imports and creates go to the leader)", r.Config.Nodes, r.Config.Nodes)
 	}
 	fmt.Fprintf(&b, "`%s` on %d cores (%s), %.0f s. %s, keys imported with `tollctl key import` in batches of 5,000,\n", r.Command, r.Machine.NProc, r.Machine.CPUModel, r.Seconds, nodes)
-	fmt.Fprintf(&b, "then up to %d key creates one after another through the admin API (at most %v per step).\n", r.Config.Creates, r.Config.CreateTime)
+	fmt.Fprintf(&b, "then up to %d key creates through the admin API (at most %v per step), from %d caller(s), each one create after another.\n",
+		r.Config.Creates, r.Config.CreateTime, max(1, r.Config.CreateClients))
 	b.WriteString("CPU per create is each node's user+system time over those creates, from /proc (10 ms ticks); net is that less\n")
 	b.WriteString("what the node spent at rest over as long (measured for 5 s just before, once it was quiet after the import).\n\n")
 	b.WriteString("RSS is read right after the import and the creates, and again (at rest) 10 s after the restart that follows kill -9.\n")
