@@ -63,6 +63,10 @@ type ScaleStep struct {
 	DataDirMB       float64 `json:"data_dir_mb"`
 	RestartTermMs   float64 `json:"restart_after_sigterm_ms"`
 	RestartKillMs   float64 `json:"restart_after_kill9_ms"`
+	// The CPU the restarted process had used when it turned ready (on a
+	// busy machine the wall time above is mostly waiting for a core).
+	RestartTermCPUMs float64 `json:"restart_after_sigterm_cpu_ms"`
+	RestartKillCPUMs float64 `json:"restart_after_kill9_cpu_ms"`
 	// In a cluster: the node restarted (a follower); every node's CPU
 	// and RSS (CPUPerCreateMs and RSSMB above are the leader's); at the
 	// last step the join of one more node, and how it caught up.
@@ -180,6 +184,15 @@ func (sc *scaleSet) step(cfg ScaleConfig, st *ScaleStep, have int, logf func(str
 	return nil
 }
 
+// startCPUMs is the CPU a just started node has used so far.
+func startCPUMs(g *Gateway) float64 {
+	t, err := cpuTicks(g.Pid())
+	if err != nil {
+		return 0
+	}
+	return float64(t) * 10
+}
+
 // scaleSnapshotMB is the size of `tollctl cluster snapshot save` through g.
 func scaleSnapshotMB(g *Gateway, tmp string, logf func(string, ...any)) float64 {
 	snap := filepath.Join(tmp, "scale.snap")
@@ -215,11 +228,13 @@ func (sc *scaleSet) restarts(st *ScaleStep, leader *Gateway) error {
 		return fmt.Errorf("restart of %s after SIGTERM at %d keys: %w", st.Restarted, st.Keys, err)
 	}
 	st.RestartTermMs = float64(d) / 1e6
+	st.RestartTermCPUMs = startCPUMs(g)
 	g.proc.kill()
 	if d, err = g.Start(); err != nil {
 		return fmt.Errorf("restart of %s after kill -9 at %d keys: %w", st.Restarted, st.Keys, err)
 	}
 	st.RestartKillMs = float64(d) / 1e6
+	st.RestartKillCPUMs = startCPUMs(g)
 	time.Sleep(10 * time.Second)
 	st.RSSRestMB, _ = rssMB(g.Pid())
 	return nil
@@ -384,15 +399,16 @@ func (r *ScaleResults) write(dir string) error {
 		}
 	}
 	if c := r.Chat; c != nil {
-		fmt.Fprintf(&b, "\n## Chat traffic while keys are created (%d keys, node %s)\n\n", c.Keys, c.Node)
+		fmt.Fprintf(&b, "\n## Chat traffic while keys are created (%d keys, to %s)\n\n", c.Keys, c.Node)
 		fmt.Fprintf(&b, "%d closed-loop clients for %v per run (after 1 s of warm-up), alone and while key creates arrive at %.0f/s through the admin API,\n",
 			r.Config.Chat.Clients, r.Config.Chat.Dur, r.Config.Chat.CreateRate)
-		b.WriteString("alternating (alone, with writes, with writes, alone, ...); medians:\n\n| | req/s | p99 | creates/s |\n|---|---|---|---|\n")
+		b.WriteString("alternating (alone, with writes, with writes, alone, ...), each run:\n\n| | req/s | p99 | creates/s |\n|---|---|---|---|\n")
 		for _, run := range c.Runs {
 			fmt.Fprintf(&b, "| %s | %.0f | %.2f ms | %.0f (%d failed) |\n", map[bool]string{false: "alone", true: "with writes"}[run.Writes],
 				run.Result.Throughput, run.Result.Lat.P99/1e3, run.CreatesPerSec, run.CreateErrors)
 		}
-		fmt.Fprintf(&b, "\nThroughput with writes ÷ alone: %.2f (target ≥ 0.9); p99 with writes ÷ alone: %.2f (target ≤ 1.2).\n", c.ThroughputRatio, c.P99Ratio)
+		fmt.Fprintf(&b, "\nMedians: alone %.0f req/s, p99 %.2f ms; with writes %.0f req/s, p99 %.2f ms.\n", c.QuietRPS, c.QuietP99Ms, c.WritesRPS, c.WritesP99Ms)
+		fmt.Fprintf(&b, "Throughput with writes ÷ alone: %.2f (target ≥ 0.9); p99 with writes ÷ alone: %.2f (target ≤ 1.2).\n", c.ThroughputRatio, c.P99Ratio)
 	}
 	if len(r.Steps) > 1 && r.Steps[0].CPUPerCreateMs > 0 {
 		last := r.Steps[len(r.Steps)-1]
@@ -417,9 +433,9 @@ func writeScaleRow(b *strings.Builder, s *ScaleStep) {
 		}
 		rss = strings.Join(parts, " / ") + " MB"
 	}
-	fmt.Fprintf(b, "| %d | %s | %d | %s ms | %.2f / %.2f ms | %s | %.0f MB | %.1f MB | %.1f MB | %s | %.0f ms | %.0f ms |\n",
+	fmt.Fprintf(b, "| %d | %s | %d | %s ms | %.2f / %.2f ms | %s | %.0f MB | %.1f MB | %.1f MB | %s | %.0f ms (CPU %.0f ms) | %.0f ms (CPU %.0f ms) |\n",
 		s.Keys, imp, s.Creates, s.nodeCPU(), s.CreateP50Ms, s.CreateP99Ms, rss, s.RSSRestMB, s.SnapshotMB, s.DataDirMB,
-		s.Restarted, s.RestartTermMs, s.RestartKillMs)
+		s.Restarted, s.RestartTermMs, s.RestartTermCPUMs, s.RestartKillMs, s.RestartKillCPUMs)
 	if s.Err != "" {
 		fmt.Fprintf(b, "\nStopped at %d keys: %s\n", s.Keys, s.Err)
 	}

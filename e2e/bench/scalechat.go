@@ -166,6 +166,9 @@ func (f *ChatFigures) summarize() {
 			return 0
 		}
 		sort.Float64s(xs)
+		if n := len(xs); n%2 == 0 {
+			return (xs[n/2-1] + xs[n/2]) / 2
+		}
 		return xs[len(xs)/2]
 	}
 	rps := func(r *RunResult) float64 { return r.Throughput }
