@@ -41,10 +41,15 @@ type appliedReq struct {
 // commandFingerprint identifies what a command does, apart from when it
 // was proposed and under which request id: a retry of a write has the
 // same fingerprint, another write under a reused id does not.
+//
+// It marshals cmd itself with those fields (and the actor) cleared for the
+// moment (the same bytes as a cleared copy, without copying a command that
+// may carry thousands of keys), so cmd must not be read concurrently.
 func commandFingerprint(cmd *pb.Command) []byte {
-	c := proto.Clone(cmd).(*pb.Command)
-	c.UnixNanos, c.RequestId, c.Actor = 0, "", nil // a retry may come through another node
-	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(c)
+	nanos, rid, actor := cmd.UnixNanos, cmd.RequestId, cmd.Actor
+	cmd.UnixNanos, cmd.RequestId, cmd.Actor = 0, "", nil // a retry may come through another node
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(cmd)
+	cmd.UnixNanos, cmd.RequestId, cmd.Actor = nanos, rid, actor
 	h := sha256.Sum256(b)
 	return h[:]
 }

@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"testing"
@@ -88,5 +89,38 @@ func TestRequestIDsBoundedByCount(t *testing.T) {
 	}
 	if got := len(st.Snapshot().GetAppliedRequests()); got != 5 {
 		t.Errorf("snapshot holds %d requests", got)
+	}
+}
+
+// TestCommandFingerprintIgnoresTimeAndIDAndLeavesCommand pins the
+// fingerprint to the bytes of a copy without time and request id (what
+// snapshots and other releases remember), and checks that computing it
+// leaves the command as it was.
+func TestCommandFingerprintIgnoresTimeAndIDAndLeavesCommand(t *testing.T) {
+	cmd := withID(createKeyCmd("k1", "s1"), "req-1")
+	cmd.UnixNanos = 1234
+	cmd.GetCreateKey().GetKey().GetKey().Metadata = map[string]string{"b": "2", "a": "1", "c": "3"}
+	want := func() []byte {
+		c := proto.Clone(cmd).(*pb.Command)
+		c.UnixNanos, c.RequestId = 0, ""
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := sha256.Sum256(b)
+		return h[:]
+	}()
+	before := proto.Clone(cmd)
+	if got := commandFingerprint(cmd); !bytes.Equal(got, want) {
+		t.Fatalf("fingerprint %x, want %x", got, want)
+	}
+	if !proto.Equal(cmd, before) {
+		t.Fatalf("command changed by its fingerprint: %v, was %v", cmd, before)
+	}
+	other := withID(createKeyCmd("k1", "s1"), "req-2")
+	other.UnixNanos = 99
+	other.GetCreateKey().GetKey().GetKey().Metadata = map[string]string{"c": "3", "a": "1", "b": "2"}
+	if !bytes.Equal(commandFingerprint(other), want) {
+		t.Fatal("the same write at another time under another id has another fingerprint")
 	}
 }

@@ -1,7 +1,10 @@
 package raftstore
 
 import (
+	"bytes"
 	"fmt"
+	"io"
+	"runtime"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -46,6 +49,29 @@ func BenchmarkFSMCreateKey(b *testing.B) {
 				f.state.Store(base) // keep the state size fixed
 				if res := f.Apply(l).(*applyResult); res.err != nil {
 					b.Fatal(res.err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkFSMRestore restores a streamed snapshot of n keys into a fresh
+// FSM, as a node does when it starts or installs a snapshot.
+func BenchmarkFSMRestore(b *testing.B) {
+	for _, n := range []int{250_000} {
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			var buf bytes.Buffer
+			if err := writeSnapshot(&buf, bigState(n)); err != nil {
+				b.Fatal(err)
+			}
+			data := buf.Bytes()
+			runtime.GC()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				f := newFSM()
+				if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})

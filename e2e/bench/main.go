@@ -11,7 +11,6 @@ package main
 
 import (
 	"bufio"
-	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -51,117 +50,58 @@ func parseInts(s string) ([]int, error) {
 	return out, nil
 }
 
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 func run() error {
 	start := time.Now()
-	var (
-		quick     = flag.Bool("quick", false, "short phases, 1 repetition, fewer levels: the whole run in about 2 minutes")
-		scenarios = flag.String("scenarios", "a,b,c,d,e,f,g,h,i,j,k", "comma-separated scenarios to run (letters of issue 7)")
-		out       = flag.String("out", "", "results folder (default: e2e/bench/results in the module)")
-		pin       = flag.Bool("pin", false, "pin gateway, mock and load generator to separate cores with taskset (needs ≥ 3 cores)")
-		dur       = flag.Duration("dur", 10*time.Second, "measurement per run (quick: 2s)")
-		warmup    = flag.Duration("warmup", time.Second, "unrecorded warm-up before each run (quick: 300ms)")
-		reps      = flag.Int("reps", 3, "repetitions of each direct/tollgate pair (quick: 1)")
-		openDur   = flag.Duration("open-dur", 30*time.Second, "length of the (d) open loop (quick: 3s)")
-		rateDur   = flag.Duration("rate-dur", 10*time.Second, "length of each (e) open loop (quick: 2s)")
-		soakDur   = flag.Duration("soak", 2*time.Minute, "length of the (k) soak (quick: 20s)")
-		clients   = flag.String("clients", "1,10,50,100,200", "client levels of (a) and (b) (quick: 1,10,50)")
-		rates     = flag.String("rates", "1000,2000,5000", "offered rates of (e), requests/s")
-		small     = flag.Int("small-clients", 10, "closed-loop clients of (f), (g), (h) and (i)")
-		maxReq    = flag.Int64("max-requests", 5_000_000, "bound on the requests of one phase")
-		maxWork   = flag.Int("max-workers", 4000, "bound on the workers (and connections) of an open loop")
-		keep      = flag.Bool("keep", false, "keep the temp dir with the binaries, data dir and process logs")
-		devBuild  = flag.Bool("dev-build", false, "measure a plain `go build` of tollgate (cgo) instead of the release build of deploy/Dockerfile")
-		scale     = flag.String("scale", "", "run only the scale scenario (issue 12) with these key counts, e.g. 1000,100000,1000000 (quick: 1000,10000,50000 when empty and -quick)")
-		creates   = flag.Int("scale-creates", 500, "key creates measured per scale step")
-		budgets   = flag.Int("budgets", 0, "run only the budgets scenario (issue 12) with this many budgeted keys, e.g. 10000 (the issue's figure) or 1000")
-		budgetDur = flag.Duration("budgets-dur", 5*time.Minute, "traffic of the budgets scenario (quick: 1m)")
-	)
-	flag.Parse()
-	if flag.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", flag.Args())
+	o, err := parseOptions()
+	if err != nil {
+		return err
 	}
-	set := map[string]bool{}
-	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if *quick {
-		def := func(name string, apply func()) {
-			if !set[name] {
-				apply()
-			}
-		}
-		def("dur", func() { *dur = 2 * time.Second })
-		def("warmup", func() { *warmup = 300 * time.Millisecond })
-		def("reps", func() { *reps = 1 })
-		def("open-dur", func() { *openDur = 3 * time.Second })
-		def("rate-dur", func() { *rateDur = 2 * time.Second })
-		def("soak", func() { *soakDur = 20 * time.Second })
-		def("clients", func() { *clients = "1,10,50" })
+	if o.budgets > 0 {
+		return mainBudgets(start, BudgetsConfig{Keys: o.budgets, Dur: o.budgetDur, Clients: 16, Sample: 10 * time.Second, MaxRequests: o.maxReq}, o.out, o.devBuild)
 	}
-	if *budgets > 0 {
-		n, d := *budgets, *budgetDur
-		if *quick && !set["budgets-dur"] {
-			d = time.Minute
-		}
-		return mainBudgets(start, BudgetsConfig{Keys: n, Dur: d, Clients: 16, Sample: 10 * time.Second, MaxRequests: *maxReq}, *out, *devBuild)
-	}
-	if *scale != "" {
-		steps, err := parseInts(*scale)
-		if err != nil {
+	if o.scale != "" {
+		if o.scaleCfg.Steps, err = parseInts(o.scale); err != nil {
 			return fmt.Errorf("-scale: %w", err)
 		}
-		return mainScale(start, ScaleConfig{Steps: steps, Creates: *creates, CreateTime: 20 * time.Second}, *out, *devBuild)
+		return mainScale(start, o.scaleCfg, o.out, o.devBuild)
 	}
-	cfg := Config{Quick: *quick, Reps: *reps, Warmup: *warmup, Dur: *dur, OpenDur: *openDur, RateDur: *rateDur,
-		SoakDur: *soakDur, SmallConc: *small, MaxRequests: *maxReq, MaxWorkers: *maxWork, ReadyReps: 3}
-	if *quick {
-		cfg.ReadyReps = 1
+	cfg, err := o.config()
+	if err != nil {
+		return err
 	}
-	var err error
-	if cfg.Clients, err = parseInts(*clients); err != nil {
-		return fmt.Errorf("-clients: %w", err)
-	}
-	if cfg.Rates, err = parseInts(*rates); err != nil {
-		return fmt.Errorf("-rates: %w", err)
-	}
-	known := "abcdefghijk"
-	for _, s := range strings.Split(*scenarios, ",") {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			continue
-		}
-		if len(s) != 1 || !strings.Contains(known, s) {
-			return fmt.Errorf("-scenarios: unknown scenario %q (known: a to k)", s)
-		}
-		if !slices.Contains(cfg.Scenarios, s) {
-			cfg.Scenarios = append(cfg.Scenarios, s)
-		}
-	}
-	switch {
-	case len(cfg.Scenarios) == 0:
-		return fmt.Errorf("-scenarios: none given")
-	case cfg.Reps < 1 || cfg.Dur <= 0 || cfg.OpenDur <= 0 || cfg.RateDur <= 0 || cfg.SoakDur <= 0 || cfg.Warmup < 0:
-		return fmt.Errorf("-reps must be ≥ 1 and the durations positive")
-	case cfg.Dur > 10*time.Minute || cfg.OpenDur > 10*time.Minute || cfg.RateDur > 10*time.Minute || cfg.SoakDur > time.Hour:
-		return fmt.Errorf("phases are bounded: -dur, -open-dur, -rate-dur ≤ 10m, -soak ≤ 1h")
-	case cfg.SmallConc < 1 || cfg.MaxRequests < 1 || cfg.MaxWorkers < 1:
-		return fmt.Errorf("-small-clients, -max-requests and -max-workers must be ≥ 1")
-	}
-	want := func(id string) bool { return slices.Contains(cfg.Scenarios, id) }
-
 	root, err := moduleRoot()
 	if err != nil {
 		return err
 	}
-	if *out == "" {
-		*out = filepath.Join(root, "e2e", "bench", "results")
+	if o.out == "" {
+		o.out = filepath.Join(root, "e2e", "bench", "results")
 	}
 	date := start.Format("2006-01-02")
-	if *quick {
+	if o.quick {
 		date += "-quick"
 	}
-	resDir := filepath.Join(*out, date)
+	res := &Results{Date: date, Started: start, Config: cfg, Command: "go run ./e2e/bench " + strings.Join(os.Args[1:], " ")}
+	res.Machine = machineInfo(root)
+	tasksetPath, _ := exec.LookPath("taskset")
+	res.Pinning = planPinning(o.pin, runtime.NumCPU(), tasksetPath)
+	return runSuite(root, o, res, filepath.Join(o.out, date))
+}
 
-	// ^C once: finish the current run and write a partial report; twice: abort.
-	var stopping atomic.Bool
+// onInterrupt makes ^C once finish the current run and write a partial
+// report (stopping turns true), and ^C twice abort.
+func onInterrupt() (stopping *atomic.Bool) {
+	stopping = new(atomic.Bool)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
@@ -172,15 +112,22 @@ func run() error {
 		killChildren()
 		os.Exit(130)
 	}()
-	logf := func(format string, args ...any) {
-		fmt.Printf("%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
-	}
+	return stopping
+}
 
+func logf(format string, args ...any) {
+	fmt.Printf("%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+// runSuite runs the issue 7 scenarios in a temp dir (kept after a
+// failure or with -keep) and writes the report into resDir.
+func runSuite(root string, o *options, res *Results, resDir string) error {
+	stopping := onInterrupt()
 	tmp, err := os.MkdirTemp("", "tollgate-bench-")
 	if err != nil {
 		return err
 	}
-	keepTmp := *keep
+	keepTmp := o.keep
 	defer func() {
 		if keepTmp {
 			fmt.Println("bench: kept", tmp)
@@ -188,112 +135,126 @@ func run() error {
 			os.RemoveAll(tmp)
 		}
 	}()
-	failed := func(err error) error { keepTmp = true; return err }
-
-	res := &Results{Date: date, Started: start, Config: cfg, Command: "go run ./e2e/bench " + strings.Join(os.Args[1:], " ")}
-	res.Machine = machineInfo(root)
-	tasksetPath, _ := exec.LookPath("taskset")
-	res.Pinning = planPinning(*pin, runtime.NumCPU(), tasksetPath)
-	logf("bench: %d cores (%s); %s", res.Machine.NProc, res.Machine.CPUModel, res.Pinning.Note)
-
-	logf("building tollgate, tollctl and mockllm into %s", tmp)
-	bin, err := build(root, filepath.Join(tmp, "bin"), *devBuild)
-	if err != nil {
-		return failed(err)
-	}
-	res.Machine.Build = bin.Build
-	if res.Pinning.Applied {
-		if err := pinSelf(res.Pinning.LoadGen); err != nil {
-			return failed(err)
-		}
-	}
-
-	mockAddr, err := freeAddr()
-	if err != nil {
-		return err
-	}
-	mock, err := startChild("mockllm", filepath.Join(tmp, "mockllm.log"), res.Pinning.Mock, nil, bin.Mockllm, "--addr", mockAddr, "--quiet")
-	if err != nil {
-		return failed(err)
-	}
 	defer killChildren()
-	if _, err := waitStatus(mock, "http://"+mockAddr+"/v1/models", 200, 10*time.Millisecond, 30*time.Second); err != nil {
-		return failed(err)
-	}
-	deadAddr, err := freeAddr() // a port nothing listens on: the failing primary of (i)
+	logf("bench: %d cores (%s); %s", res.Machine.NProc, res.Machine.CPUModel, res.Pinning.Note)
+	b, firstReady, err := setupSuite(root, tmp, o.devBuild, res, stopping)
 	if err != nil {
+		keepTmp = true
 		return err
 	}
-	gw, err := newGateway(bin, tmp, res.Pinning.Gateway)
-	if err != nil {
+	if err := b.runScenarios(res, firstReady, stopping); err != nil {
+		keepTmp = true
 		return err
 	}
-	firstReady, err := gw.Start()
-	if err != nil {
-		return failed(err)
-	}
-	logf("tollgate ready in %.0f ms on a fresh data dir (http %s, admin %s); mockllm on %s", float64(firstReady)/1e6, gw.HTTP, gw.Admin, mockAddr)
-	secret, err := gw.configure("http://"+mockAddr+"/v1", "http://"+deadAddr+"/v1")
-	if err != nil {
-		return failed(err)
-	}
-	b := &bench{cfg: cfg, bin: bin, gw: gw, mock: mock, mockBase: "http://" + mockAddr + "/v1", secret: secret,
-		header: http.Header{"Authorization": {"Bearer " + secret}, "Content-Type": {"application/json"}},
-		mon:    &Monitor{Gateway: gw.Pid, Mock: mock.pid(), Interval: time.Second},
-		logf:   logf, interrupted: stopping.Load}
-	if err := b.smokeAll(); err != nil {
-		return failed(fmt.Errorf("smoke test: %w\n--- tollgate log:\n%s", err, gw.proc.logTail()))
-	}
-	logf("routes and key configured; every route answered a validated request")
-
-	if want("j") {
-		logf("(j) footprint")
-		res.Footprint = &Footprint{}
-		if err := b.footprint(res.Footprint, firstReady); err != nil {
-			return failed(err)
-		}
-	}
-	for _, id := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"} {
-		if !want(id) || stopping.Load() {
-			continue
-		}
-		logf("(%s) %s", id, b.newScenario(id).Title)
-		res.Scenarios = append(res.Scenarios, b.runScenario(id))
-	}
-	if res.Footprint != nil && len(res.Scenarios) > 0 && !stopping.Load() {
-		time.Sleep(2 * time.Second)
-		res.Footprint.RSSAfterLoadMB, _ = rssMB(gw.Pid())
-	}
-	if want("k") && !stopping.Load() {
-		// A fresh process, so growth is not hidden by memory the earlier
-		// scenarios left for the scavenger to return.
-		if len(res.Scenarios) > 0 {
-			if err := gw.Stop(); err != nil {
-				return failed(err)
-			}
-			if _, err := gw.Start(); err != nil {
-				return failed(err)
-			}
-		}
-		logf("(k) soak for %v on a freshly restarted node", cfg.SoakDur)
-		res.Soak = b.soak()
-	}
-	if err := gw.Stop(); err != nil {
+	if err := b.gw.Stop(); err != nil {
 		res.Notes = append(res.Notes, "Stopping Tollgate at the end: "+err.Error())
 	}
-	_ = mock.terminate(10 * time.Second)
+	_ = b.mock.terminate(10 * time.Second)
 	if stopping.Load() {
 		res.Notes = append(res.Notes, "The run was interrupted: this report is partial.")
 	}
 	if ld, err := os.ReadFile("/proc/loadavg"); err == nil {
 		res.Machine.LoadAvgEnd = strings.Join(strings.Fields(string(ld))[:3], " ")
 	}
-	res.Seconds = time.Since(start).Seconds()
+	res.Seconds = time.Since(res.Started).Seconds()
 	res.evaluate()
 	if err := res.write(resDir); err != nil {
 		return err
 	}
 	printSummary(res, resDir)
+	return nil
+}
+
+// setupSuite builds the binaries, starts mockllm and a fresh node,
+// configures the routes and a key, and smoke-tests every route; it
+// returns the bench and the node's first time to ready.
+func setupSuite(root, tmp string, dev bool, res *Results, stopping *atomic.Bool) (*bench, time.Duration, error) {
+	logf("building tollgate, tollctl and mockllm into %s", tmp)
+	bin, err := build(root, filepath.Join(tmp, "bin"), dev)
+	if err != nil {
+		return nil, 0, err
+	}
+	res.Machine.Build = bin.Build
+	if res.Pinning.Applied {
+		if err := pinSelf(res.Pinning.LoadGen); err != nil {
+			return nil, 0, err
+		}
+	}
+	mockAddr, err := freeAddr()
+	if err != nil {
+		return nil, 0, err
+	}
+	mock, err := startChild("mockllm", filepath.Join(tmp, "mockllm.log"), res.Pinning.Mock, nil, bin.Mockllm, "--addr", mockAddr, "--quiet")
+	if err != nil {
+		return nil, 0, err
+	}
+	if _, err := waitStatus(mock, "http://"+mockAddr+"/v1/models", 200, 10*time.Millisecond, 30*time.Second); err != nil {
+		return nil, 0, err
+	}
+	deadAddr, err := freeAddr() // a port nothing listens on: the failing primary of (i)
+	if err != nil {
+		return nil, 0, err
+	}
+	gw, err := newGateway(bin, tmp, res.Pinning.Gateway)
+	if err != nil {
+		return nil, 0, err
+	}
+	firstReady, err := gw.Start()
+	if err != nil {
+		return nil, 0, err
+	}
+	logf("tollgate ready in %.0f ms on a fresh data dir (http %s, admin %s); mockllm on %s", float64(firstReady)/1e6, gw.HTTP, gw.Admin, mockAddr)
+	secret, err := gw.configure("http://"+mockAddr+"/v1", "http://"+deadAddr+"/v1")
+	if err != nil {
+		return nil, 0, err
+	}
+	b := &bench{cfg: res.Config, bin: bin, gw: gw, mock: mock, mockBase: "http://" + mockAddr + "/v1", secret: secret,
+		header: http.Header{"Authorization": {"Bearer " + secret}, "Content-Type": {"application/json"}},
+		mon:    &Monitor{Gateway: gw.Pid, Mock: mock.pid(), Interval: time.Second},
+		logf:   logf, interrupted: stopping.Load}
+	if err := b.smokeAll(); err != nil {
+		return nil, 0, fmt.Errorf("smoke test: %w\n--- tollgate log:\n%s", err, gw.proc.logTail())
+	}
+	logf("routes and key configured; every route answered a validated request")
+	return b, firstReady, nil
+}
+
+// runScenarios runs (j), then (a) to (i), then (k) on a freshly
+// restarted node, as far as they are wanted and the run is not stopping.
+func (b *bench) runScenarios(res *Results, firstReady time.Duration, stopping *atomic.Bool) error {
+	want := func(id string) bool { return slices.Contains(b.cfg.Scenarios, id) && !stopping.Load() }
+	if want("j") {
+		logf("(j) footprint")
+		res.Footprint = &Footprint{}
+		if err := b.footprint(res.Footprint, firstReady); err != nil {
+			return err
+		}
+	}
+	for _, id := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"} {
+		if want(id) {
+			logf("(%s) %s", id, b.newScenario(id).Title)
+			res.Scenarios = append(res.Scenarios, b.runScenario(id))
+		}
+	}
+	if res.Footprint != nil && len(res.Scenarios) > 0 && !stopping.Load() {
+		time.Sleep(2 * time.Second)
+		res.Footprint.RSSAfterLoadMB, _ = rssMB(b.gw.Pid())
+	}
+	if !want("k") {
+		return nil
+	}
+	// A fresh process, so growth is not hidden by memory the earlier
+	// scenarios left for the scavenger to return.
+	if len(res.Scenarios) > 0 {
+		if err := b.gw.Stop(); err != nil {
+			return err
+		}
+		if _, err := b.gw.Start(); err != nil {
+			return err
+		}
+	}
+	logf("(k) soak for %v on a freshly restarted node", b.cfg.SoakDur)
+	res.Soak = b.soak()
 	return nil
 }
 
@@ -381,9 +342,6 @@ func standalone(name, out string, dev bool, run func(out, tmp string, bin *Binar
 	if out == "" {
 		out = filepath.Join(root, "e2e", "bench", "results")
 	}
-	logf := func(format string, args ...any) {
-		fmt.Printf("%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
-	}
 	tmp, err := os.MkdirTemp("", "tollgate-"+name+"-")
 	if err != nil {
 		return err
@@ -410,6 +368,9 @@ func mainScale(start time.Time, cfg ScaleConfig, out string, dev bool) error {
 		runErr := runScale(bin, tmp, cfg, res, logf)
 		res.Seconds = time.Since(start).Seconds()
 		dir := filepath.Join(out, res.Date+"-scale")
+		if cfg.Tag != "" {
+			dir += "-" + cfg.Tag
+		}
 		if err := res.write(dir); err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -210,11 +211,27 @@ type Gateway struct {
 	bin                              *Binaries
 	dir, logPath, cpus               string
 	HTTP, Admin, Raft, Gossip, Token string
-	proc                             *child
+	// Extra are more flags for the node (a cluster's join flags, pprof).
+	Extra []string
+	// Env is more environment for the node (e.g. GOMEMLIMIT).
+	Env []string
+	// ReadyTimeout bounds Start's wait for /readyz (0: a minute).
+	ReadyTimeout time.Duration
+	proc         *child
 }
 
 func newGateway(bin *Binaries, tmp, cpus string) (*Gateway, error) {
-	g := &Gateway{bin: bin, dir: filepath.Join(tmp, "data"), logPath: filepath.Join(tmp, "tollgate.log"), cpus: cpus, Token: "bench"}
+	return newNamedGateway(bin, tmp, cpus, "")
+}
+
+// newNamedGateway is a node whose data dir and log carry name (one of a
+// cluster's nodes); an empty name is the harness's single node.
+func newNamedGateway(bin *Binaries, tmp, cpus, name string) (*Gateway, error) {
+	dir, log := "data", "tollgate.log"
+	if name != "" {
+		dir, log = "data-"+name, "tollgate-"+name+".log"
+	}
+	g := &Gateway{bin: bin, dir: filepath.Join(tmp, dir), logPath: filepath.Join(tmp, log), cpus: cpus, Token: "bench"}
 	for _, p := range []*string{&g.HTTP, &g.Admin, &g.Raft, &g.Gossip} {
 		a, err := freeAddr()
 		if err != nil {
@@ -228,14 +245,29 @@ func newGateway(bin *Binaries, tmp, cpus string) (*Gateway, error) {
 // Start launches the node on its data dir and waits for /readyz 200; it
 // returns the time from process start to the first 200.
 func (g *Gateway) Start() (time.Duration, error) {
-	c, err := startChild("tollgate", g.logPath, g.cpus, []string{"TOLLGATE_ADMIN_TOKEN=" + g.Token}, g.bin.Tollgate,
-		"--data-dir", g.dir, "--http-addr", g.HTTP, "--admin-addr", g.Admin, "--raft-addr", g.Raft,
-		"--gossip-addr", g.Gossip, "--log-level", "warn", "--no-seed")
-	if err != nil {
+	if err := g.launch(); err != nil {
 		return 0, err
 	}
+	return g.waitReady()
+}
+
+// launch starts the node's process on its data dir.
+func (g *Gateway) launch() error {
+	c, err := startChild("tollgate", g.logPath, g.cpus, append([]string{"TOLLGATE_ADMIN_TOKEN=" + g.Token}, g.Env...), g.bin.Tollgate,
+		append([]string{"--data-dir", g.dir, "--http-addr", g.HTTP, "--admin-addr", g.Admin, "--raft-addr", g.Raft,
+			"--gossip-addr", g.Gossip, "--log-level", "warn", "--no-seed"}, g.Extra...)...)
+	if err != nil {
+		return err
+	}
 	g.proc = c
-	at, err := waitStatus(c, "http://"+g.HTTP+"/readyz", 200, 2*time.Millisecond, 60*time.Second)
+	return nil
+}
+
+// waitReady waits for the launched node's /readyz 200 and returns the time
+// from its process start.
+func (g *Gateway) waitReady() (time.Duration, error) {
+	c := g.proc
+	at, err := waitStatus(c, "http://"+g.HTTP+"/readyz", 200, 2*time.Millisecond, cmp.Or(g.ReadyTimeout, time.Minute))
 	if err != nil {
 		c.kill()
 		return 0, err
@@ -290,7 +322,12 @@ func (g *Gateway) configure(mockBase, deadBase string) (string, error) {
 		"--upstream-model", FailoverUpstream, "--deployment", "secondary", "--priority", "1"); err != nil {
 		return "", err
 	}
-	out, err := g.ctl("key", "create", "--name", "bench", "-o", "json")
+	return g.createKey("bench")
+}
+
+// createKey creates a key named name with tollctl and returns its secret.
+func (g *Gateway) createKey(name string) (string, error) {
+	out, err := g.ctl("key", "create", "--name", name, "-o", "json")
 	if err != nil {
 		return "", err
 	}

@@ -101,17 +101,31 @@ func status(ok bool) string {
 
 // evaluate computes the targets from the measured figures.
 func (r *Results) evaluate() {
-	var cs []Check
-	add := func(scn, target, measured string, ok bool, ran bool) {
-		st := status(ok)
-		if !ran {
-			st, measured = "not run", "—"
-		}
-		cs = append(cs, Check{Scenario: scn, Target: target, Measured: measured, Status: st})
-	}
+	var cs checks
+	r.checkThroughputAndLatency(&cs)
+	r.checkStreams(&cs)
+	r.checkOpenLoops(&cs)
+	r.checkFootprint(&cs)
+	r.Targets = cs
+	r.annotate()
+}
 
+// checks collects the targets' outcomes.
+type checks []Check
+
+// add records one target; one whose scenario did not run is "not run".
+func (cs *checks) add(scn, target, measured string, ok bool, ran bool) {
+	st := status(ok)
+	if !ran {
+		st, measured = "not run", "—"
+	}
+	*cs = append(*cs, Check{Scenario: scn, Target: target, Measured: measured, Status: st})
+}
+
+// checkThroughputAndLatency: (c) throughput and (a) added latency.
+func (r *Results) checkThroughputAndLatency(cs *checks) {
 	p := r.point("c", 32)
-	add("c", "throughput through Tollgate ≥ 35% of direct", func() string {
+	cs.add("c", "throughput through Tollgate ≥ 35% of direct", func() string {
 		if p == nil {
 			return ""
 		}
@@ -119,50 +133,56 @@ func (r *Results) evaluate() {
 	}(), p != nil && p.Ratio >= 0.35 && p.Gateway.Errors == 0, p != nil)
 
 	p = r.point("a", 1)
-	add("a", "added latency at 1 client: p50 ≤ 100 µs", func() string {
+	cs.add("a", "added latency at 1 client: p50 ≤ 100 µs", func() string {
 		if p == nil {
 			return ""
 		}
 		return fmt.Sprintf("%s (%s vs %s)", fmtAdded(p.AddedLat.P50), fmtUS(p.Gateway.Lat.P50), fmtUS(p.Direct.Lat.P50))
 	}(), p != nil && p.AddedLat.P50 <= 100, p != nil)
-	add("a", "added latency at 1 client: p99 ≤ 250 µs", func() string {
+	cs.add("a", "added latency at 1 client: p99 ≤ 250 µs", func() string {
 		if p == nil {
 			return ""
 		}
 		return fmt.Sprintf("%s (%s vs %s)", fmtAdded(p.AddedLat.P99), fmtUS(p.Gateway.Lat.P99), fmtUS(p.Direct.Lat.P99))
 	}(), p != nil && p.AddedLat.P99 <= 250, p != nil)
+}
 
+// checkStreams: (f) inter-chunk gap and time to first token.
+func (r *Results) checkStreams(cs *checks) {
 	var pf *Point
 	if s := r.scenario("f"); s != nil && len(s.Points) > 0 && s.Points[0].AddedGap != nil {
 		pf = s.Points[0]
 	}
-	add("f", "added inter-chunk gap p99 ≤ 20 µs", func() string {
+	cs.add("f", "added inter-chunk gap p99 ≤ 20 µs", func() string {
 		if pf == nil {
 			return ""
 		}
 		return fmt.Sprintf("%s (%s vs %s)", fmtAdded(pf.AddedGap.P99), fmtUS(pf.Gateway.Gap.P99), fmtUS(pf.Direct.Gap.P99))
 	}(), pf != nil && pf.AddedGap.P99 <= 20, pf != nil)
-	add("f", "added time to first token p50 ≤ 150 µs", func() string {
+	cs.add("f", "added time to first token p50 ≤ 150 µs", func() string {
 		if pf == nil {
 			return ""
 		}
 		return fmt.Sprintf("%s (%s vs %s)", fmtAdded(pf.AddedTTFT.P50), fmtUS(pf.Gateway.TTFT.P50), fmtUS(pf.Direct.TTFT.P50))
 	}(), pf != nil && pf.AddedTTFT.P50 <= 150, pf != nil)
+}
 
-	p = r.point("d", 3000)
-	add("d", "3,000 req/s held (≥ 99% answered in time)", func() string {
+// checkOpenLoops: (d) and (e), rate held, latency and errors.
+func (r *Results) checkOpenLoops(cs *checks) {
+	p := r.point("d", 3000)
+	cs.add("d", "3,000 req/s held (≥ 99% answered in time)", func() string {
 		if p == nil {
 			return ""
 		}
 		return fmt.Sprintf("%.0f req/s answered", p.Gateway.Throughput)
 	}(), p != nil && p.Gateway.Throughput >= 0.99*3000, p != nil)
-	add("d", "p99 added ≤ 1 ms", func() string {
+	cs.add("d", "p99 added ≤ 1 ms", func() string {
 		if p == nil {
 			return ""
 		}
 		return fmt.Sprintf("%s (%s vs %s)", fmtAdded(p.AddedLat.P99), fmtUS(p.Gateway.Lat.P99), fmtUS(p.Direct.Lat.P99))
 	}(), p != nil && p.AddedLat.P99 <= 1000, p != nil)
-	add("d", "zero errors", func() string {
+	cs.add("d", "zero errors", func() string {
 		if p == nil {
 			return ""
 		}
@@ -170,48 +190,49 @@ func (r *Results) evaluate() {
 	}(), p != nil && p.Gateway.Errors == 0, p != nil)
 
 	p = r.point("e", 5000)
-	add("e", "5,000 req/s, 300 ms upstream: p99 ≤ 320 ms", func() string {
+	cs.add("e", "5,000 req/s, 300 ms upstream: p99 ≤ 320 ms", func() string {
 		if p == nil {
 			return ""
 		}
 		return fmt.Sprintf("%s (direct %s)", fmtUS(p.Gateway.Lat.P99), fmtUS(p.Direct.Lat.P99))
 	}(), p != nil && p.Gateway.Lat.P99 <= 320_000, p != nil)
-	add("e", "5,000 req/s, 300 ms upstream: zero errors", func() string {
+	cs.add("e", "5,000 req/s, 300 ms upstream: zero errors", func() string {
 		if p == nil {
 			return ""
 		}
 		return fmt.Sprintf("%d errors (direct: %d)", p.Gateway.Errors, p.Direct.Errors)
 	}(), p != nil && p.Gateway.Errors == 0, p != nil)
+}
 
+// checkFootprint: (j) memory and time to ready, (k) growth over the soak.
+func (r *Results) checkFootprint(cs *checks) {
 	fp := r.Footprint
-	add("j", "RSS at rest ≤ 30 MB", func() string {
+	cs.add("j", "RSS at rest ≤ 30 MB", func() string {
 		if fp == nil {
 			return ""
 		}
 		return fmt.Sprintf("%.1f MB", fp.RSSRestMB)
 	}(), fp != nil && fp.RSSRestMB <= 30, fp != nil)
-	p = r.point("c", 32)
-	add("j", "RSS under (c) ≤ 60 MB", func() string {
+	p := r.point("c", 32)
+	cs.add("j", "RSS under (c) ≤ 60 MB", func() string {
 		if p == nil {
 			return ""
 		}
 		return fmt.Sprintf("%.1f MB (peak)", p.Gateway.Usage.GatewayRSS)
 	}(), p != nil && p.Gateway.Usage.GatewayRSS <= 60, p != nil)
-	add("j", "ready ≤ 300 ms on an existing data dir", func() string {
+	cs.add("j", "ready ≤ 300 ms on an existing data dir", func() string {
 		if fp == nil || len(fp.ReadyMS) == 0 {
 			return ""
 		}
 		return fmt.Sprintf("%.0f ms (median of %d)", fp.ReadyMedianMS, len(fp.ReadyMS))
 	}(), fp != nil && len(fp.ReadyMS) > 0 && fp.ReadyMedianMS <= 300, fp != nil && len(fp.ReadyMS) > 0)
 	sk := r.Soak
-	add("k", "no RSS growth over the soak (≤ 1 MB/min, zero errors)", func() string {
+	cs.add("k", "no RSS growth over the soak (≤ 1 MB/min, zero errors)", func() string {
 		if sk == nil {
 			return ""
 		}
 		return fmt.Sprintf("%+.2f MB/min (%.1f → %.1f MB over %.0f s after %.0f s warm-up), %d errors", sk.SlopeMBPerMin, sk.FirstMB, sk.LastMB, sk.Dur, sk.Warmup, sk.Result.Errors)
 	}(), sk != nil && sk.SlopeMBPerMin <= 1 && sk.Result.Errors == 0, sk != nil)
-	r.Targets = cs
-	r.annotate()
 }
 
 // annotate adds notes where the figures say the box, not the gateway, set
@@ -256,45 +277,68 @@ func firstField(s string) string {
 // charts builds the report's charts from the results.
 func (r *Results) charts() map[string]*Chart {
 	out := map[string]*Chart{}
-	clientXTicks := []float64{1, 2, 5, 10, 20, 50, 100, 200}
-	latChart := func(id, title string) {
-		s := r.scenario(id)
-		if s == nil || len(s.Points) == 0 {
-			return
+	put := func(name string, c *Chart) {
+		if c != nil && len(c.Series) > 0 {
+			out[name] = c
 		}
-		c := &Chart{Title: title, XLabel: "clients (log scale)", YLabel: "latency (ms)", LogX: true, XTicks: clientXTicks}
-		for _, t := range []struct {
-			name string
-			gw   bool
-			p99  bool
-		}{{"direct p50", false, false}, {"direct p99", false, true}, {"tollgate p50", true, false}, {"tollgate p99", true, true}} {
-			se := Series{Name: t.name, Dash: t.p99}
-			se.Color = palette[0]
-			if t.gw {
-				se.Color = palette[1]
-			}
-			for _, p := range s.Points {
-				rr := p.Direct
-				if t.gw {
-					rr = p.Gateway
-				}
-				if rr == nil {
-					continue
-				}
-				v := rr.Lat.P50
-				if t.p99 {
-					v = rr.Lat.P99
-				}
-				se.X, se.Y = append(se.X, p.Param), append(se.Y, v/1000)
-			}
-			c.Series = append(c.Series, se)
-		}
-		out["latency-"+id+".svg"] = c
 	}
-	latChart("a", "(a) Non-streaming latency vs clients")
-	latChart("b", "(b) Streaming (50 chunks) latency vs clients")
+	put("latency-a.svg", r.latencyChart("a", "(a) Non-streaming latency vs clients"))
+	put("latency-b.svg", r.latencyChart("b", "(b) Streaming (50 chunks) latency vs clients"))
+	put("throughput.svg", r.throughputChart())
+	put("latency-e.svg", r.rateChart())
+	put("rss-soak.svg", r.soakChart())
+	return out
+}
 
-	tc := &Chart{Title: "Throughput vs clients", XLabel: "clients (log scale)", YLabel: "requests/s", LogX: true, XTicks: clientXTicks}
+var clientXTicks = []float64{1, 2, 5, 10, 20, 50, 100, 200}
+
+// pointSeries is one side's (direct or tollgate) value at each point of s.
+func pointSeries(se Series, s *Scenario, gw bool, v func(*RunResult) float64) Series {
+	for _, p := range s.Points {
+		rr := p.Direct
+		if gw {
+			rr = p.Gateway
+		}
+		if rr != nil {
+			se.X, se.Y = append(se.X, p.Param), append(se.Y, v(rr))
+		}
+	}
+	return se
+}
+
+// sideColor is the color of direct (false) or tollgate (true).
+func sideColor(gw bool) string {
+	if gw {
+		return palette[1]
+	}
+	return palette[0]
+}
+
+// latencyChart is p50 and p99 vs clients of scenario id, both sides.
+func (r *Results) latencyChart(id, title string) *Chart {
+	s := r.scenario(id)
+	if s == nil || len(s.Points) == 0 {
+		return nil
+	}
+	c := &Chart{Title: title, XLabel: "clients (log scale)", YLabel: "latency (ms)", LogX: true, XTicks: clientXTicks}
+	for _, t := range []struct {
+		name string
+		gw   bool
+		p99  bool
+	}{{"direct p50", false, false}, {"direct p99", false, true}, {"tollgate p50", true, false}, {"tollgate p99", true, true}} {
+		c.Series = append(c.Series, pointSeries(Series{Name: t.name, Dash: t.p99, Color: sideColor(t.gw)}, s, t.gw, func(rr *RunResult) float64 {
+			if t.p99 {
+				return rr.Lat.P99 / 1000
+			}
+			return rr.Lat.P50 / 1000
+		}))
+	}
+	return c
+}
+
+// throughputChart is requests/s vs clients of (a) and (b), both sides.
+func (r *Results) throughputChart() *Chart {
+	c := &Chart{Title: "Throughput vs clients", XLabel: "clients (log scale)", YLabel: "requests/s", LogX: true, XTicks: clientXTicks}
 	for i, id := range []string{"a", "b"} {
 		s := r.scenario(id)
 		if s == nil {
@@ -305,60 +349,47 @@ func (r *Results) charts() map[string]*Chart {
 			if gw {
 				name = "(" + id + ") tollgate"
 			}
-			se := Series{Name: name, Dash: i == 1, Color: palette[0]}
-			if gw {
-				se.Color = palette[1]
-			}
-			for _, p := range s.Points {
-				rr := p.Direct
-				if gw {
-					rr = p.Gateway
-				}
-				if rr != nil {
-					se.X, se.Y = append(se.X, p.Param), append(se.Y, rr.Throughput)
-				}
-			}
-			tc.Series = append(tc.Series, se)
+			c.Series = append(c.Series, pointSeries(Series{Name: name, Dash: i == 1, Color: sideColor(gw)}, s, gw,
+				func(rr *RunResult) float64 { return rr.Throughput }))
 		}
 	}
-	if len(tc.Series) > 0 {
-		out["throughput.svg"] = tc
-	}
+	return c
+}
 
-	if s := r.scenario("e"); s != nil && len(s.Points) > 0 {
-		c := &Chart{Title: "(e) p99 latency vs offered rate, 300 ms upstream", XLabel: "offered requests/s", YLabel: "p99 latency (ms)"}
-		for _, gw := range []bool{false, true} {
-			se := Series{Name: "direct p99", Color: palette[0]}
-			if gw {
-				se = Series{Name: "tollgate p99", Color: palette[1]}
-			}
-			for _, p := range s.Points {
-				rr := p.Direct
-				if gw {
-					rr = p.Gateway
-				}
-				if rr != nil {
-					se.X, se.Y = append(se.X, p.Param), append(se.Y, rr.Lat.P99/1000)
-				}
-			}
-			c.Series = append(c.Series, se)
-		}
-		for _, p := range s.Points {
-			c.XTicks = append(c.XTicks, p.Param)
-		}
-		out["latency-e.svg"] = c
+// rateChart is (e)'s p99 vs offered rate, both sides.
+func (r *Results) rateChart() *Chart {
+	s := r.scenario("e")
+	if s == nil || len(s.Points) == 0 {
+		return nil
 	}
+	c := &Chart{Title: "(e) p99 latency vs offered rate, 300 ms upstream", XLabel: "offered requests/s", YLabel: "p99 latency (ms)"}
+	for _, gw := range []bool{false, true} {
+		name := "direct p99"
+		if gw {
+			name = "tollgate p99"
+		}
+		c.Series = append(c.Series, pointSeries(Series{Name: name, Color: sideColor(gw)}, s, gw,
+			func(rr *RunResult) float64 { return rr.Lat.P99 / 1000 }))
+	}
+	for _, p := range s.Points {
+		c.XTicks = append(c.XTicks, p.Param)
+	}
+	return c
+}
 
-	if sk := r.Soak; sk != nil && len(sk.Samples) > 0 {
-		c := &Chart{Title: fmt.Sprintf("(k) Tollgate RSS during the soak (%.0f streams/s)", sk.Rate), XLabel: "seconds", YLabel: "RSS (MB)"}
-		se := Series{Name: "tollgate RSS", Color: palette[1]}
-		for _, s := range sk.Samples {
-			se.X, se.Y = append(se.X, s.T), append(se.Y, s.MB)
-		}
-		c.Series = append(c.Series, se)
-		out["rss-soak.svg"] = c
+// soakChart is the gateway's RSS during the soak.
+func (r *Results) soakChart() *Chart {
+	sk := r.Soak
+	if sk == nil || len(sk.Samples) == 0 {
+		return nil
 	}
-	return out
+	c := &Chart{Title: fmt.Sprintf("(k) Tollgate RSS during the soak (%.0f streams/s)", sk.Rate), XLabel: "seconds", YLabel: "RSS (MB)"}
+	se := Series{Name: "tollgate RSS", Color: palette[1]}
+	for _, s := range sk.Samples {
+		se.X, se.Y = append(se.X, s.T), append(se.Y, s.MB)
+	}
+	c.Series = append(c.Series, se)
+	return c
 }
 
 // write puts REPORT.md, results.json and the charts into dir.

@@ -69,17 +69,40 @@ func esc(s string) string {
 
 // SVG renders the chart.
 func (c *Chart) SVG() []byte {
-	w, h := c.Width, c.Height
-	if w == 0 {
-		w = 760
+	p := newPlot(c)
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", p.w, p.h, p.w, p.h)
+	fmt.Fprintf(&b, `<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>`+"\n", p.w, p.h)
+	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", plotLeft, esc(c.Title))
+	p.writeGrid(&b, c)
+	for i, s := range c.Series {
+		p.writeSeries(&b, i, s)
 	}
-	if h == 0 {
-		h = 420
-	}
-	const left, right, top, bottom = 72, 190, 40, 56
-	pw, ph := float64(w-left-right), float64(h-top-bottom)
+	b.WriteString("</svg>\n")
+	return b.Bytes()
+}
 
-	// Ranges.
+// The plot area's margins inside the chart.
+const plotLeft, plotRight, plotTop, plotBottom = 72, 190, 40, 56
+
+// plot is a chart's geometry: its size, the plot area and the ranges.
+type plot struct {
+	w, h                    int
+	pw, ph                  float64
+	logX                    bool
+	xmin, xmax, ystep, ytop float64
+}
+
+// newPlot sizes the chart and finds the ranges of its series.
+func newPlot(c *Chart) *plot {
+	p := &plot{w: c.Width, h: c.Height, logX: c.LogX}
+	if p.w == 0 {
+		p.w = 760
+	}
+	if p.h == 0 {
+		p.h = 420
+	}
+	p.pw, p.ph = float64(p.w-plotLeft-plotRight), float64(p.h-plotTop-plotBottom)
 	xmin, xmax, ymax := math.Inf(1), math.Inf(-1), 0.0
 	for _, s := range c.Series {
 		for i, x := range s.X {
@@ -98,88 +121,94 @@ func (c *Chart) SVG() []byte {
 	if xmax == xmin {
 		xmax = xmin + 1
 	}
-	ystep := niceStep(ymax, 5)
-	ytop := math.Max(ystep, math.Ceil(ymax/ystep)*ystep)
-	fx := func(x float64) float64 {
-		if c.LogX {
-			return left + (math.Log10(x)-math.Log10(xmin))/(math.Log10(xmax)-math.Log10(xmin))*pw
-		}
-		return left + (x-xmin)/(xmax-xmin)*pw
-	}
-	fy := func(y float64) float64 { return top + ph - y/ytop*ph }
+	p.xmin, p.xmax = xmin, xmax
+	p.ystep = niceStep(ymax, 5)
+	p.ytop = math.Max(p.ystep, math.Ceil(ymax/p.ystep)*p.ystep)
+	return p
+}
 
-	var b bytes.Buffer
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", w, h, w, h)
-	fmt.Fprintf(&b, `<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>`+"\n", w, h)
-	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", left, esc(c.Title))
-
-	// Y grid and ticks.
-	for y := 0.0; y <= ytop*1.0001; y += ystep {
-		py := fy(y)
-		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e0e0e0"/>`+"\n", left, py, left+pw, py)
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", left-6, py+4, esc(fmtTick(y)))
+func (p *plot) fx(x float64) float64 {
+	if p.logX {
+		return plotLeft + (math.Log10(x)-math.Log10(p.xmin))/(math.Log10(p.xmax)-math.Log10(p.xmin))*p.pw
 	}
-	// X ticks.
-	xt := c.XTicks
-	if len(xt) == 0 {
-		if c.LogX {
-			for p := math.Pow(10, math.Floor(math.Log10(xmin))); p <= xmax*1.0001; p *= 10 {
-				if p >= xmin*0.9999 {
-					xt = append(xt, p)
-				}
-			}
-		} else {
-			st := niceStep(xmax-xmin, 6)
-			for x := math.Ceil(xmin/st) * st; x <= xmax*1.0001; x += st {
-				xt = append(xt, x)
+	return plotLeft + (x-p.xmin)/(p.xmax-p.xmin)*p.pw
+}
+
+func (p *plot) fy(y float64) float64 { return plotTop + p.ph - y/p.ytop*p.ph }
+
+// xTicks are the chart's own ticks, or nice ones for the range.
+func (p *plot) xTicks(c *Chart) []float64 {
+	if len(c.XTicks) > 0 {
+		return c.XTicks
+	}
+	var xt []float64
+	if p.logX {
+		for v := math.Pow(10, math.Floor(math.Log10(p.xmin))); v <= p.xmax*1.0001; v *= 10 {
+			if v >= p.xmin*0.9999 {
+				xt = append(xt, v)
 			}
 		}
+		return xt
 	}
-	for _, x := range xt {
-		if x < xmin*0.9999 || x > xmax*1.0001 || (c.LogX && x <= 0) {
+	st := niceStep(p.xmax-p.xmin, 6)
+	for x := math.Ceil(p.xmin/st) * st; x <= p.xmax*1.0001; x += st {
+		xt = append(xt, x)
+	}
+	return xt
+}
+
+// writeGrid writes the grid, the ticks, the axes and their labels.
+func (p *plot) writeGrid(b *bytes.Buffer, c *Chart) {
+	left, top, pw, ph := plotLeft, plotTop, p.pw, p.ph
+	for y := 0.0; y <= p.ytop*1.0001; y += p.ystep {
+		py := p.fy(y)
+		fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e0e0e0"/>`+"\n", left, py, float64(left)+pw, py)
+		fmt.Fprintf(b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", left-6, py+4, esc(fmtTick(y)))
+	}
+	for _, x := range p.xTicks(c) {
+		if x < p.xmin*0.9999 || x > p.xmax*1.0001 || (p.logX && x <= 0) {
 			continue
 		}
-		px := fx(x)
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f" stroke="#f0f0f0"/>`+"\n", px, top, px, top+ph)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", px, top+ph+18, esc(fmtTick(x)))
+		px := p.fx(x)
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f" stroke="#f0f0f0"/>`+"\n", px, top, px, float64(top)+ph)
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", px, float64(top)+ph+18, esc(fmtTick(x)))
 	}
-	// Axes and labels.
-	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%.1f" stroke="#333"/>`+"\n", left, top, left, top+ph)
-	fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#333"/>`+"\n", left, top+ph, left+pw, top+ph)
-	fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", left+pw/2, h-14, esc(c.XLabel))
-	fmt.Fprintf(&b, `<text x="16" y="%.1f" text-anchor="middle" transform="rotate(-90 16 %.1f)">%s</text>`+"\n", top+ph/2, top+ph/2, esc(c.YLabel))
+	fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%.1f" stroke="#333"/>`+"\n", left, top, left, float64(top)+ph)
+	fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#333"/>`+"\n", left, float64(top)+ph, float64(left)+pw, float64(top)+ph)
+	fmt.Fprintf(b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", float64(left)+pw/2, p.h-14, esc(c.XLabel))
+	fmt.Fprintf(b, `<text x="16" y="%.1f" text-anchor="middle" transform="rotate(-90 16 %.1f)">%s</text>`+"\n", float64(top)+ph/2, float64(top)+ph/2, esc(c.YLabel))
+}
 
-	// Series and legend.
-	for i, s := range c.Series {
-		col := s.Color
-		if col == "" {
-			col = palette[i%len(palette)]
-		}
-		dash := ""
-		if s.Dash {
-			dash = ` stroke-dasharray="6 4"`
-		}
-		var pts bytes.Buffer
-		for j, x := range s.X {
-			if j >= len(s.Y) || (c.LogX && x <= 0) || math.IsNaN(s.Y[j]) || math.IsInf(s.Y[j], 0) {
-				continue
-			}
-			fmt.Fprintf(&pts, "%.1f,%.1f ", fx(x), fy(s.Y[j]))
-		}
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`+"\n", esc(col), dash, bytes.TrimSpace(pts.Bytes()))
-		if len(s.X) <= 40 {
-			for j, x := range s.X {
-				if j >= len(s.Y) || (c.LogX && x <= 0) || math.IsNaN(s.Y[j]) || math.IsInf(s.Y[j], 0) {
-					continue
-				}
-				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", fx(x), fy(s.Y[j]), esc(col))
-			}
-		}
-		ly := top + 10 + i*20
-		lx := w - right + 16
-		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"%s/>`+"\n", lx, ly, lx+24, ly, esc(col), dash)
-		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", lx+30, ly+4, esc(s.Name))
+// writeSeries writes series i: its line, its points (up to 40) and its
+// legend entry.
+func (p *plot) writeSeries(b *bytes.Buffer, i int, s Series) {
+	col := s.Color
+	if col == "" {
+		col = palette[i%len(palette)]
 	}
-	b.WriteString("</svg>\n")
-	return b.Bytes()
+	dash := ""
+	if s.Dash {
+		dash = ` stroke-dasharray="6 4"`
+	}
+	drawn := func(j int, x float64) bool {
+		return j < len(s.Y) && !(p.logX && x <= 0) && !math.IsNaN(s.Y[j]) && !math.IsInf(s.Y[j], 0)
+	}
+	var pts bytes.Buffer
+	for j, x := range s.X {
+		if drawn(j, x) {
+			fmt.Fprintf(&pts, "%.1f,%.1f ", p.fx(x), p.fy(s.Y[j]))
+		}
+	}
+	fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`+"\n", esc(col), dash, bytes.TrimSpace(pts.Bytes()))
+	if len(s.X) <= 40 {
+		for j, x := range s.X {
+			if drawn(j, x) {
+				fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", p.fx(x), p.fy(s.Y[j]), esc(col))
+			}
+		}
+	}
+	ly := plotTop + 10 + i*20
+	lx := p.w - plotRight + 16
+	fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"%s/>`+"\n", lx, ly, lx+24, ly, esc(col), dash)
+	fmt.Fprintf(b, `<text x="%d" y="%d">%s</text>`+"\n", lx+30, ly+4, esc(s.Name))
 }

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// profiler fetches Go profiles from a node started with --pprof-addr. A
+// nil profiler does nothing.
+type profiler struct {
+	addr, dir string
+}
+
+func newProfiler(dir string) (*profiler, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	return &profiler{addr: addr, dir: dir}, nil
+}
+
+// cpu starts a CPU profile of d (whole seconds, at least one) and writes
+// it to name; the channel gets the outcome when it is done.
+func (p *profiler) cpu(name string, d time.Duration) <-chan error {
+	done := make(chan error, 1)
+	if p == nil {
+		done <- nil
+		return done
+	}
+	secs := max(1, int(d/time.Second))
+	go func() { done <- p.fetch(fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), name, d+30*time.Second) }()
+	return done
+}
+
+// heap writes a heap profile (after a GC) to name.
+func (p *profiler) heap(name string) error {
+	if p == nil {
+		return nil
+	}
+	return p.fetch("/debug/pprof/heap?gc=1", name, time.Minute)
+}
+
+func (p *profiler) fetch(path, name string, timeout time.Duration) error {
+	c := &http.Client{Timeout: timeout}
+	resp, err := c.Get("http://" + p.addr + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", path, resp.Status)
+	}
+	f, err := os.Create(filepath.Join(p.dir, name))
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+)
+
+// Chat traffic while keys are created (issue 12): at the last step of a
+// scale run, closed-loop chat completions go to the node that takes the
+// writes (the leader), alternately alone ("quiet") and while key creates
+// arrive through the admin API at a fixed rate ("writes"), quiet, writes,
+// writes, quiet, ... The ratios of the medians say what the writes cost
+// the data plane.
+
+// ChatConfig bounds the chat phase of a scale run (Dur 0: none).
+type ChatConfig struct {
+	Dur        time.Duration `json:"duration_ns"`
+	Clients    int           `json:"clients"`
+	CreateRate float64       `json:"creates_per_second"`
+	Reps       int           `json:"reps"` // pairs of quiet and writes runs
+}
+
+// ChatRun is one run of the chat phase.
+type ChatRun struct {
+	Writes        bool       `json:"writes"`
+	Result        *RunResult `json:"result"`
+	Creates       int64      `json:"creates"`
+	CreateErrors  int64      `json:"create_errors"`
+	CreatesPerSec float64    `json:"creates_per_second"`
+}
+
+// ChatFigures is the chat phase's outcome.
+type ChatFigures struct {
+	Keys            int        `json:"keys"`
+	Node            string     `json:"node"`
+	Runs            []*ChatRun `json:"runs"`
+	QuietRPS        float64    `json:"quiet_rps"` // medians over the runs
+	WritesRPS       float64    `json:"writes_rps"`
+	QuietP99Ms      float64    `json:"quiet_p99_ms"`
+	WritesP99Ms     float64    `json:"writes_p99_ms"`
+	ThroughputRatio float64    `json:"throughput_ratio"` // writes ÷ quiet: target ≥ 0.9
+	P99Ratio        float64    `json:"p99_ratio"`        // writes ÷ quiet: target ≤ 1.2
+}
+
+// chat runs the chat phase against the leader, with mockllm as upstream.
+func (sc *scaleSet) chat(cfg ChatConfig, keys int, logf func(string, ...any)) (*ChatFigures, error) {
+	leader, err := sc.leader()
+	if err != nil {
+		return nil, err
+	}
+	secret, err := sc.chatSetup(leader)
+	if err != nil {
+		return nil, err
+	}
+	t := &Target{Name: "tollgate", URL: "http://" + leader.HTTP + "/v1/chat/completions", Body: chatBody("bench", false, 1000),
+		Header: http.Header{"Authorization": {"Bearer " + secret}, "Content-Type": {"application/json"}},
+		Shape:  "choices", MinBytes: 1000}
+	admin := pb.NewKeyServiceClient(sc.conns[sc.index(leader)])
+	f := &ChatFigures{Keys: keys, Node: sc.names[sc.index(leader)]}
+	for rep := range cfg.Reps {
+		order := []bool{false, true}
+		if rep%2 == 1 {
+			order = []bool{true, false}
+		}
+		for _, writes := range order {
+			r := chatRun(t, admin, cfg, writes, fmt.Sprintf("chat-%d-%d", rep, len(f.Runs)))
+			f.Runs = append(f.Runs, r)
+			logf("scale: chat at %d keys, writes %v: %.0f req/s, p99 %.2f ms, errors %d; %d creates (%.0f/s, %d failed)",
+				keys, writes, r.Result.Throughput, r.Result.Lat.P99/1e3, r.Result.Errors, r.Creates, r.CreatesPerSec, r.CreateErrors)
+		}
+	}
+	f.summarize()
+	return f, nil
+}
+
+// chatSetup starts mockllm, adds the route "bench" to it and creates an
+// unlimited key for the chat traffic, whose secret it returns.
+func (sc *scaleSet) chatSetup(leader *Gateway) (string, error) {
+	mockAddr, err := freeAddr()
+	if err != nil {
+		return "", err
+	}
+	mock, err := startChild("mockllm", filepath.Join(sc.tmp, "mockllm.log"), "", nil, sc.bin.Mockllm, "--addr", mockAddr, "--quiet")
+	if err != nil {
+		return "", err
+	}
+	if _, err := waitStatus(mock, "http://"+mockAddr+"/v1/models", 200, 10*time.Millisecond, 30*time.Second); err != nil {
+		return "", err
+	}
+	if _, err := leader.ctl("model", "add", "bench", "--provider", "openai-compatible", "--base-url", "http://"+mockAddr+"/v1",
+		"--upstream-model", "m?size=1000"); err != nil {
+		return "", err
+	}
+	return leader.createKey("chat")
+}
+
+// chatRun is one closed-loop chat run, with key creates at cfg.CreateRate
+// alongside when writes is set (over the warm-up and the measurement).
+func chatRun(t *Target, admin pb.KeyServiceClient, cfg ChatConfig, writes bool, prefix string) *ChatRun {
+	const warmup = time.Second
+	r := &ChatRun{Writes: writes}
+	var wg sync.WaitGroup
+	if writes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.Creates, r.CreateErrors = pacedCreates(admin, cfg.CreateRate, warmup+cfg.Dur, prefix)
+			r.CreatesPerSec = float64(r.Creates) / (warmup + cfg.Dur).Seconds()
+		}()
+	}
+	r.Result = ClosedLoop{Clients: cfg.Clients, Warmup: warmup, Dur: cfg.Dur, MaxRequests: 5_000_000}.Run(t, nil)
+	wg.Wait()
+	return r
+}
+
+// pacedCreates creates keys on a fixed schedule (the i-th at start +
+// i/rate) for d, from a few workers so that a slow create does not delay
+// the next; it returns the creates that succeeded and those that failed.
+func pacedCreates(admin pb.KeyServiceClient, rate float64, d time.Duration, prefix string) (ok, failed int64) {
+	sched := newSchedule(time.Now(), rate, d)
+	var next, okN, failN atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= sched.n {
+					return
+				}
+				time.Sleep(time.Until(sched.at(i)))
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				_, err := admin.CreateKey(ctx, &pb.CreateKeyRequest{Name: fmt.Sprintf("%s-%d", prefix, i)})
+				cancel()
+				if err != nil {
+					failN.Add(1)
+				} else {
+					okN.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return okN.Load(), failN.Load()
+}
+
+// summarize computes the medians and the ratios.
+func (f *ChatFigures) summarize() {
+	median := func(writes bool, v func(*RunResult) float64) float64 {
+		var xs []float64
+		for _, r := range f.Runs {
+			if r.Writes == writes {
+				xs = append(xs, v(r.Result))
+			}
+		}
+		if len(xs) == 0 {
+			return 0
+		}
+		sort.Float64s(xs)
+		if n := len(xs); n%2 == 0 {
+			return (xs[n/2-1] + xs[n/2]) / 2
+		}
+		return xs[len(xs)/2]
+	}
+	rps := func(r *RunResult) float64 { return r.Throughput }
+	p99 := func(r *RunResult) float64 { return r.Lat.P99 / 1e3 }
+	f.QuietRPS, f.WritesRPS = median(false, rps), median(true, rps)
+	f.QuietP99Ms, f.WritesP99Ms = median(false, p99), median(true, p99)
+	if f.QuietRPS > 0 {
+		f.ThroughputRatio = f.WritesRPS / f.QuietRPS
+	}
+	if f.QuietP99Ms > 0 {
+		f.P99Ratio = f.WritesP99Ms / f.QuietP99Ms
+	}
+}

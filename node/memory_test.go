@@ -1,0 +1,39 @@
+package node
+
+import (
+	"runtime"
+	"testing"
+	"time"
+)
+
+func TestMemoryReleaseWaitsInProportionToItsCost(t *testing.T) {
+	r := memReleaser{threshold: 32 << 20, costShare: 0.02}
+	idle := &runtime.MemStats{HeapIdle: 100 << 20, HeapReleased: 10 << 20, HeapAlloc: 50 << 20, HeapInuse: 60 << 20}
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	if !r.due(t0, idle) {
+		t.Fatal("90 MB of idle heap over a 32 MB threshold: a release is due")
+	}
+	r.released(t0, 2*time.Second) // a full GC of a large heap
+	for _, after := range []time.Duration{5 * time.Second, 30 * time.Second, 99 * time.Second} {
+		if r.due(t0.Add(after), idle) {
+			t.Fatalf("a release that took 2 s is due again %v later; want none before 100 s (2%% of the time)", after)
+		}
+	}
+	if !r.due(t0.Add(100*time.Second), idle) {
+		t.Fatal("no release due 100 s after one that took 2 s")
+	}
+}
+
+func TestMemoryReleaseOfSmallHeapDueEveryTick(t *testing.T) {
+	r := memReleaser{threshold: 32 << 20, costShare: 0.02}
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	r.released(t0, 5*time.Millisecond)
+	mostlyFree := &runtime.MemStats{HeapAlloc: 10 << 20, HeapInuse: 30 << 20}
+	if !r.due(t0.Add(5*time.Second), mostlyFree) {
+		t.Fatal("a heap two-thirds free, 5 s after a 5 ms release: a release is due")
+	}
+	busy := &runtime.MemStats{HeapIdle: 8 << 20, HeapAlloc: 25 << 20, HeapInuse: 30 << 20}
+	if r.due(t0.Add(5*time.Second), busy) {
+		t.Fatal("8 MB idle and the heap mostly in use: no release is due")
+	}
+}
