@@ -31,6 +31,7 @@ import (
 	"github.com/tollgate/tollgate/node/admin"
 	"github.com/tollgate/tollgate/node/budget"
 	"github.com/tollgate/tollgate/node/proxy"
+	"github.com/tollgate/tollgate/node/telemetry"
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 	"github.com/tollgate/tollgate/raftstore"
 	"github.com/tollgate/tollgate/ratelimit"
@@ -139,6 +140,8 @@ type Config struct {
 	Version string
 	// Raft tuning, for tests; zero takes the defaults.
 	Raft RaftTuning
+	// Telemetry configures traces and request logs (telemetry_wiring.go).
+	Telemetry TelemetryConfig
 
 	// lazyTokenRegistration, for tests: a follower registers its admin
 	// token only when a write carrying it is forwarded.
@@ -187,6 +190,7 @@ type Node struct {
 	peers            peers
 	reach            reachCache // whether this node reaches a majority of the voters, recently
 	metrics          *clusterMetrics
+	tel              *telemetry.Telemetry
 }
 
 // New opens the node's data dir and Raft store and binds its listeners; Run
@@ -214,6 +218,7 @@ func New(cfg Config) (*Node, error) {
 			if n.ledger != nil {
 				_ = n.ledger.Close()
 			}
+			n.closeTelemetry()
 		}
 	}()
 	if n.tls, err = loadClusterTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA); err != nil {
@@ -313,14 +318,18 @@ func New(cfg Config) (*Node, error) {
 			Help: "Times requests waited because the ledger's apply queue was full"},
 			func() float64 { _, _, w := n.ledger.ApplyBacklog(); return float64(w) }))
 	metrics := proxy.NewMetricsWith(reg, proxy.MetricsConfig{TopKeys: cfg.MetricsTopKeys, KeyLive: n.keyLive})
-	dataPlane := proxy.New(proxy.Config{
+	pcfg := proxy.Config{
 		State: n.store, MaxBodyBytes: cfg.MaxBodyBytes, UpstreamTimeout: cfg.UpstreamTimeout,
 		BodyReadTimeout: cfg.BodyReadTimeout, RequestTimeout: cfg.RequestTimeout, Ready: n.ready.Load,
 		Recorders: []proxy.Recorder{ledgerRecorder{n.ledger, n.cfg.NodeID, cfg.Logger}, metrics, deployments},
 		Pricing:   n.pricing, Budgets: n.budgets, Limiter: n.limiter, OutputCap: cfg.BudgetOutputCap, Logger: cfg.Logger,
 		UpstreamHTTP2: cfg.UpstreamHTTP2,
 		MaxAttempts:   cfg.MaxAttempts, RetryBackoff: cfg.RetryBackoff, Cooldown: cfg.Cooldown,
-	})
+	}
+	if err := n.wireTelemetry(&pcfg); err != nil {
+		return nil, err
+	}
+	dataPlane := proxy.New(pcfg)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", n.serveReadyz)
@@ -671,6 +680,7 @@ func (n *Node) Close() {
 		if err := n.store.Close(); err != nil {
 			n.log.Warn("raft shutdown", "err", err)
 		}
+		n.closeTelemetry()
 	})
 }
 
