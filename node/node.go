@@ -191,6 +191,7 @@ type Node struct {
 	reach            reachCache // whether this node reaches a majority of the voters, recently
 	metrics          *clusterMetrics
 	tel              *telemetry.Telemetry
+	accessLog        *os.File // --access-log's file; nil without
 }
 
 // New opens the node's data dir and Raft store and binds its listeners; Run

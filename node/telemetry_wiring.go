@@ -2,6 +2,9 @@ package node
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"os"
 	"time"
 
 	"github.com/tollgate/tollgate/node/proxy"
@@ -14,6 +17,9 @@ import (
 type TelemetryConfig struct {
 	// TraceContent puts prompts and answers, truncated, on the spans.
 	TraceContent bool
+	// AccessLog, when set, receives one JSON line per finished request:
+	// "-" is standard output, anything else a file appended to.
+	AccessLog string
 }
 
 // wireTelemetry sets up the exporters the environment asks for and
@@ -25,11 +31,29 @@ func (n *Node) wireTelemetry(pc *proxy.Config) error {
 	}
 	n.tel = tel
 	pc.Tracer, pc.TraceContent = tel.Tracer(), n.cfg.Telemetry.TraceContent
+	var access io.Writer
+	switch path := n.cfg.Telemetry.AccessLog; path {
+	case "":
+	case "-":
+		access = os.Stdout
+	default:
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return fmt.Errorf("--access-log: %w", err)
+		}
+		n.accessLog, access = f, f
+	}
+	if access != nil || tel.Logger() != nil {
+		pc.Recorders = append(pc.Recorders, proxy.NewRequestLog(n.cfg.NodeID, tel.Logger(), access))
+	}
 	return nil
 }
 
 // closeTelemetry exports what is still queued, for a few seconds at most.
 func (n *Node) closeTelemetry() {
+	if n.accessLog != nil {
+		_ = n.accessLog.Close()
+	}
 	if n.tel == nil {
 		return
 	}
