@@ -334,7 +334,7 @@ func New(cfg Config) (*Node, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", n.serveReadyz)
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true})) // exemplars need OpenMetrics
 	mux.Handle("/", dataPlane)
 	n.httpSrv = &http.Server{
 		Handler:           mux,
