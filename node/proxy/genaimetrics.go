@@ -54,7 +54,7 @@ func (m *genAIMetrics) record(rec *Record) {
 	}
 	observe(m.ttft.WithLabelValues(op, rec.Model, dep), rec.FirstByte.Seconds(), rec)
 	if n := rec.Usage.CompletionTokens; n > 1 && rec.Latency > rec.FirstByte {
-		observe(m.tpot.WithLabelValues(op, rec.Model, dep), (rec.Latency - rec.FirstByte).Seconds()/float64(n-1), rec)
+		observe(m.tpot.WithLabelValues(op, rec.Model, dep), (rec.Latency-rec.FirstByte).Seconds()/float64(n-1), rec)
 	}
 }
 

@@ -34,14 +34,13 @@ const contentLimit = 4 << 10
 // span is recorded).
 func (h *Handler) startSpan(w http.ResponseWriter, r *http.Request, rec *Record) (http.ResponseWriter, *http.Request) {
 	ctx := w3c.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	ctx, span := h.cfg.Tracer.Start(ctx, operationName(rec.Endpoint), trace.WithSpanKind(trace.SpanKindServer))
+	ctx, span := h.cfg.Tracer.Start(ctx, operationName(rec.Endpoint), trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("tollgate.request_id", rec.RequestID), attribute.String("url.path", r.URL.Path)))
 	rec.span = span
 	r = r.WithContext(ctx)
 	if !span.IsRecording() {
 		return w, r
 	}
-	span.SetAttributes(attribute.String("tollgate.request_id", rec.RequestID), attribute.String("url.path", r.URL.Path),
-		attribute.String("http.request.method", r.Method))
 	tw := &traceWriter{ResponseWriter: w, keep: h.cfg.TraceContent}
 	rec.tw = tw
 	return tw, r
@@ -50,17 +49,14 @@ func (h *Handler) startSpan(w http.ResponseWriter, r *http.Request, rec *Record)
 // recording reports whether the request's span records attributes.
 func (rec *Record) recording() bool { return rec.tw != nil }
 
-// traceRequest notes what the client asked for.
+// traceRequest notes what the client asked for, for endSpan.
 func (h *Handler) traceRequest(rec *Record, body []byte, req *routing.Request) {
 	if !rec.recording() {
 		return
 	}
-	rec.span.SetAttributes(attribute.String("gen_ai.request.model", req.Model), attribute.Bool("tollgate.stream", req.Stream))
-	if req.MaxTokens > 0 {
-		rec.span.SetAttributes(attribute.Int64("gen_ai.request.max_tokens", req.MaxTokens))
-	}
+	rec.tw.requestModel, rec.tw.maxTokens = req.Model, req.MaxTokens
 	if h.cfg.TraceContent {
-		rec.span.SetAttributes(attribute.String("gen_ai.prompt", truncateUTF8(body, contentLimit)))
+		rec.tw.prompt = truncateUTF8(body, contentLimit)
 	}
 }
 
@@ -82,37 +78,44 @@ func (h *Handler) endSpan(rec *Record) {
 	if rec.Model != "" {
 		span.SetName(operationName(rec.Endpoint) + " " + rec.Model)
 	}
-	span.SetAttributes(append(h.outcomeAttrs(rec),
+	tw := rec.tw
+	a := append(outcomeAttrs(make([]attribute.KeyValue, 0, 28), rec),
+		attribute.String("gen_ai.operation.name", operationName(rec.Endpoint)),
+		attribute.String("gen_ai.request.model", tw.requestModel), attribute.Bool("tollgate.stream", rec.Stream),
 		attribute.String("tollgate.key_id", rec.KeyID), attribute.String("tollgate.team_id", rec.TeamID),
 		attribute.String("tollgate.model", rec.Model), attribute.Int("tollgate.attempts", rec.Attempts),
 		attribute.String("tollgate.deployment", rec.Deployment),
-		attribute.Float64("tollgate.cost_usd", float64(rec.CostNanos)/1e9), attribute.Bool("tollgate.unpriced", rec.Unpriced))...)
+		attribute.Float64("tollgate.cost_usd", float64(rec.CostNanos)/1e9), attribute.Bool("tollgate.unpriced", rec.Unpriced))
+	if rec.dep != nil {
+		a = append(a, attribute.String("gen_ai.provider.name", providerName(rec.dep)))
+	}
+	if tw.maxTokens > 0 {
+		a = append(a, attribute.Int64("gen_ai.request.max_tokens", tw.maxTokens))
+	}
 	if rec.Reservation != nil {
-		span.SetAttributes(attribute.String("tollgate.budget.decision", "reserved"),
+		a = append(a, attribute.String("tollgate.budget.decision", "reserved"),
 			attribute.Float64("tollgate.budget.reserved_usd", float64(rec.Reservation.Amount())/1e9),
 			attribute.Float64("tollgate.budget.charged_usd", float64(rec.BudgetNanos)/1e9))
 	}
 	if rec.RateLimited != "" {
-		span.SetAttributes(attribute.String("tollgate.rate_limited", rec.RateLimited))
+		a = append(a, attribute.String("tollgate.rate_limited", rec.RateLimited))
 	}
-	if h.cfg.TraceContent && len(rec.tw.content) > 0 {
-		span.SetAttributes(attribute.String("gen_ai.completion", truncateUTF8(rec.tw.content, contentLimit)))
+	if tw.prompt != "" {
+		a = append(a, attribute.String("gen_ai.prompt", tw.prompt))
 	}
+	if len(tw.content) > 0 {
+		a = append(a, attribute.String("gen_ai.completion", truncateUTF8(tw.content, contentLimit)))
+	}
+	span.SetAttributes(a...)
 	setStatus(span, rec.Status)
 	span.End()
 }
 
-// outcomeAttrs are the attributes of what served the request: the
-// deployment, the answer's status, model, usage, finish reasons and time
-// to first token. The server span and the attempt that answered share
-// them.
-func (h *Handler) outcomeAttrs(rec *Record) []attribute.KeyValue {
-	a := make([]attribute.KeyValue, 0, 16)
-	a = append(a, attribute.String("gen_ai.operation.name", operationName(rec.Endpoint)),
-		attribute.Int("http.response.status_code", rec.Status))
-	if rec.dep != nil {
-		a = append(a, attribute.String("gen_ai.provider.name", providerName(rec.dep)))
-	}
+// outcomeAttrs appends to a the attributes of the answer: its status,
+// model, usage, finish reasons and time to first token. The server span
+// and the attempt that answered share them.
+func outcomeAttrs(a []attribute.KeyValue, rec *Record) []attribute.KeyValue {
+	a = append(a, attribute.Int("http.response.status_code", rec.Status))
 	if rec.tw.model != "" {
 		a = append(a, attribute.String("gen_ai.response.model", rec.tw.model))
 	}
@@ -154,7 +157,7 @@ func (h *Handler) tryTraced(w http.ResponseWriter, r *http.Request, rec *Record,
 	defer span.End()
 	f := h.try(w, r.WithContext(ctx), rec, rt, d, x)
 	if f == nil {
-		span.SetAttributes(h.outcomeAttrs(rec)...)
+		span.SetAttributes(outcomeAttrs(make([]attribute.KeyValue, 0, 10), rec)...)
 		setStatus(span, rec.Status)
 		return nil
 	}
@@ -233,6 +236,9 @@ type traceWriter struct {
 	keep    bool // keep content
 	model   string
 	finish  []string
+	// What the request asked for (traceRequest).
+	requestModel, prompt string
+	maxTokens            int64
 }
 
 func (tw *traceWriter) Write(p []byte) (int, error) {
@@ -251,8 +257,11 @@ func (tw *traceWriter) Flush() {
 func (tw *traceWriter) Unwrap() http.ResponseWriter { return tw.ResponseWriter }
 
 var (
-	modelKey   = []byte(`"model":`)
-	finishKeys = [...][]byte{[]byte(`"finish_reason":`), []byte(`"stop_reason":`), []byte(`"finishReason":`)}
+	modelKey = []byte(`"model":`)
+	// reasonKey ends every wire format's finish reason member:
+	// "finish_reason" (OpenAI), "stop_reason" (Anthropic),
+	// "finishReason" (Gemini).
+	reasonKey = []byte(`eason":`)
 )
 
 // maxFinishReasons bounds the distinct finish reasons noted.
@@ -265,16 +274,14 @@ func (tw *traceWriter) scan(p []byte) {
 	if tw.model == "" {
 		tw.model, _ = jsonStringAfter(p, modelKey)
 	}
-	for _, k := range finishKeys {
-		for rest := p; len(tw.finish) < maxFinishReasons; {
-			v, n := jsonStringAfter(rest, k)
-			if n < 0 {
-				break
-			}
-			rest = rest[n:]
-			if v != "" && !containsString(tw.finish, v) {
-				tw.finish = append(tw.finish, v)
-			}
+	for rest := p; len(tw.finish) < maxFinishReasons; {
+		v, n := jsonStringAfter(rest, reasonKey)
+		if n < 0 {
+			break
+		}
+		rest = rest[n:]
+		if v != "" && !containsString(tw.finish, v) {
+			tw.finish = append(tw.finish, v)
 		}
 	}
 }

@@ -30,6 +30,15 @@ type Receiver struct {
 	// Resources are the resource attributes of every export, by service.
 	services map[string]bool
 	posts    map[string]int // exports by transport ("grpc", "http")
+	discard  bool
+}
+
+// Discard makes the receiver count exports but keep no span nor log
+// record (for benchmarks).
+func (rv *Receiver) Discard() {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	rv.discard = true
 }
 
 // Start starts a receiver; the test's cleanup stops it.
@@ -117,6 +126,9 @@ func (rv *Receiver) addSpans(via string, rss []*tracepb.ResourceSpans) {
 	rv.mu.Lock()
 	defer rv.mu.Unlock()
 	rv.posts[via+" traces"]++
+	if rv.discard {
+		return
+	}
 	for _, rs := range rss {
 		rv.noteService(rs.GetResource().GetAttributes())
 		for _, ss := range rs.GetScopeSpans() {
@@ -129,6 +141,9 @@ func (rv *Receiver) addLogs(via string, rls []*logspb.ResourceLogs) {
 	rv.mu.Lock()
 	defer rv.mu.Unlock()
 	rv.posts[via+" logs"]++
+	if rv.discard {
+		return
+	}
 	for _, rl := range rls {
 		rv.noteService(rl.GetResource().GetAttributes())
 		for _, sl := range rl.GetScopeLogs() {
