@@ -24,6 +24,12 @@ import (
 // w3c is the W3C Trace Context propagator (traceparent, tracestate).
 var w3c propagation.TraceContext
 
+// The span kinds' start options, made once.
+var (
+	serverKind = trace.WithSpanKind(trace.SpanKindServer)
+	clientKind = trace.WithSpanKind(trace.SpanKindClient)
+)
+
 // contentLimit bounds the prompt and completion put on a span with
 // TraceContent.
 const contentLimit = 4 << 10
@@ -34,14 +40,13 @@ const contentLimit = 4 << 10
 // span is recorded).
 func (h *Handler) startSpan(w http.ResponseWriter, r *http.Request, rec *Record) (http.ResponseWriter, *http.Request) {
 	ctx := w3c.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	ctx, span := h.cfg.Tracer.Start(ctx, operationName(rec.Endpoint), trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("tollgate.request_id", rec.RequestID), attribute.String("url.path", r.URL.Path)))
+	ctx, span := h.cfg.Tracer.Start(ctx, operationName(rec.Endpoint), serverKind)
 	rec.span = span
 	r = r.WithContext(ctx)
 	if !span.IsRecording() {
 		return w, r
 	}
-	tw := &traceWriter{ResponseWriter: w, keep: h.cfg.TraceContent}
+	tw := &traceWriter{ResponseWriter: w, keep: h.cfg.TraceContent, path: r.URL.Path}
 	rec.tw = tw
 	return tw, r
 }
@@ -81,6 +86,7 @@ func (h *Handler) endSpan(rec *Record) {
 	tw := rec.tw
 	a := append(outcomeAttrs(make([]attribute.KeyValue, 0, 28), rec),
 		attribute.String("gen_ai.operation.name", operationName(rec.Endpoint)),
+		attribute.String("tollgate.request_id", rec.RequestID), attribute.String("url.path", tw.path),
 		attribute.String("gen_ai.request.model", tw.requestModel), attribute.Bool("tollgate.stream", rec.Stream),
 		attribute.String("tollgate.key_id", rec.KeyID), attribute.String("tollgate.team_id", rec.TeamID),
 		attribute.String("tollgate.model", rec.Model), attribute.Int("tollgate.attempts", rec.Attempts),
@@ -148,7 +154,7 @@ func (h *Handler) tryTraced(w http.ResponseWriter, r *http.Request, rec *Record,
 		return h.try(w, r, rec, rt, d, x)
 	}
 	model := upstreamModel(d, x.req.Model)
-	ctx, span := h.cfg.Tracer.Start(r.Context(), operationName(rec.Endpoint)+" "+model, trace.WithSpanKind(trace.SpanKindClient),
+	ctx, span := h.cfg.Tracer.Start(r.Context(), operationName(rec.Endpoint)+" "+model, clientKind,
 		trace.WithAttributes(attribute.String("gen_ai.operation.name", operationName(rec.Endpoint)),
 			attribute.String("gen_ai.provider.name", providerName(d)), attribute.String("gen_ai.request.model", model),
 			attribute.String("tollgate.deployment", d.ID), attribute.String("tollgate.route", rt.Name),
@@ -223,9 +229,27 @@ type traceTransport struct{ next http.RoundTripper }
 
 func (t traceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if trace.SpanContextFromContext(req.Context()).IsValid() {
-		w3c.Inject(req.Context(), propagation.HeaderCarrier(req.Header))
+		w3c.Inject(req.Context(), canonicalCarrier(req.Header))
 	}
 	return t.next.RoundTrip(req)
+}
+
+// canonicalCarrier sets the propagator's headers under their canonical
+// names directly, sparing http.Header.Set's canonicalization of the
+// lower-case names (an allocation each).
+type canonicalCarrier http.Header
+
+func (c canonicalCarrier) Get(key string) string { return http.Header(c).Get(key) }
+func (c canonicalCarrier) Keys() []string        { return propagation.HeaderCarrier(c).Keys() }
+func (c canonicalCarrier) Set(key, value string) {
+	switch key {
+	case "traceparent":
+		c["Traceparent"] = []string{value}
+	case "tracestate":
+		c["Tracestate"] = []string{value}
+	default:
+		http.Header(c).Set(key, value)
+	}
 }
 
 // traceWriter passes the answer through and notes on the way the model
@@ -237,8 +261,8 @@ type traceWriter struct {
 	model   string
 	finish  []string
 	// What the request asked for (traceRequest).
-	requestModel, prompt string
-	maxTokens            int64
+	path, requestModel, prompt string
+	maxTokens                  int64
 }
 
 func (tw *traceWriter) Write(p []byte) (int, error) {
