@@ -239,13 +239,15 @@ func startBackground(nodes []*gateway, key string) *background {
 	const maxRequests = 4000
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &background{cancel: cancel}
-	models := []string{"m", "m", "broken", "flaky"}
+	// Every fifth request streams, for the time-to-first-token panels.
+	models := []string{"m", "m", "broken", "flaky", "m"}
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
 		c := &http.Client{Timeout: 5 * time.Second}
 		for i := 0; i < maxRequests && ctx.Err() == nil; i++ {
-			body := fmt.Sprintf(`{"model":%q,"max_tokens":250,"messages":[{"role":"user","content":"hi"}]}`, models[i%len(models)])
+			body := fmt.Sprintf(`{"model":%q,"stream":%t,"max_tokens":250,"messages":[{"role":"user","content":"hi"}]}`,
+				models[i%len(models)], i%len(models) == 4)
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+nodes[i%len(nodes)].http+"/v1/chat/completions", strings.NewReader(body))
 			req.Header.Set("Authorization", "Bearer "+key)
 			if resp, err := c.Do(req); err == nil {

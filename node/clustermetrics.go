@@ -26,6 +26,7 @@ type clusterMetrics struct {
 	ready, leader, hasLeader, term, commitIdx, appliedIdx, lastIdx *prometheus.Desc
 	contact, servers, members, changes                             *prometheus.Desc
 	budgetLimit, budgetSpent, budgetUsed                           *prometheus.Desc
+	propose                                                        prometheus.Histogram // raftcommit.go
 }
 
 // maxBudgetSeries caps the teams whose budgets are exported, so that a
@@ -245,5 +246,6 @@ func (m *deploymentMetrics) Record(rec *proxy.Record) {
 func (n *Node) registerClusterMetrics(reg prometheus.Registerer) proxy.Recorder {
 	n.metrics = newClusterMetrics(n)
 	reg.MustRegister(n.metrics)
+	n.metrics.propose = newProposeHistogram(reg)
 	return newDeploymentMetrics(reg)
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/tollgate/tollgate/node/admin"
 	"github.com/tollgate/tollgate/node/budget"
 	"github.com/tollgate/tollgate/node/proxy"
+	"github.com/tollgate/tollgate/node/telemetry"
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 	"github.com/tollgate/tollgate/raftstore"
 	"github.com/tollgate/tollgate/ratelimit"
@@ -139,6 +140,8 @@ type Config struct {
 	Version string
 	// Raft tuning, for tests; zero takes the defaults.
 	Raft RaftTuning
+	// Telemetry configures traces and request logs (telemetry_wiring.go).
+	Telemetry TelemetryConfig
 
 	// lazyTokenRegistration, for tests: a follower registers its admin
 	// token only when a write carrying it is forwarded.
@@ -193,6 +196,8 @@ type Node struct {
 	peers            peers
 	reach            reachCache // whether this node reaches a majority of the voters, recently
 	metrics          *clusterMetrics
+	tel              *telemetry.Telemetry
+	accessLog        *os.File // --access-log's file; nil without
 }
 
 // New opens the node's data dir and Raft store and binds its listeners; Run
@@ -222,7 +227,10 @@ func New(cfg Config) (*Node, error) {
 	if err := n.openSpend(); err != nil {
 		return nil, err
 	}
-	dataPlane := n.newHTTPServer()
+	dataPlane, err := n.newHTTPServer()
+	if err != nil {
+		return nil, err
+	}
 	n.newAdminServer(dataPlane)
 	ok = true
 	return n, nil
@@ -240,6 +248,7 @@ func (n *Node) closeOpened() {
 	if n.ledger != nil {
 		_ = n.ledger.Close()
 	}
+	n.closeTelemetry()
 }
 
 // openListeners loads the cluster TLS material, checks the settings that
@@ -359,7 +368,7 @@ func (n *Node) openSpend() error {
 
 // newHTTPServer builds the metrics registry, the data plane and the HTTP
 // server around them (health, readiness and metrics beside the API).
-func (n *Node) newHTTPServer() *proxy.Handler {
+func (n *Node) newHTTPServer() (*proxy.Handler, error) {
 	cfg := n.cfg
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -371,18 +380,22 @@ func (n *Node) newHTTPServer() *proxy.Handler {
 			Help: "Times requests waited because the ledger's apply queue was full"},
 			func() float64 { _, _, w := n.ledger.ApplyBacklog(); return float64(w) }))
 	metrics := proxy.NewMetricsWith(reg, proxy.MetricsConfig{TopKeys: cfg.MetricsTopKeys, KeyLive: n.keyLive})
-	dataPlane := proxy.New(proxy.Config{
+	pcfg := proxy.Config{
 		State: n.store, MaxBodyBytes: cfg.MaxBodyBytes, UpstreamTimeout: cfg.UpstreamTimeout,
 		BodyReadTimeout: cfg.BodyReadTimeout, RequestTimeout: cfg.RequestTimeout, Ready: n.ready.Load,
 		Recorders: []proxy.Recorder{ledgerRecorder{n.ledger, n.cfg.NodeID, cfg.Logger}, metrics, deployments},
 		Pricing:   n.pricing, Budgets: n.budgets, Limiter: n.limiter, OutputCap: cfg.BudgetOutputCap, Logger: cfg.Logger,
 		UpstreamHTTP2: cfg.UpstreamHTTP2,
 		MaxAttempts:   cfg.MaxAttempts, RetryBackoff: cfg.RetryBackoff, Cooldown: cfg.Cooldown,
-	})
+	}
+	if err := n.wireTelemetry(&pcfg); err != nil {
+		return nil, err
+	}
+	dataPlane := proxy.New(pcfg)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", n.serveReadyz)
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true})) // exemplars need OpenMetrics
 	mux.Handle("/", dataPlane)
 	n.httpSrv = &http.Server{
 		Handler:           mux,
@@ -390,7 +403,7 @@ func (n *Node) newHTTPServer() *proxy.Handler {
 		IdleTimeout:       5 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 	}
-	return dataPlane
+	return dataPlane, nil
 }
 
 // newAdminServer builds the admin gRPC server: the admin, cluster and spend
@@ -765,6 +778,7 @@ func (n *Node) Close() {
 		if err := n.store.Close(); err != nil {
 			n.log.Warn("raft shutdown", "err", err)
 		}
+		n.closeTelemetry()
 	})
 }
 

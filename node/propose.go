@@ -20,6 +20,7 @@ import (
 // bookkeeping (spend reports, budget leases), authenticated with the
 // cluster secret.
 func (n *Node) propose(ctx context.Context, cmd *pb.Command) (proto.Message, error) {
+	defer n.metrics.observePropose(time.Now())
 	if n.store.IsLeader() {
 		return n.store.Apply(ctx, cmd)
 	}

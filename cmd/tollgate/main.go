@@ -161,6 +161,7 @@ func (o *options) define(fs *flag.FlagSet) {
 	str(&o.secretsOldKeys, "secrets-old-keys", "TOLLGATE_SECRETS_OLD_KEYS", "", "comma-separated base64 secrets keys being rotated out: values sealed with them still open, and the leader reseals them with --secrets-key")
 	str(&o.secretsKey, "secrets-key", "TOLLGATE_SECRETS_KEY", "", "base64 key of 32 bytes that seals provider credentials in the Raft log and snapshots, the same on every node (openssl rand -base64 32); prefer the environment variable")
 	str(&o.gossipKey, "gossip-key", "TOLLGATE_GOSSIP_KEY", "", "base64 key of 16, 24 or 32 bytes that encrypts gossip, the same on every node (openssl rand -base64 32); prefer the environment variable, flags show in ps")
+	telemetryFlags(fs, &o.cfg.Telemetry)
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 }
 

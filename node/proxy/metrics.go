@@ -13,6 +13,7 @@ type Metrics struct {
 	upstream *prometheus.HistogramVec
 	tokens   *prometheus.CounterVec
 	keys     *keyMetrics
+	genAI    *genAIMetrics
 }
 
 // NewMetrics registers the data plane's metrics with reg, with the default
@@ -43,6 +44,7 @@ func NewMetricsWith(reg prometheus.Registerer, cfg MetricsConfig) *Metrics {
 		}, []string{"model", "type"}),
 	}
 	m.keys = newKeyMetrics(cfg)
+	m.genAI = newGenAIMetrics(reg)
 	reg.MustRegister(m.requests, m.latency, m.upstream, m.tokens, m.keys)
 	return m
 }
@@ -55,11 +57,12 @@ func (m *Metrics) Record(rec *Record) {
 	}
 	ep := rec.Endpoint.Name()
 	m.requests.WithLabelValues(ep, model, statusLabel(rec.Status)).Inc()
-	m.latency.WithLabelValues(ep, model).Observe(rec.Latency.Seconds())
+	observe(m.latency.WithLabelValues(ep, model), rec.Latency.Seconds(), rec)
 	if rec.UpstreamLatency > 0 {
 		m.upstream.WithLabelValues(model, rec.Deployment).Observe(rec.UpstreamLatency.Seconds())
 	}
 	m.keys.record(rec, model)
+	m.genAI.record(rec)
 	if u := rec.Usage; u.Present {
 		m.tokens.WithLabelValues(model, "prompt").Add(float64(u.PromptTokens))
 		m.tokens.WithLabelValues(model, "completion").Add(float64(u.CompletionTokens))

@@ -18,6 +18,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tollgate/tollgate/node/budget"
 	"github.com/tollgate/tollgate/raftstore"
 	"github.com/tollgate/tollgate/ratelimit"
@@ -80,6 +83,10 @@ type Record struct {
 	dep           *raftstore.Deployment // the deployment that answered
 	committed     bool
 	streamDone    bool // an OpenAI-wire stream's [DONE] (or a Responses stream's last event) arrived
+	// span is the request's server span, nil without a tracer; tw notes
+	// what the answer says, nil unless the span records (see tracing.go).
+	span trace.Span
+	tw   *traceWriter
 }
 
 // Recorder receives every finished request, before the last byte of the
@@ -163,6 +170,11 @@ type Config struct {
 	// each further failure, up to MaxCooldown); defaults 5s and 5m.
 	Cooldown, MaxCooldown time.Duration
 	Logger                *slog.Logger
+	// Tracer, when set, traces every request (see tracing.go); nil: no
+	// tracing work at all. TraceContent puts the prompt and the answer,
+	// truncated, on the request's span.
+	Tracer       trace.Tracer
+	TraceContent bool
 }
 
 // Handler serves the OpenAI-compatible API.
@@ -213,6 +225,9 @@ func New(cfg Config) *Handler {
 		tr := NewTransport()
 		tr.SetHTTP2(cfg.UpstreamHTTP2)
 		h.transport = tr
+	}
+	if cfg.Tracer != nil {
+		h.transport = traceTransport{h.transport}
 	}
 	h.idPrefix = "req_" + randomHex(6) + "_"
 	return h
@@ -298,6 +313,10 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 		return
 	}
 	rec := &Record{Start: time.Now(), Endpoint: ep, RequestID: h.nextRequestID()}
+	if h.cfg.Tracer != nil {
+		w, r = h.startSpan(w, r, rec)
+		defer h.endSpan(rec) // after finish
+	}
 	if h.cfg.RequestTimeout > 0 {
 		rec.deadline = rec.Start.Add(h.cfg.RequestTimeout)
 	}
@@ -336,6 +355,7 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 		return
 	}
 	rec.Stream = req.Stream
+	h.traceRequest(rec, body, &req)
 	route := st.Resolve(req.Model)
 	if !keyAllows(key, req.Model, route) {
 		fail(errModelNotAllowed(req.Model))
@@ -361,6 +381,7 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 		res, err := h.cfg.Budgets.Reserve(r.Context(), limits, estimate, rec.Start)
 		if err != nil {
 			var ex *budget.Exceeded
+			rec.traceEvent("tollgate.budget_refused", attribute.String("error", err.Error()))
 			if errors.As(err, &ex) {
 				if ex.ResetAt > 0 {
 					w.Header().Set("Retry-After", strconv.FormatInt(max(ex.ResetAt-time.Now().Unix(), 1), 10))
@@ -380,6 +401,7 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 			setRateHeaders(w.Header(), h.cfg.Limiter.Status(checks[0]))
 			if refusal != nil {
 				rec.RateLimited = refusal.Reason
+				rec.traceEvent("tollgate.rate_limited", attribute.String("tollgate.rate_limited", refusal.Reason))
 				w.Header().Set("Retry-After", strconv.FormatInt(int64(max(refusal.RetryAfter/time.Second, 1)), 10))
 				fail(errRateLimited(refusal))
 				return
@@ -512,12 +534,16 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, s
 	var deferred *raftstore.Route // a cooling route kept for after its fallbacks
 	for ri := 0; ri < len(routes); ri++ {
 		rt := routes[ri]
+		if ri > 0 {
+			rec.traceEvent("tollgate.fallback", attribute.String("tollgate.route", rt.Name))
+		}
 		var orderBuf [8]*raftstore.Deployment
 		deps, healthy := h.order(orderBuf[:0], rt, time.Now().UnixNano())
 		if healthy == 0 && deferred == nil && len(deps) > 0 && len(rt.Fallbacks) > 0 {
 			// Every deployment is cooling down: the fallbacks serve first,
 			// and this route only when they fail too.
 			deferred = rt
+			rec.traceEvent("tollgate.route_cooling", attribute.String("tollgate.route", rt.Name))
 			for _, name := range rt.Fallbacks {
 				if fr := st.Resolve(name); fr != nil && !slices.Contains(routes, fr) {
 					routes = append(routes, fr)
@@ -543,12 +569,15 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, s
 					if !anyRetry(noRetry[:min(len(deps), 8)]) {
 						break
 					}
-					if !sleepCtx(r, rec, backoff(h.cfg.RetryBackoff, a/len(deps))) {
+					pause := backoff(h.cfg.RetryBackoff, a/len(deps))
+					rec.traceEvent("tollgate.retry", attribute.String("tollgate.route", rt.Name), attribute.Int64("tollgate.backoff_ms", pause.Milliseconds()))
+					if !sleepCtx(r, rec, pause) {
 						rec.Status = statusClientClosed
 						return
 					}
 				}
 				if i < 8 && noRetry[i] {
+					rec.traceEvent("tollgate.skip", attribute.String("tollgate.deployment", deps[i].ID), attribute.Bool("tollgate.cooling", i >= healthy))
 					continue
 				}
 			}
@@ -557,7 +586,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, s
 				return
 			}
 			d := deps[i]
-			f := h.try(w, r, rec, rt, d, x)
+			f := h.tryTraced(w, r, rec, rt, d, x)
 			if f == nil {
 				return // served, or the client went away
 			}

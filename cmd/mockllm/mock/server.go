@@ -72,6 +72,9 @@ type Stats struct {
 	// when the request carried no credential.
 	LastAuthHeader string `json:"last_auth_header"`
 	LastBody       []byte `json:"last_body"` // JSON-encoded as a string, not base64
+	// LastTraceparent is the W3C traceparent header of the last request
+	// that carried one.
+	LastTraceparent string `json:"last_traceparent,omitempty"`
 }
 
 // MarshalJSON encodes LastBody as a plain string so /mock/stats is readable.
@@ -113,6 +116,7 @@ type Server struct {
 	lastAuth   string
 	lastSource string
 	lastBody   []byte
+	lastTrace  string
 	otherPaths map[string]int64
 }
 
@@ -151,6 +155,7 @@ func (s *Server) Stats() Stats {
 	}
 	st.LastAuthorization, st.LastAuthHeader = s.lastAuth, s.lastSource
 	st.LastBody = bytes.Clone(s.lastBody)
+	st.LastTraceparent = s.lastTrace
 	return st
 }
 
@@ -166,7 +171,7 @@ func (s *Server) Reset() {
 	s.maxInFlight.Store(s.inFlight.Load())
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.lastAuth, s.lastSource, s.lastBody = "", "", nil
+	s.lastAuth, s.lastSource, s.lastBody, s.lastTrace = "", "", nil, ""
 	clear(s.otherPaths)
 }
 
@@ -187,6 +192,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.requests.Add(1)
+	if tp := r.Header.Get("Traceparent"); tp != "" {
+		s.mu.Lock()
+		s.lastTrace = tp
+		s.mu.Unlock()
+	}
 	n := s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
 	for m := s.maxInFlight.Load(); n > m && !s.maxInFlight.CompareAndSwap(m, n); m = s.maxInFlight.Load() {

@@ -1,0 +1,348 @@
+package proxy
+
+import (
+	"bytes"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tollgate/tollgate/raftstore"
+	"github.com/tollgate/tollgate/routing"
+)
+
+// Tracing (Config.Tracer set): one server span per request, one client
+// span per upstream attempt, both with the OpenTelemetry GenAI semantic
+// conventions' attributes. The client's traceparent is continued and the
+// upstream request carries the attempt's. Without a tracer none of this
+// runs: Record.span stays nil.
+
+// w3c is the W3C Trace Context propagator (traceparent, tracestate).
+var w3c propagation.TraceContext
+
+// The span kinds' start options, made once.
+var (
+	serverKind = trace.WithSpanKind(trace.SpanKindServer)
+	clientKind = trace.WithSpanKind(trace.SpanKindClient)
+)
+
+// contentLimit bounds the prompt and completion put on a span with
+// TraceContent.
+const contentLimit = 4 << 10
+
+// startSpan starts the request's server span, continuing the trace of the
+// client's traceparent, and returns the request carrying it and the
+// writer to answer through (one that notes what the answer says when the
+// span is recorded).
+func (h *Handler) startSpan(w http.ResponseWriter, r *http.Request, rec *Record) (http.ResponseWriter, *http.Request) {
+	ctx := w3c.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx, span := h.cfg.Tracer.Start(ctx, operationName(rec.Endpoint), serverKind)
+	rec.span = span
+	r = r.WithContext(ctx)
+	if !span.IsRecording() {
+		return w, r
+	}
+	tw := &traceWriter{ResponseWriter: w, keep: h.cfg.TraceContent, path: r.URL.Path}
+	rec.tw = tw
+	return tw, r
+}
+
+// recording reports whether the request's span records attributes.
+func (rec *Record) recording() bool { return rec.tw != nil }
+
+// traceRequest notes what the client asked for, for endSpan.
+func (h *Handler) traceRequest(rec *Record, body []byte, req *routing.Request) {
+	if !rec.recording() {
+		return
+	}
+	rec.tw.requestModel, rec.tw.maxTokens = req.Model, req.MaxTokens
+	if h.cfg.TraceContent {
+		rec.tw.prompt = truncateUTF8(body, contentLimit)
+	}
+}
+
+// traceEvent adds an event (a retry, a skipped deployment, a fallback, a
+// budget or rate-limit decision) to the request's span.
+func (rec *Record) traceEvent(name string, attrs ...attribute.KeyValue) {
+	if rec.recording() {
+		rec.span.AddEvent(name, trace.WithAttributes(attrs...))
+	}
+}
+
+// endSpan sets what the finished request came to and ends its span.
+func (h *Handler) endSpan(rec *Record) {
+	span := rec.span
+	if !rec.recording() {
+		span.End()
+		return
+	}
+	if rec.Model != "" {
+		span.SetName(operationName(rec.Endpoint) + " " + rec.Model)
+	}
+	tw := rec.tw
+	a := append(outcomeAttrs(make([]attribute.KeyValue, 0, 28), rec),
+		attribute.String("gen_ai.operation.name", operationName(rec.Endpoint)),
+		attribute.String("tollgate.request_id", rec.RequestID), attribute.String("url.path", tw.path),
+		attribute.String("gen_ai.request.model", tw.requestModel), attribute.Bool("tollgate.stream", rec.Stream),
+		attribute.String("tollgate.key_id", rec.KeyID), attribute.String("tollgate.team_id", rec.TeamID),
+		attribute.String("tollgate.model", rec.Model), attribute.Int("tollgate.attempts", rec.Attempts),
+		attribute.String("tollgate.deployment", rec.Deployment),
+		attribute.Float64("tollgate.cost_usd", float64(rec.CostNanos)/1e9), attribute.Bool("tollgate.unpriced", rec.Unpriced))
+	if rec.dep != nil {
+		a = append(a, attribute.String("gen_ai.provider.name", providerName(rec.dep)))
+	}
+	if tw.maxTokens > 0 {
+		a = append(a, attribute.Int64("gen_ai.request.max_tokens", tw.maxTokens))
+	}
+	if rec.Reservation != nil {
+		a = append(a, attribute.String("tollgate.budget.decision", "reserved"),
+			attribute.Float64("tollgate.budget.reserved_usd", float64(rec.Reservation.Amount())/1e9),
+			attribute.Float64("tollgate.budget.charged_usd", float64(rec.BudgetNanos)/1e9))
+	}
+	if rec.RateLimited != "" {
+		a = append(a, attribute.String("tollgate.rate_limited", rec.RateLimited))
+	}
+	if tw.prompt != "" {
+		a = append(a, attribute.String("gen_ai.prompt", tw.prompt))
+	}
+	if len(tw.content) > 0 {
+		a = append(a, attribute.String("gen_ai.completion", truncateUTF8(tw.content, contentLimit)))
+	}
+	span.SetAttributes(a...)
+	setStatus(span, rec.Status)
+	span.End()
+}
+
+// outcomeAttrs appends to a the attributes of the answer: its status,
+// model, usage, finish reasons and time to first token. The server span
+// and the attempt that answered share them.
+func outcomeAttrs(a []attribute.KeyValue, rec *Record) []attribute.KeyValue {
+	a = append(a, attribute.Int("http.response.status_code", rec.Status))
+	if rec.tw.model != "" {
+		a = append(a, attribute.String("gen_ai.response.model", rec.tw.model))
+	}
+	if len(rec.tw.finish) > 0 {
+		a = append(a, attribute.StringSlice("gen_ai.response.finish_reasons", rec.tw.finish))
+	}
+	if u := rec.Usage; u.Present {
+		a = append(a, attribute.Int64("gen_ai.usage.input_tokens", u.PromptTokens),
+			attribute.Int64("gen_ai.usage.output_tokens", u.CompletionTokens))
+		if u.CachedTokens > 0 {
+			a = append(a, attribute.Int64("gen_ai.usage.cache_read.input_tokens", u.CachedTokens))
+		}
+		if u.CacheWriteTokens > 0 {
+			a = append(a, attribute.Int64("gen_ai.usage.cache_creation.input_tokens", u.CacheWriteTokens))
+		}
+	}
+	if rec.FirstByte > 0 {
+		a = append(a, attribute.Float64("gen_ai.server.time_to_first_token", rec.FirstByte.Seconds()))
+	}
+	if rec.Status >= 400 {
+		a = append(a, attribute.String("error.type", statusLabel(rec.Status)))
+	}
+	return a
+}
+
+// tryTraced is try inside a client span of its own: one per attempt, so
+// retries and fallbacks show as the request's children.
+func (h *Handler) tryTraced(w http.ResponseWriter, r *http.Request, rec *Record, rt *raftstore.Route, d *raftstore.Deployment, x *exchange) *failure {
+	if !rec.recording() {
+		return h.try(w, r, rec, rt, d, x)
+	}
+	model := upstreamModel(d, x.req.Model)
+	ctx, span := h.cfg.Tracer.Start(r.Context(), operationName(rec.Endpoint)+" "+model, clientKind,
+		trace.WithAttributes(attribute.String("gen_ai.operation.name", operationName(rec.Endpoint)),
+			attribute.String("gen_ai.provider.name", providerName(d)), attribute.String("gen_ai.request.model", model),
+			attribute.String("tollgate.deployment", d.ID), attribute.String("tollgate.route", rt.Name),
+			attribute.Bool("tollgate.fallback", rec.Model != "" && rt.Name != rec.Model),
+			attribute.Int("tollgate.attempt", rec.Attempts+1), attribute.Bool("tollgate.cooling", h.coolingNow(d))))
+	defer span.End()
+	f := h.try(w, r.WithContext(ctx), rec, rt, d, x)
+	if f == nil {
+		span.SetAttributes(outcomeAttrs(make([]attribute.KeyValue, 0, 10), rec)...)
+		setStatus(span, rec.Status)
+		return nil
+	}
+	code := f.err.Code
+	if code == "" {
+		code = statusLabel(f.err.Status)
+	}
+	span.SetAttributes(attribute.String("error.type", code), attribute.Int("http.response.status_code", f.err.Status),
+		attribute.Bool("tollgate.cools", f.cools), attribute.Bool("tollgate.retryable", f.retry))
+	if f.rateLimited != "" {
+		span.SetAttributes(attribute.String("tollgate.rate_limited", f.rateLimited))
+	}
+	span.SetStatus(codes.Error, f.err.Message)
+	return f
+}
+
+// coolingNow reports whether d is in its cooldown (without claiming a
+// probe, as healthTable.cooling would).
+func (h *Handler) coolingNow(d *raftstore.Deployment) bool {
+	hh := h.health.peek(d)
+	return hh != nil && hh.fails.Load() > 0 && time.Now().UnixNano() < hh.coolUntil.Load()
+}
+
+// setStatus marks a span failed for a status the gateway or upstream
+// caused (5xx); a client's error (4xx) is not the server's failure.
+func setStatus(span trace.Span, status int) {
+	if status >= 500 {
+		span.SetStatus(codes.Error, http.StatusText(status))
+	}
+}
+
+// operationName is the GenAI operation of an endpoint.
+func operationName(ep routing.Endpoint) string {
+	switch ep {
+	case routing.EndpointCompletions:
+		return "text_completion"
+	case routing.EndpointEmbeddings:
+		return "embeddings"
+	case routing.EndpointGemini:
+		return "generate_content"
+	}
+	return "chat"
+}
+
+// providerName is a deployment's gen_ai.provider.name.
+func providerName(d *raftstore.Deployment) string {
+	switch d.Provider {
+	case routing.ProviderGemini:
+		if d.Options["vertex_project"] != "" {
+			return "gcp.vertex_ai"
+		}
+		return "gcp.gemini"
+	case routing.ProviderBedrock:
+		return "aws.bedrock"
+	case routing.ProviderAzureOpenAI:
+		return "azure.ai.openai"
+	}
+	return d.Provider
+}
+
+// traceTransport puts the attempt's traceparent on upstream requests.
+type traceTransport struct{ next http.RoundTripper }
+
+func (t traceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if trace.SpanContextFromContext(req.Context()).IsValid() {
+		w3c.Inject(req.Context(), canonicalCarrier(req.Header))
+	}
+	return t.next.RoundTrip(req)
+}
+
+// canonicalCarrier sets the propagator's headers under their canonical
+// names directly, sparing http.Header.Set's canonicalization of the
+// lower-case names (an allocation each).
+type canonicalCarrier http.Header
+
+func (c canonicalCarrier) Get(key string) string { return http.Header(c).Get(key) }
+func (c canonicalCarrier) Keys() []string        { return propagation.HeaderCarrier(c).Keys() }
+func (c canonicalCarrier) Set(key, value string) {
+	switch key {
+	case "traceparent":
+		c["Traceparent"] = []string{value}
+	case "tracestate":
+		c["Tracestate"] = []string{value}
+	default:
+		http.Header(c).Set(key, value)
+	}
+}
+
+// traceWriter passes the answer through and notes on the way the model
+// that answered, its finish reasons and (with content) its first bytes.
+type traceWriter struct {
+	http.ResponseWriter
+	content []byte
+	keep    bool // keep content
+	model   string
+	finish  []string
+	// What the request asked for (traceRequest).
+	path, requestModel, prompt string
+	maxTokens                  int64
+}
+
+func (tw *traceWriter) Write(p []byte) (int, error) {
+	tw.scan(p)
+	return tw.ResponseWriter.Write(p)
+}
+
+// Flush implements http.Flusher.
+func (tw *traceWriter) Flush() {
+	if f, ok := tw.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (tw *traceWriter) Unwrap() http.ResponseWriter { return tw.ResponseWriter }
+
+var (
+	modelKey = []byte(`"model":`)
+	// reasonKey ends every wire format's finish reason member:
+	// "finish_reason" (OpenAI), "stop_reason" (Anthropic),
+	// "finishReason" (Gemini).
+	reasonKey = []byte(`eason":`)
+)
+
+// maxFinishReasons bounds the distinct finish reasons noted.
+const maxFinishReasons = 8
+
+func (tw *traceWriter) scan(p []byte) {
+	if tw.keep && len(tw.content) < contentLimit {
+		tw.content = append(tw.content, p[:min(len(p), contentLimit-len(tw.content))]...)
+	}
+	if tw.model == "" {
+		tw.model, _ = jsonStringAfter(p, modelKey)
+	}
+	for rest := p; len(tw.finish) < maxFinishReasons; {
+		v, n := jsonStringAfter(rest, reasonKey)
+		if n < 0 {
+			break
+		}
+		rest = rest[n:]
+		if v != "" && !containsString(tw.finish, v) {
+			tw.finish = append(tw.finish, v)
+		}
+	}
+}
+
+// jsonStringAfter finds key in p and returns the JSON string that follows
+// it ("" when null or not a plain string) and the offset past it; -1 when
+// key is not in p.
+func jsonStringAfter(p, key []byte) (string, int) {
+	i := bytes.Index(p, key)
+	if i < 0 {
+		return "", -1
+	}
+	rest := bytes.TrimLeft(p[i+len(key):], " ")
+	off := len(p) - len(rest)
+	if len(rest) == 0 || rest[0] != '"' {
+		return "", off
+	}
+	end := bytes.IndexByte(rest[1:], '"')
+	if end < 0 || end > 128 || bytes.IndexByte(rest[1:1+end], '\\') >= 0 {
+		return "", off + 1
+	}
+	return string(rest[1 : 1+end]), off + end + 2
+}
+
+func containsString(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// truncateUTF8 returns at most n bytes of b as valid UTF-8.
+func truncateUTF8(b []byte, n int) string {
+	if len(b) > n {
+		b = b[:n]
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD") // a rune cut in two becomes U+FFFD
+}

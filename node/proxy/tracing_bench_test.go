@@ -1,0 +1,117 @@
+package proxy_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tollgate/tollgate/cmd/mockllm/mock"
+	"github.com/tollgate/tollgate/node/proxy"
+)
+
+// benchTracer is a tracer that samples every request and exports over
+// OTLP/HTTP, batched as in a node, to an in-process collector that drops
+// the bodies unread: the gateway's side of exporting, not a collector's.
+func benchTracer(b *testing.B, sampler sdktrace.Sampler) trace.Tracer {
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	b.Cleanup(sink.Close)
+	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(sink.URL+"/v1/traces"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithSampler(sampler))
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return tp.Tracer("bench")
+}
+
+// discardExporter drops the spans: the cost of making them, alone.
+type discardExporter struct{}
+
+func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discardExporter) Shutdown(context.Context) error                             { return nil }
+
+// tracingModes runs bench with tracing off, on (100% sampled) with the
+// spans dropped after the batcher, on with them exported over OTLP, and
+// on with one trace in ten sampled and exported.
+func tracingModes(b *testing.B, bench func(b *testing.B, tr trace.Tracer)) {
+	b.Run("off", func(b *testing.B) { bench(b, nil) })
+	b.Run("on-discard", func(b *testing.B) {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardExporter{}), sdktrace.WithSampler(sdktrace.AlwaysSample()))
+		b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+		bench(b, tp.Tracer("bench"))
+	})
+	b.Run("on-otlp", func(b *testing.B) { bench(b, benchTracer(b, sdktrace.AlwaysSample())) })
+	b.Run("on-otlp-10pct", func(b *testing.B) { bench(b, benchTracer(b, sdktrace.TraceIDRatioBased(0.1))) })
+}
+
+// BenchmarkTracingHandlerStream: the gateway's own cost of relaying a
+// 10-chunk stream from a canned upstream (no network), without and with
+// tracing: where tracing weighs most, since nothing else does.
+func BenchmarkTracingHandlerStream(b *testing.B) {
+	var sb strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&sb, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"mock-up","choices":[{"index":0,"delta":{"content":"tok%d"},"finish_reason":null}],"usage":null}`+"\n\n", i)
+	}
+	sb.WriteString(`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"mock-up","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}` + "\n\n")
+	sb.WriteString(`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"mock-up","choices":[],"usage":{"prompt_tokens":6,"completion_tokens":10,"total_tokens":16}}` + "\n\ndata: [DONE]\n\n")
+	data := []byte(sb.String())
+	tracingModes(b, func(b *testing.B, tr trace.Tracer) {
+		route := newRoute(b, "tbench", dep(uniq("dep"), "http://upstream.invalid", "mock-up"))
+		_, secret := newKey(b, route)
+		h := proxy.New(proxy.Config{State: testStore(b), Transport: newCannedTransport("text/event-stream", data), Tracer: tr})
+		body := []byte(chatBody(route, `"stream":true`))
+		rd := bytes.NewReader(body)
+		req, _ := http.NewRequest(http.MethodPost, "http://gateway/v1/chat/completions", rd)
+		req.Header.Set("Authorization", "Bearer "+secret)
+		w := &discardWriter{h: http.Header{}}
+		b.ReportAllocs()
+		for b.Loop() {
+			rd.Reset(body)
+			req.Body = io.NopCloser(rd)
+			req.ContentLength = int64(len(body))
+			clear(w.h)
+			h.ServeHTTP(w, req)
+		}
+	})
+}
+
+// BenchmarkTracingProxyChat: as scenario (c) of the benchmark harness in
+// small: concurrent clients flat out, each a non-streaming chat completion
+// from client through the gateway to the mock and back over loopback,
+// without and with tracing. The client and the mock share the CPU.
+func BenchmarkTracingProxyChat(b *testing.B) { benchTracingProxy(b) }
+
+// BenchmarkTracingProxyStream: as BenchmarkTracingProxyChat, streamed in
+// 10 chunks.
+func BenchmarkTracingProxyStream(b *testing.B) { benchTracingProxy(b, `"stream":true`) }
+
+func benchTracingProxy(b *testing.B, extra ...string) {
+	tracingModes(b, func(b *testing.B, tr trace.Tracer) {
+		_, url := startMock(b, mock.Options{Chunks: 10})
+		route := newRoute(b, "tpbench", dep(uniq("dep"), url, "mock-up"))
+		_, secret := newKey(b, route)
+		g := startGateway(b, proxy.Config{Tracer: tr})
+		g.client.Transport.(*http.Transport).MaxIdleConnsPerHost = 64
+		body := []byte(chatBody(route, extra...))
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				req, _ := http.NewRequest(http.MethodPost, g.URL+"/v1/chat/completions", bytes.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+secret)
+				drain(b, g, req)
+			}
+		})
+	})
+}

@@ -1,0 +1,190 @@
+package proxy_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tollgate/tollgate/cmd/mockllm/mock"
+	"github.com/tollgate/tollgate/node/proxy"
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+)
+
+// tracer returns a tracer that samples every span and the exporter its
+// ended spans go to at once.
+func tracer(t *testing.T) (trace.Tracer, *tracetest.InMemoryExporter) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return tp.Tracer("test"), exp
+}
+
+func attrMap(kvs []attribute.KeyValue) map[string]string {
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		m[string(kv.Key)] = kv.Value.String()
+	}
+	return m
+}
+
+func eventNames(s tracetest.SpanStub) []string {
+	var out []string
+	for _, e := range s.Events {
+		out = append(out, e.Name)
+	}
+	return out
+}
+
+// A streamed request whose route's only deployment fails twice and whose
+// fallback route serves: one server span continuing the client's trace,
+// three client spans under it (two failed attempts, then the fallback's),
+// the retry and the fallback as events, the GenAI attributes, and the
+// upstream request carrying the serving attempt's traceparent.
+func TestTracingShowsRetriesAndFallbackOfAStream(t *testing.T) {
+	t.Parallel()
+	ms, url := startMock(t, mock.Options{Chunks: 4})
+	keyID, secret := newKey(t)
+	tr, exp := tracer(t)
+	g := startGateway(t, proxy.Config{MaxAttempts: 2, RetryBackoff: time.Millisecond, Tracer: tr, TraceContent: true})
+	backupDep := uniq("dep")
+	backup := newRoute(t, "backup", dep(backupDep, url, "ok-model"))
+	primaryDep := uniq("dep")
+	primary := newRoute(t, "primary", dep(primaryDep, url, "m?status=503"))
+	setRouteOptions(t, primary, &pb.RouteOptions{Fallbacks: []string{backup}})
+
+	const clientTrace, clientSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	r := g.do(t, "POST", "/v1/chat/completions", secret, chatBody(primary, `"stream":true`),
+		"Traceparent", "00-"+clientTrace+"-"+clientSpan+"-01")
+	if r.status != 200 {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	g.rec.of(t, r)
+	waitFor(t, "the server span", func() bool {
+		for _, s := range exp.GetSpans() {
+			if s.SpanKind == trace.SpanKindServer {
+				return true
+			}
+		}
+		return false
+	})
+	var server tracetest.SpanStub
+	var clients []tracetest.SpanStub
+	for _, s := range exp.GetSpans() {
+		switch s.SpanKind {
+		case trace.SpanKindServer:
+			server = s
+		case trace.SpanKindClient:
+			clients = append(clients, s)
+		}
+	}
+	if got := server.SpanContext.TraceID().String(); got != clientTrace || server.Parent.SpanID().String() != clientSpan {
+		t.Fatalf("server span in trace %s under %s: the client's traceparent was not continued", got, server.Parent.SpanID())
+	}
+	if server.Name != "chat "+primary {
+		t.Errorf("server span named %q", server.Name)
+	}
+	sa := attrMap(server.Attributes)
+	for k, want := range map[string]string{
+		"gen_ai.operation.name": "chat", "gen_ai.request.model": primary, "gen_ai.response.model": "ok-model",
+		"gen_ai.provider.name": "openai-compatible", "gen_ai.response.finish_reasons": `["stop"]`,
+		"tollgate.key_id": keyID, "tollgate.deployment": backup + "/" + backupDep, "tollgate.attempts": "3",
+		"http.response.status_code": "200", "tollgate.stream": "true",
+	} {
+		if sa[k] != want {
+			t.Errorf("server span %s = %q, want %q", k, sa[k], want)
+		}
+	}
+	for _, k := range []string{"gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.server.time_to_first_token"} {
+		if sa[k] == "" || sa[k] == "0" {
+			t.Errorf("server span has no %s (%q)", k, sa[k])
+		}
+	}
+	if !strings.Contains(sa["gen_ai.prompt"], "Hello there, gateway!") || !strings.Contains(sa["gen_ai.completion"], "data: ") {
+		t.Errorf("trace content: prompt %q completion %q", sa["gen_ai.prompt"], sa["gen_ai.completion"])
+	}
+	for k, v := range sa {
+		if strings.Contains(v, secret) {
+			t.Errorf("span attribute %s holds the key's secret", k)
+		}
+	}
+	if ev := strings.Join(eventNames(server), ","); ev != "tollgate.retry,tollgate.fallback" {
+		t.Errorf("server span events %q, want a retry then a fallback", ev)
+	}
+
+	if len(clients) != 3 {
+		t.Fatalf("%d client spans, want 3 (two attempts on the primary, one on the fallback)", len(clients))
+	}
+	for i, c := range clients {
+		ca := attrMap(c.Attributes)
+		if c.Parent.SpanID() != server.SpanContext.SpanID() || c.SpanContext.TraceID() != server.SpanContext.TraceID() {
+			t.Errorf("client span %d is not a child of the server span", i)
+		}
+		wantDep, wantStatus := primaryDep, codes.Error
+		if i == 2 {
+			wantDep, wantStatus = backupDep, codes.Unset
+		}
+		if ca["tollgate.deployment"] != wantDep || c.Status.Code != wantStatus || ca["tollgate.attempt"] != string(rune('1'+i)) {
+			t.Errorf("client span %d: deployment %s status %v attrs %v", i, ca["tollgate.deployment"], c.Status, ca)
+		}
+	}
+	if ca := attrMap(clients[0].Attributes); ca["error.type"] == "" || ca["tollgate.cools"] != "true" {
+		t.Errorf("failed attempt: %v", ca)
+	}
+	if ca := attrMap(clients[2].Attributes); ca["tollgate.fallback"] != "true" || ca["gen_ai.usage.output_tokens"] == "" || ca["gen_ai.request.model"] != "ok-model" {
+		t.Errorf("serving attempt: %v", ca)
+	}
+	want := "00-" + clientTrace + "-" + clients[2].SpanContext.SpanID().String() + "-01"
+	if got := ms.Stats().LastTraceparent; got != want {
+		t.Errorf("upstream saw traceparent %q, want %q (the serving attempt's span)", got, want)
+	}
+}
+
+// Without a tracer nothing is traced and upstreams get no traceparent; a
+// client's own traceparent is not passed on either.
+func TestNoTracerSendsNoTraceparent(t *testing.T) {
+	t.Parallel()
+	ms, url := startMock(t, mock.Options{})
+	_, secret := newKey(t)
+	g := startGateway(t, proxy.Config{})
+	route := newRoute(t, "plain", dep(uniq("dep"), url, "m"))
+	r := g.do(t, "POST", "/v1/chat/completions", secret, chatBody(route),
+		"Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	if r.status != 200 {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	if got := ms.Stats().LastTraceparent; got != "" {
+		t.Fatalf("upstream saw traceparent %q with tracing off", got)
+	}
+}
+
+// An unsampled trace is continued, not recorded: the upstream gets the
+// client's trace with the sampled flag off, and no span is exported.
+func TestUnsampledTraceIsPropagatedNotRecorded(t *testing.T) {
+	t.Parallel()
+	ms, url := startMock(t, mock.Options{})
+	_, secret := newKey(t)
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	g := startGateway(t, proxy.Config{Tracer: tp.Tracer("test")})
+	route := newRoute(t, "unsampled", dep(uniq("dep"), url, "m"))
+	r := g.do(t, "POST", "/v1/chat/completions", secret, chatBody(route),
+		"Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00")
+	if r.status != 200 {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	g.rec.of(t, r)
+	if got := ms.Stats().LastTraceparent; !strings.HasPrefix(got, "00-4bf92f3577b34da6a3ce929d0e0e4736-") || !strings.HasSuffix(got, "-00") {
+		t.Errorf("upstream saw traceparent %q", got)
+	}
+	if n := len(exp.GetSpans()); n != 0 {
+		t.Errorf("%d spans exported of an unsampled trace", n)
+	}
+}
