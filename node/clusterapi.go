@@ -123,7 +123,11 @@ func (c *clusterAPI) RemoveNode(ctx context.Context, req *pb.RemoveNodeRequest) 
 
 func (c *clusterAPI) SaveSnapshot(ctx context.Context, _ *pb.SaveSnapshotRequest) (*pb.SaveSnapshotResponse, error) {
 	st := c.n.store.State()
-	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(st.Snapshot())
+	snap := st.Snapshot()
+	// The nodes' own secret: with it an admin user could act as a node.
+	// A restore keeps the running cluster's anyway.
+	snap.ClusterSecret = ""
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(snap)
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}

@@ -123,6 +123,9 @@ func (c *clusterAPI) Propose(ctx context.Context, req *pb.ProposeRequest) (*pb.P
 	if !c.n.store.IsLeader() {
 		return nil, status.Error(codes.Unavailable, "not the leader; retry")
 	}
+	// The nodes' own commands have no caller: one the proposer brought
+	// would be an audit record in whatever name it chose.
+	cmd.Actor = nil
 	if _, err := c.n.store.Apply(ctx, &cmd); err != nil {
 		if errors.Is(err, raftstore.ErrNotLeader) || errors.Is(err, raftstore.ErrClosed) {
 			return nil, status.Error(codes.Unavailable, err.Error())

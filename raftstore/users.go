@@ -28,6 +28,10 @@ var Roles = []string{RoleAdmin, RoleOperator, RoleViewer, RoleTeamAdmin}
 // registered admin token) acts under.
 const BootstrapUser = "bootstrap"
 
+// NodeUser is the name a node calling another with the cluster secret
+// acts under.
+const NodeUser = "node"
+
 // users holds the admin users: few, so plain maps, cloned on change.
 type users struct {
 	byName map[string]*pb.StoredUser
@@ -78,13 +82,13 @@ func (s *State) Users() []*pb.StoredUser {
 }
 
 // ValidateUserName checks a user name: 1 to 64 letters, digits, '.', '_',
-// '-' or '@', and not the reserved BootstrapUser.
+// '-' or '@', and not the reserved BootstrapUser or NodeUser.
 func ValidateUserName(name string) error {
 	if name == "" || len(name) > 64 {
 		return fmt.Errorf("user name %q: give 1 to 64 characters: %w", name, ErrInvalid)
 	}
-	if name == BootstrapUser {
-		return fmt.Errorf("user name %q is reserved for the bootstrap admin token: %w", name, ErrInvalid)
+	if name == BootstrapUser || name == NodeUser {
+		return fmt.Errorf("user name %q is reserved for the bootstrap admin token and the nodes: %w", name, ErrInvalid)
 	}
 	for _, c := range name {
 		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._-@", c)

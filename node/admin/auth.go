@@ -40,7 +40,7 @@ const (
 
 // nodeUser is the identity of a node calling another with the cluster
 // secret for its own purposes (spend reports, leases, status).
-const nodeUser = "node"
+const nodeUser = raftstore.NodeUser
 
 // Identity is who a call comes from.
 type Identity struct {
@@ -54,6 +54,10 @@ type Identity struct {
 	// Address is the client's address as the node that received the call
 	// saw it.
 	Address string
+	// internal is set for the cluster secret and the admin tokens, which
+	// may call the nodes' internal RPCs; never for a user, whatever its
+	// name.
+	internal bool
 }
 
 type identityKey struct{}
@@ -179,7 +183,7 @@ func (s *Server) authorize(ctx context.Context, method string) (*Identity, error
 		return nil, status.Errorf(codes.PermissionDenied, "permission denied: %s needs the permission %s, which the role %s (user %s) lacks",
 			method, r.perm, id.Role, id.User)
 	}
-	if r.perm == PermClusterInternal && id.User != nodeUser && id.User != raftstore.BootstrapUser {
+	if r.perm == PermClusterInternal && !id.internal {
 		// Nodes' own plumbing (it can register an admin token, unaudited):
 		// not for users, admins included.
 		return nil, status.Errorf(codes.PermissionDenied, "permission denied: %s is for the nodes themselves (and the bootstrap token), not user %s",
@@ -241,14 +245,14 @@ func (s *Server) token(ctx context.Context) (*Identity, metadata.MD, error) {
 	if cs := st.ClusterSecret(); cs != "" {
 		ch := raftstore.HashSecret(cs)
 		if subtle.ConstantTimeCompare(h[:], ch[:]) == 1 {
-			return &Identity{User: nodeUser, Role: raftstore.RoleAdmin, Address: addr}, md, nil
+			return &Identity{User: nodeUser, Role: raftstore.RoleAdmin, Address: addr, internal: true}, md, nil
 		}
 	}
 	return nil, nil, status.Error(codes.Unauthenticated, msgInvalidToken)
 }
 
 func bootstrapIdentity(addr string) *Identity {
-	return &Identity{User: raftstore.BootstrapUser, Role: raftstore.RoleAdmin, Address: addr}
+	return &Identity{User: raftstore.BootstrapUser, Role: raftstore.RoleAdmin, Address: addr, internal: true}
 }
 
 func userIdentity(u *pb.User, addr string) *Identity {
