@@ -151,8 +151,11 @@ func (a *app) userRevokeCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "revoke NAME",
 		Short: "Revoke a user's token",
-		Long: `Revoke a user: its token is refused from now on, on every node (forwarded
-calls included). The user stays listed (user list --all) and in the audit log.`,
+		Long: `Revoke a user: the leader refuses its token at once, and every other node
+once it has applied the revocation (the command returns when every live node
+has, or after 3 s naming the nodes that lag; writes through a lagging node are
+refused by the leader). The user stays listed (user list --all) and in the
+audit log.`,
 		Example: `  tollctl user revoke alice`,
 		Args:    exactArgs("name"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
