@@ -79,7 +79,6 @@ type Record struct {
 	deadlineBinds bool
 	dep           *raftstore.Deployment // the deployment that answered
 	committed     bool
-	streamDone    bool // an OpenAI-wire stream's [DONE] (or a Responses stream's last event) arrived
 }
 
 // Recorder receives every finished request, before the last byte of the
