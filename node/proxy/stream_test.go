@@ -588,3 +588,20 @@ func TestAnthropicEventNotHeldBehindComment(t *testing.T) {
 	}
 	close(gate) // only now may the upstream go on
 }
+
+// An Anthropic event whose data spans several data lines reaches the
+// client with each line still a data field: the pass-through used to
+// write the joined data after one "data: ", so that every line but the
+// first lost its field name and the client read a different event.
+func TestAnthropicStreamKeepsMultiLineData(t *testing.T) {
+	up := "event: message_start\ndata: {\"type\":\"message_start\",\n" +
+		"data: \"message\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n" +
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":2}}\n\n" +
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	d := &pb.Deployment{Id: uniq("anthropic"), Provider: routing.ProviderAnthropic, BaseUrl: "http://upstream.invalid/v1", UpstreamModel: "claude-mock"}
+	route := newRoute(t, "amultiline", d)
+	_, secret := newKey(t, route)
+	relayCanned(t, up, "/v1/messages",
+		`{"model":"`+route+`","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"Hi"}]}`, "X-Api-Key", secret)
+}
