@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -213,4 +214,25 @@ func (h *Handler) sortWithinPriority(ds []*raftstore.Deployment, key func(*rafts
 func backoff(base time.Duration, n int) time.Duration {
 	d := min(base<<min(n-1, 8), 2*time.Second)
 	return d/2 + time.Duration(rand.Int64N(int64(d)+1))
+}
+
+// attemptsOn returns how many attempts a request may make on route rt of
+// n deployments: the route's bound, else the handler's, and at least one
+// per deployment.
+func (h *Handler) attemptsOn(rt *raftstore.Route, n int) int {
+	attempts := int(h.cfg.MaxAttempts)
+	if rt.MaxAttempts > 0 {
+		attempts = int(rt.MaxAttempts)
+	}
+	return max(attempts, n)
+}
+
+// appendFallbacks appends the routes named, once each, to routes.
+func appendFallbacks(routes []*raftstore.Route, st *raftstore.State, names []string) []*raftstore.Route {
+	for _, name := range names {
+		if fr := st.Resolve(name); fr != nil && !slices.Contains(routes, fr) {
+			routes = append(routes, fr)
+		}
+	}
+	return routes
 }

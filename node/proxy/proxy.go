@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -347,30 +346,8 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 	// Only names of existing routes become the record's model, so metrics
 	// labels cannot be blown up by made-up model names.
 	rec.Model = route.Name
-	if limits := budgetsOf(st, key); len(limits) > 0 && h.cfg.Budgets != nil {
-		if msg := checkBudgetLimits(&req, rec.Endpoint); msg != "" {
-			fail(apiError{http.StatusBadRequest, typeInvalidRequest, "invalid_output_limit", "", msg})
-			return
-		}
-		estimate, priced := h.estimate(st, route, body, &req, rec.Endpoint)
-		if !priced && !allowUnpriced(limits) {
-			fail(errUnpriced(req.Model))
-			return
-		}
-		res, err := h.cfg.Budgets.Reserve(r.Context(), limits, estimate, rec.Start)
-		if err != nil {
-			var ex *budget.Exceeded
-			if errors.As(err, &ex) {
-				if ex.ResetAt > 0 {
-					w.Header().Set("Retry-After", strconv.FormatInt(max(ex.ResetAt-time.Now().Unix(), 1), 10))
-				}
-				fail(errBudgetExceeded(ex, estimate))
-			} else {
-				fail(apiError{http.StatusServiceUnavailable, typeServer, "budget_unavailable", "", "The budget could not be checked: " + err.Error()})
-			}
-			return
-		}
-		rec.Reservation = res
+	if !h.reserveBudget(w, r, rec, st, key, route, body, &req) {
+		return
 	}
 	if h.cfg.Limiter != nil {
 		var buf [2]ratelimit.Check
@@ -517,19 +494,10 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, s
 			// Every deployment is cooling down: the fallbacks serve first,
 			// and this route only when they fail too.
 			deferred = rt
-			for _, name := range rt.Fallbacks {
-				if fr := st.Resolve(name); fr != nil && !slices.Contains(routes, fr) {
-					routes = append(routes, fr)
-				}
-			}
-			routes = append(routes, rt)
+			routes = append(appendFallbacks(routes, st, rt.Fallbacks), rt)
 			continue
 		}
-		attempts := int(h.cfg.MaxAttempts)
-		if rt.MaxAttempts > 0 {
-			attempts = int(rt.MaxAttempts)
-		}
-		attempts = max(attempts, len(deps))
+		attempts := h.attemptsOn(rt, len(deps))
 		// A deployment in cooldown is tried once at most, never retried.
 		var noRetry [8]bool
 		for i := healthy; i < min(len(deps), 8); i++ {
@@ -581,11 +549,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, s
 		} else if rt == deferred {
 			next = nil // its fallbacks were tried already
 		}
-		for _, name := range next {
-			if fr := st.Resolve(name); fr != nil && !slices.Contains(routes, fr) {
-				routes = append(routes, fr)
-			}
-		}
+		routes = appendFallbacks(routes, st, next)
 	}
 	if last == nil {
 		last = failureOf(apiError{http.StatusServiceUnavailable, typeServer, "no_deployment", "",
