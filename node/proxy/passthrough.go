@@ -45,20 +45,30 @@ func responsesEnd(data []byte, u routing.Usage) bool {
 // client.
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, rec *Record, resp *http.Response, req *routing.Request,
 	d *raftstore.Deployment, clk attemptClock, end endOfStream) *failure {
-	s := &passStream{codec: lineCodec{hide: !req.IncludeUsage, end: end}}
+	s := passStreamPool.Get().(*passStream)
+	pre := s.codec.pre[:0]
+	*s = passStream{codec: lineCodec{hide: !req.IncludeUsage, end: end, pre: pre, br: s.codec.br}}
 	s.io.init(resp.Body, w)
-	br := readerPool.Get().(*bufio.Reader)
-	br.Reset(&s.io.fr)
-	s.codec.br = br
+	s.codec.br.Reset(&s.io.fr)
 	defer func() {
-		br.Reset(nil)
-		readerPool.Put(br)
+		s.codec.br.Reset(nil)
+		s.codec.line = nil
+		if cap(s.codec.pre) > 64<<10 {
+			s.codec.pre = nil
+		}
+		s.io = streamIO{}
+		passStreamPool.Put(s)
 	}()
 	return h.relay(w, r, rec, d, clk, upstreamStream{io: &s.io, codec: &s.codec,
 		contentType: []string{resp.Header.Get("Content-Type")}, status: resp.StatusCode})
 }
 
-// passStream holds what a pass-through stream needs, in one allocation.
+// passStreamPool holds passStreams, each with its read buffer.
+var passStreamPool = sync.Pool{New: func() any {
+	return &passStream{codec: lineCodec{br: bufio.NewReaderSize(nil, streamReadBuffer)}}
+}}
+
+// passStream holds what a pass-through stream needs.
 type passStream struct {
 	io    streamIO
 	codec lineCodec
