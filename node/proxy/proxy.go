@@ -530,7 +530,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, s
 			}
 			last = f
 			if f.cools {
-				h.health.failed(d, time.Now().UnixNano(), retryAfterOf(f.retryAfter))
+				h.health.Failed(d, time.Now().UnixNano(), retryAfterOf(f.retryAfter))
 			}
 			if !f.retryable() || f.final {
 				h.failWith(w, rec, f)
@@ -673,9 +673,9 @@ func (h *Handler) try(w http.ResponseWriter, r *http.Request, rec *Record, rt *r
 			translate.KindAuth)
 	}
 	if tracks(rt) {
-		hh := h.health.of(d)
-		hh.inFlight.Add(1)
-		defer hh.inFlight.Add(-1)
+		hh := h.health.Of(d)
+		hh.InFlight.Add(1)
+		defer hh.InFlight.Add(-1)
 	}
 	var f *failure
 	switch {
@@ -694,7 +694,7 @@ func (h *Handler) try(w http.ResponseWriter, r *http.Request, rec *Record, rt *r
 		f = h.tryTranslated(w, r, rec, rt, d, x)
 	}
 	if f == nil && rec.Status < 400 {
-		h.health.succeeded(d, rec.UpstreamLatency, tracks(rt))
+		h.health.Succeeded(d, rec.UpstreamLatency, tracks(rt))
 	}
 	return f
 }
