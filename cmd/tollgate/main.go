@@ -28,7 +28,7 @@ func main() {
 	// Everything the node writes (the data dir: Raft log and snapshots,
 	// ledger, journal, ratelimit.state, admin token; TLS files it makes)
 	// is for its own user only, whatever the shell's umask.
-	syscall.Umask(0o077)
+	restrictUmask()
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 

@@ -102,7 +102,7 @@ func startChild(name, logPath, cpus string, env []string, path string, args ...s
 	c.cmd = exec.Command(path, args...)
 	c.cmd.Env = append(os.Environ(), env...)
 	c.cmd.Stdout, c.cmd.Stderr = lf, lf
-	c.cmd.SysProcAttr = childAttr()
+	killWithParent(c.cmd)
 	c.started = time.Now()
 	if err := c.cmd.Start(); err != nil {
 		lf.Close()

@@ -85,7 +85,7 @@ func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, rec *Record, d
 	defer resp.Body.Close()
 	rec.UpstreamLatency = time.Since(sent)
 	if isEventStream(resp.Header.Get("Content-Type")) && resp.StatusCode < 300 {
-		return h.stream(w, r, rec, resp, req, d, timer, timedOut)
+		return h.stream(w, r, rec, resp, req, d, attemptClock{timer, timedOut}, chatEnd)
 	}
 	return h.buffered(w, r, rec, resp, d, timedOut, timeout)
 }

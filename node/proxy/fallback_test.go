@@ -3,9 +3,11 @@ package proxy_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -415,5 +417,45 @@ func TestWeightedLive(t *testing.T) {
 			t.Errorf("deployment of weight %d served %.3f of %d requests, want %.2f ±0.025", w, share, n, want)
 		}
 		t.Logf("weight %d: %.3f", w, share)
+	}
+}
+
+// count_tokens allows what /v1/messages allows (an alias of an allowed
+// route).
+func TestCountTokensAllowsAnAliasOfAnAllowedRoute(t *testing.T) {
+	t.Parallel()
+	_, url := startMock(t, mock.Options{})
+	route := newRoute(t, "ctalias", dep(uniq("dep"), url, "ok"))
+	alias := uniq("alias")
+	setRouteOptions(t, route, &pb.RouteOptions{Aliases: []string{alias}})
+	_, secret := newKey(t, route)
+	g := startGateway(t, proxy.Config{})
+	body := `{"model":"` + alias + `","max_tokens":20,"messages":[{"role":"user","content":"ping"}]}`
+	for _, path := range []string{"/v1/messages", "/v1/messages/count_tokens"} {
+		if r := g.do(t, http.MethodPost, path, "", body, "X-Api-Key", secret); r.status != 200 {
+			t.Errorf("%s: %d %s", path, r.status, r.body)
+		}
+	}
+}
+
+// An upstream that says Retry-After is not hit again in the same request.
+func TestDeploymentThatSaysRetryAfterIsNotRetriedInTheRequest(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		hits.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "30")
+		w.WriteHeader(429)
+		_, _ = io.WriteString(w, `{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}`)
+	}))
+	t.Cleanup(up.Close)
+	route := newRoute(t, "ra", dep(uniq("dep"), up.URL, "m"))
+	_, secret := newKey(t, route)
+	g := startGateway(t, proxy.Config{RetryBackoff: time.Millisecond})
+	r := g.post(t, "/v1/chat/completions", secret, chatBody(route))
+	if r.status != 429 || r.header.Get("Retry-After") != "30" || hits.Load() != 1 {
+		t.Errorf("status %d Retry-After %q, upstream hit %d times; want 429, 30, once", r.status, r.header.Get("Retry-After"), hits.Load())
 	}
 }

@@ -37,6 +37,10 @@ import (
 // closed (an early 413 or 401 is relayed as net/http does); one whose
 // answer fails after the write is not, since the server may have acted on
 // it.
+//
+// The HTTP/1.1 client runs where its liveness peek compiles (Linux, macOS
+// and the BSDs: h1_peek.go); elsewhere (Windows) every upstream goes
+// through net/http.
 type Transport struct {
 	fallback *http.Transport
 	dialer   net.Dialer
@@ -117,7 +121,7 @@ var errUpstreamHeaderTooLarge = errors.New("upstream response headers exceed 1 M
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL == nil || req.URL.Host == "" || (req.URL.Scheme != "http" && (req.URL.Scheme != "https" || t.http2)) {
+	if !fastClient || req.URL == nil || req.URL.Host == "" || (req.URL.Scheme != "http" && (req.URL.Scheme != "https" || t.http2)) {
 		return t.fallback.RoundTrip(req)
 	}
 	p := t.pool(req)
@@ -439,10 +443,7 @@ func newH1Conn(p *h1Pool, nc net.Conn) *h1Conn {
 	if sc, ok := raw.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			c.raw = raw
-			c.peek = func(fd uintptr) bool {
-				c.peekN, _, c.peekErr = syscall.Recvfrom(int(fd), c.peekBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-				return true
-			}
+			c.peek = c.peekFD
 		}
 	}
 	return c
@@ -473,7 +474,7 @@ func (c *h1Conn) alive() bool {
 	if err := c.raw.Read(c.peek); err != nil {
 		return false
 	}
-	return errors.Is(c.peekErr, syscall.EAGAIN) // nil: the server closed (0) or sent bytes unasked
+	return wouldBlock(c.peekErr) // nil: the server closed (0) or sent bytes unasked
 }
 
 func (c *h1Conn) close() { _ = c.nc.Close() }

@@ -125,7 +125,7 @@ func TestH1ServerClosedIdle(t *testing.T) {
 		if code, body, _ := post(t, tr, srv.URL, "x"); code != 200 || body != "ok" {
 			t.Fatalf("request %d: %d %q", i, code, body)
 		}
-		time.Sleep(100 * time.Millisecond) // the server closes the connection meanwhile
+		waitIdleClosed(t, tr, srv.URL) // the server closes the idle connection
 	}
 	if n := cc.n.Load(); n != 5 {
 		t.Errorf("%d connections, want 5 (one per request after each idle close)", n)
@@ -137,7 +137,7 @@ func TestH1ServerClosedIdle(t *testing.T) {
 			t.Fatalf("request %d: %d %q", i, code, body)
 		}
 		srv2.CloseClientConnections() // RST or FIN, whichever the server's close gives
-		time.Sleep(20 * time.Millisecond)
+		waitIdleClosed(t, tr, srv2.URL)
 	}
 	if n := cc2.n.Load(); n != 3 {
 		t.Errorf("%d connections, want 3", n)
@@ -394,7 +394,7 @@ func TestH1OverTLS(t *testing.T) {
 	// The server closes the idle connection (a close_notify and a FIN):
 	// the next request sees it gone and dials again.
 	srv.CloseClientConnections()
-	time.Sleep(50 * time.Millisecond)
+	waitIdleClosed(t, tr, srv.URL)
 	if code, body, _ := post(t, tr, srv.URL+"/v1/x", "again"); code != 200 || !strings.HasSuffix(body, " again") {
 		t.Fatalf("after the server closed: %d %q", code, body)
 	}
@@ -468,10 +468,17 @@ func TestH1TLSHandshakeFailures(t *testing.T) {
 // Idle connections are closed after the idle timeout, and the pool keeps at
 // most maxIdlePerHost.
 func TestH1IdlePruneAndCap(t *testing.T) {
-	var active atomic.Int64
+	var active, arrived atomic.Int64
+	all := make(chan struct{}) // the 8 requests are in: 8 connections
 	cc := &connCounter{}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(20 * time.Millisecond)
+		if arrived.Add(1) == 8 {
+			close(all)
+		}
+		select {
+		case <-all:
+		case <-r.Context().Done():
+		}
 	}))
 	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
 		cc.hook(c, s)
@@ -502,6 +509,31 @@ func TestH1IdlePruneAndCap(t *testing.T) {
 	if n := cc.n.Load(); n != 9 {
 		t.Errorf("%d connections, want 9", n)
 	}
+}
+
+// waitIdleClosed waits until the liveness peek sees every idle connection
+// of tr to url's host closed by the server.
+func waitIdleClosed(t *testing.T, tr *Transport, url string) {
+	t.Helper()
+	pools, host := &tr.pools, strings.TrimPrefix(url, "http://")
+	if h, ok := strings.CutPrefix(url, "https://"); ok {
+		pools, host = &tr.tlsPools, h
+	}
+	waitFor(t, func() bool {
+		v, ok := pools.Load(host)
+		if !ok {
+			return true
+		}
+		p := v.(*h1Pool)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, c := range p.idle {
+			if c.alive() {
+				return false
+			}
+		}
+		return true
+	}, "the idle connections seen closed")
 }
 
 func waitFor(t *testing.T, cond func() bool, what string) {
@@ -543,7 +575,7 @@ func TestH1Concurrent(t *testing.T) {
 }
 
 // A server that answers (413) before reading a large body and closes: its
-// answer is relayed, not lost to the write's broken pipe. (From a review.)
+// answer is relayed, not lost to the write's broken pipe.
 func TestH1EarlyAnswerBeforeBodyRead(t *testing.T) {
 	srv, _ := h1Server(t, func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "too large", http.StatusRequestEntityTooLarge)
@@ -576,14 +608,15 @@ func TestH1CloseDuringRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan any)
+	done, reading := make(chan any), make(chan struct{})
 	go func() {
 		defer func() { done <- recover() }()
+		close(reading)
 		if _, err := resp.Body.Read(make([]byte, 10)); err == nil {
 			t.Error("read of a closed body: no error")
 		}
 	}()
-	time.Sleep(50 * time.Millisecond)
+	<-reading // the Read is starting, or blocked: the Close may come before it, or during it
 	resp.Body.Close()
 	if p := <-done; p != nil {
 		t.Fatalf("Read panicked after a concurrent Close: %v", p)
@@ -699,7 +732,6 @@ func TestH1TLSExtraRecordNotReused(t *testing.T) {
 		}
 	})
 	for _, path := range []string{"/extra", "/plain", "/plain"} {
-		time.Sleep(20 * time.Millisecond)
 		if code, body, _ := post(t, tr, url+path, "x"); code != 200 || body != "ok" {
 			t.Fatalf("%s: %d %q; want 200 \"ok\"", path, code, body)
 		}
@@ -710,6 +742,8 @@ func TestH1TLSExtraRecordNotReused(t *testing.T) {
 // (in the same segment) and closes the socket later: the connection is
 // not reused, so the next request does not fail on it.
 func TestH1TLSCloseNotifyWithAnswer(t *testing.T) {
+	testDone := make(chan struct{})
+	t.Cleanup(func() { close(testDone) })
 	url, tr := rawTLSServer(t, func(c net.Conn, hc *holdConn, tc *tls.Conn) {
 		defer c.Close()
 		req, err := http.ReadRequest(bufio.NewReader(tc))
@@ -721,10 +755,9 @@ func TestH1TLSCloseNotifyWithAnswer(t *testing.T) {
 		_, _ = tc.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
 		_ = tc.CloseWrite() // close_notify
 		hc.flush()
-		time.Sleep(2 * time.Second) // the FIN comes much later
+		<-testDone // the FIN comes much later: when the test is over
 	})
 	for i := range 3 {
-		time.Sleep(20 * time.Millisecond)
 		if code, body, _ := post(t, tr, url+"/v1/x", "x"); code != 200 || body != "ok" {
 			t.Fatalf("request %d: %d %q", i, code, body)
 		}

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -82,7 +81,6 @@ type Record struct {
 	deadlineBinds bool
 	dep           *raftstore.Deployment // the deployment that answered
 	committed     bool
-	streamDone    bool // an OpenAI-wire stream's [DONE] (or a Responses stream's last event) arrived
 	// span is the request's server span, nil without a tracer; tw notes
 	// what the answer says, nil unless the span records (see tracing.go).
 	span trace.Span
@@ -368,31 +366,8 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 	// Only names of existing routes become the record's model, so metrics
 	// labels cannot be blown up by made-up model names.
 	rec.Model = route.Name
-	if limits := budgetsOf(st, key); len(limits) > 0 && h.cfg.Budgets != nil {
-		if msg := checkBudgetLimits(&req, rec.Endpoint); msg != "" {
-			fail(apiError{http.StatusBadRequest, typeInvalidRequest, "invalid_output_limit", "", msg})
-			return
-		}
-		estimate, priced := h.estimate(st, route, body, &req, rec.Endpoint)
-		if !priced && !allowUnpriced(limits) {
-			fail(errUnpriced(req.Model))
-			return
-		}
-		res, err := h.cfg.Budgets.Reserve(r.Context(), limits, estimate, rec.Start)
-		if err != nil {
-			var ex *budget.Exceeded
-			rec.traceEvent("tollgate.budget_refused", attribute.String("error", err.Error()))
-			if errors.As(err, &ex) {
-				if ex.ResetAt > 0 {
-					w.Header().Set("Retry-After", strconv.FormatInt(max(ex.ResetAt-time.Now().Unix(), 1), 10))
-				}
-				fail(errBudgetExceeded(ex, estimate))
-			} else {
-				fail(apiError{http.StatusServiceUnavailable, typeServer, "budget_unavailable", "", "The budget could not be checked: " + err.Error()})
-			}
-			return
-		}
-		rec.Reservation = res
+	if !h.reserveBudget(w, r, rec, st, key, route, body, &req) {
+		return
 	}
 	if h.cfg.Limiter != nil {
 		var buf [2]ratelimit.Check
@@ -544,19 +519,10 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, s
 			// and this route only when they fail too.
 			deferred = rt
 			rec.traceEvent("tollgate.route_cooling", attribute.String("tollgate.route", rt.Name))
-			for _, name := range rt.Fallbacks {
-				if fr := st.Resolve(name); fr != nil && !slices.Contains(routes, fr) {
-					routes = append(routes, fr)
-				}
-			}
-			routes = append(routes, rt)
+			routes = append(appendFallbacks(routes, st, rt.Fallbacks), rt)
 			continue
 		}
-		attempts := int(h.cfg.MaxAttempts)
-		if rt.MaxAttempts > 0 {
-			attempts = int(rt.MaxAttempts)
-		}
-		attempts = max(attempts, len(deps))
+		attempts := h.attemptsOn(rt, len(deps))
 		// A deployment in cooldown is tried once at most, never retried.
 		var noRetry [8]bool
 		for i := healthy; i < min(len(deps), 8); i++ {
@@ -592,7 +558,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, s
 			}
 			last = f
 			if f.cools {
-				h.health.failed(d, time.Now().UnixNano(), retryAfterOf(f.retryAfter))
+				h.health.Failed(d, time.Now().UnixNano(), retryAfterOf(f.retryAfter))
 			}
 			if !f.retryable() || f.final {
 				h.failWith(w, rec, f)
@@ -611,11 +577,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, s
 		} else if rt == deferred {
 			next = nil // its fallbacks were tried already
 		}
-		for _, name := range next {
-			if fr := st.Resolve(name); fr != nil && !slices.Contains(routes, fr) {
-				routes = append(routes, fr)
-			}
-		}
+		routes = appendFallbacks(routes, st, next)
 	}
 	if last == nil {
 		last = failureOf(apiError{http.StatusServiceUnavailable, typeServer, "no_deployment", "",
@@ -739,9 +701,9 @@ func (h *Handler) try(w http.ResponseWriter, r *http.Request, rec *Record, rt *r
 			translate.KindAuth)
 	}
 	if tracks(rt) {
-		hh := h.health.of(d)
-		hh.inFlight.Add(1)
-		defer hh.inFlight.Add(-1)
+		hh := h.health.Of(d)
+		hh.InFlight.Add(1)
+		defer hh.InFlight.Add(-1)
 	}
 	var f *failure
 	switch {
@@ -760,7 +722,7 @@ func (h *Handler) try(w http.ResponseWriter, r *http.Request, rec *Record, rt *r
 		f = h.tryTranslated(w, r, rec, rt, d, x)
 	}
 	if f == nil && rec.Status < 400 {
-		h.health.succeeded(d, rec.UpstreamLatency, tracks(rt))
+		h.health.Succeeded(d, rec.UpstreamLatency, tracks(rt))
 	}
 	return f
 }

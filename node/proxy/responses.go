@@ -72,7 +72,7 @@ func (h *Handler) attemptResponses(w http.ResponseWriter, r *http.Request, rec *
 		// Nothing was added to the request, so nothing is hidden from the
 		// client: its events go through as the upstream wrote them.
 		req.IncludeUsage = true
-		return h.stream(w, r, rec, resp, &req, d, timer, timedOut)
+		return h.stream(w, r, rec, resp, &req, d, attemptClock{timer, timedOut}, responsesEnd)
 	}
 	return h.buffered(w, r, rec, resp, d, timedOut, timeout)
 }

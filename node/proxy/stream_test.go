@@ -551,7 +551,7 @@ func TestTranslatedChunkNotHeldBehindPing(t *testing.T) {
 
 // An Anthropic event followed, in the same read, by a keep-alive comment
 // (no event to relay) reaches the client before the upstream sends more:
-// a comment-only block is not "the next event". (From a review.)
+// a comment-only block is not "the next event".
 func TestAnthropicEventNotHeldBehindComment(t *testing.T) {
 	t.Parallel()
 	gate := make(chan struct{})
@@ -587,4 +587,97 @@ func TestAnthropicEventNotHeldBehindComment(t *testing.T) {
 		t.Fatalf("first line %q, %v", line, err)
 	}
 	close(gate) // only now may the upstream go on
+}
+
+// An Anthropic event whose data spans several data lines reaches the
+// client with each line still a data field: the pass-through used to
+// write the joined data after one "data: ", so that every line but the
+// first lost its field name and the client read a different event.
+func TestAnthropicStreamKeepsMultiLineData(t *testing.T) {
+	up := "event: message_start\ndata: {\"type\":\"message_start\",\n" +
+		"data: \"message\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n" +
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":2}}\n\n" +
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	d := &pb.Deployment{Id: uniq("anthropic"), Provider: routing.ProviderAnthropic, BaseUrl: "http://upstream.invalid/v1", UpstreamModel: "claude-mock"}
+	route := newRoute(t, "amultiline", d)
+	_, secret := newKey(t, route)
+	relayCanned(t, up, "/v1/messages",
+		`{"model":"`+route+`","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"Hi"}]}`, "X-Api-Key", secret)
+}
+
+// A keep-alive comment is not the first token: the first-token timeout
+// still fails over to the next deployment.
+func TestFirstTokenTimeoutIsNotMetByAKeepAliveComment(t *testing.T) {
+	t.Parallel()
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, ": PROCESSING\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // the gateway gives up on it
+	}))
+	t.Cleanup(slow.Close)
+	_, url := startMock(t, mock.Options{})
+	d1 := dep(uniq("slow"), slow.URL, "m")
+	d1.FirstTokenTimeoutMs = 200
+	d2 := dep(uniq("fast"), url, "ok")
+	d2.Priority = 1
+	route := newRoute(t, "ftt", d1, d2)
+	_, secret := newKey(t, route)
+	// Without the first-token timeout, only the attempt's timeout (an
+	// hour) would end the wait on the silent deployment.
+	g := startGateway(t, proxy.Config{UpstreamTimeout: time.Hour})
+	r := g.post(t, "/v1/chat/completions", secret, chatBody(route, `"stream":true`))
+	if r.status != 200 || r.header.Get("X-Tollgate-Deployment") != d2.Id {
+		t.Errorf("status %d from %s; want the fast deployment", r.status, r.header.Get("X-Tollgate-Deployment"))
+	}
+	if rec := g.rec.of(t, r); rec.Attempts != 2 {
+		t.Errorf("%d attempts, want 2", rec.Attempts)
+	}
+}
+
+// A translated stream that is empty fails over; one cut off before its
+// finish reason is aborted rather than ended as if complete.
+func TestTranslatedStreamEmptyFailsOverAndCutOffIsAborted(t *testing.T) {
+	t.Parallel()
+	empty := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+	}))
+	t.Cleanup(empty.Close)
+	cut := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, `data: {"id":"x","choices":[{"index":0,"delta":{"role":"assistant","content":"The answer is"}}]}`+"\n\n")
+	}))
+	t.Cleanup(cut.Close)
+	_, url := startMock(t, mock.Options{})
+	good := dep(uniq("good"), url, "ok")
+	good.Priority = 1
+	route := newRoute(t, "es", dep(uniq("empty"), empty.URL, "m"), good)
+	_, secret := newKey(t)
+	g := startGateway(t, proxy.Config{})
+	body := func(model string) string {
+		return `{"model":"` + model + `","max_tokens":20,"stream":true,"messages":[{"role":"user","content":"ping"}]}`
+	}
+	r := g.do(t, http.MethodPost, "/v1/messages", "", body(route), "X-Api-Key", secret)
+	if r.status != 200 || r.header.Get("X-Tollgate-Deployment") != good.Id || !strings.Contains(string(r.body), "message_stop") {
+		t.Errorf("empty stream: %d from %s: %s", r.status, r.header.Get("X-Tollgate-Deployment"), r.body)
+	}
+	cutRoute := newRoute(t, "cut", dep(uniq("cut"), cut.URL, "m"))
+	req, _ := http.NewRequest(http.MethodPost, g.URL+"/v1/messages", strings.NewReader(body(cutRoute)))
+	req.Header.Set("X-Api-Key", secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, rerr := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if rerr == nil || strings.Contains(string(b), "message_stop") {
+		t.Errorf("a cut-off stream ended cleanly (read error %v): %s", rerr, b)
+	}
+	if rec := g.rec.wait(t, resp.Header.Get("X-Request-Id")); rec.Status != http.StatusBadGateway {
+		t.Errorf("cut-off stream recorded as %d, want 502", rec.Status)
+	}
 }

@@ -183,8 +183,7 @@ func (h *Handler) tryTraced(w http.ResponseWriter, r *http.Request, rec *Record,
 // coolingNow reports whether d is in its cooldown (without claiming a
 // probe, as healthTable.cooling would).
 func (h *Handler) coolingNow(d *raftstore.Deployment) bool {
-	hh := h.health.peek(d)
-	return hh != nil && hh.fails.Load() > 0 && time.Now().UnixNano() < hh.coolUntil.Load()
+	return h.health.Peek(d).CoolingAt(time.Now().UnixNano())
 }
 
 // setStatus marks a span failed for a status the gateway or upstream

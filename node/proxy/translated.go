@@ -3,7 +3,6 @@ package proxy
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -75,42 +74,22 @@ func targetOf(d *raftstore.Deployment, requested string) *translate.Target {
 		Credential: d.Credential, Options: d.Options}
 }
 
+// translation is how one attempt translates: the client's and the
+// provider's formats, the canonical request, and the tool names shortened
+// for the provider (nil: none).
+type translation struct {
+	prov  translate.Provider
+	in    translate.Inbound
+	creq  *translate.ChatRequest
+	names map[string]string
+}
+
 // tryTranslated serves a request whose client format differs from the
 // deployment's wire format, through the canonical chat form.
 func (h *Handler) tryTranslated(w http.ResponseWriter, r *http.Request, rec *Record, rt *raftstore.Route, d *raftstore.Deployment, x *exchange) *failure {
-	in := inboundOf(rec.Endpoint)
-	creq, err := x.canonical(rec.Endpoint)
-	if err != nil {
-		return &failure{kind: translate.KindInvalidRequest, err: asError(err)}
-	}
-	if rec.Endpoint == routing.EndpointResponses {
-		in = translate.ResponsesInboundFor(creq) // echoes the request's settings
-		h.noteDroppedTools(w, rec, creq)
-	}
-	if rec.Reservation != nil && creq.OutputLimit() <= 0 {
-		// The budget reservation assumed OutputCap (see estimate).
-		limit := h.cfg.OutputCap
-		creq.MaxTokens = &limit
-	}
-	prov := providerOf(d.Provider)
-	t := targetOf(d, x.req.Model)
-	if d.Provider == routing.ProviderDemo {
-		t.BaseURL = demoBaseURL
-	}
-	// Tool names over 64 bytes (Anthropic allows them; the others do not)
-	// go upstream shortened and come back as the client's.
-	sreq, names := creq, map[string]string(nil)
-	if d.Provider != routing.ProviderAnthropic {
-		sreq, names = translate.ShortenToolNames(creq)
-	}
-	hreq, err := prov.NewRequest(sreq, t, creq.Stream)
-	if err != nil {
-		e := asError(err)
-		if e.Kind == translate.KindInvalidRequest {
-			// This provider cannot take the request; another may.
-			return &failure{kind: kindUnsupported, err: e}
-		}
-		return &failure{kind: translate.KindAuth, err: e, cools: true}
+	tr, hreq, f := h.translatedRequest(w, rec, d, x)
+	if f != nil {
+		return f
 	}
 	ctx, cancel, timer, timedOut, timeout := h.deadline(r, rec, d)
 	defer cancel()
@@ -120,40 +99,110 @@ func (h *Handler) tryTranslated(w http.ResponseWriter, r *http.Request, rec *Rec
 	if d.Provider == routing.ProviderDemo {
 		transport = demoTransport{}
 	}
+	resp, f := h.send(r, rec, d, transport, hreq, tr.prov, timedOut, timeout)
+	if f != nil || resp == nil {
+		return f
+	}
+	defer resp.Body.Close()
+	if tr.creq.Stream {
+		return h.streamTranslated(w, r, rec, resp, &tr, d, attemptClock{timer, timedOut})
+	}
+	return h.translatedAnswer(w, r, rec, resp, &tr, d, x)
+}
+
+// send sends an attempt's request. An error answer, parsed by prov, is
+// returned as a failure, and a nil response with a nil failure means the
+// client went away.
+func (h *Handler) send(r *http.Request, rec *Record, d *raftstore.Deployment, transport http.RoundTripper, hreq *http.Request,
+	prov translate.Provider, timedOut *atomic.Bool, timeout time.Duration) (*http.Response, *failure) {
 	sent := time.Now()
 	resp, err := transport.RoundTrip(hreq)
 	if err != nil {
-		return h.transportFailure(r, rec, d, err, timedOut.Load(), timeout)
+		return nil, h.transportFailure(r, rec, d, err, timedOut.Load(), timeout)
 	}
-	defer resp.Body.Close()
 	rec.UpstreamLatency = time.Since(sent)
 	if resp.StatusCode >= 300 {
 		data, _ := readAll(resp.Body, nil, maxErrorBytes)
+		resp.Body.Close()
 		f := upstreamFailure(prov.ParseError(resp.StatusCode, resp.Header, data))
 		f.retryAfter = resp.Header.Get("Retry-After")
+		return nil, f
+	}
+	return resp, nil
+}
+
+// readAnswer reads a whole answer. It returns false when that failed (f),
+// or the client went away (f nil).
+func (h *Handler) readAnswer(r *http.Request, rec *Record, resp *http.Response, d *raftstore.Deployment) ([]byte, *failure, bool) {
+	data, err := readAll(resp.Body, nil, maxResponseBytes)
+	if err == nil {
+		return data, nil, true
+	}
+	if r.Context().Err() != nil {
+		rec.Status = statusClientClosed
+		return nil, nil, false
+	}
+	return nil, errAnswerBroke(d, err), false
+}
+
+// translatedRequest decodes the client's request and builds the
+// provider's.
+func (h *Handler) translatedRequest(w http.ResponseWriter, rec *Record, d *raftstore.Deployment, x *exchange) (translation, *http.Request, *failure) {
+	tr := translation{in: inboundOf(rec.Endpoint), prov: providerOf(d.Provider)}
+	creq, err := x.canonical(rec.Endpoint)
+	if err != nil {
+		return tr, nil, &failure{kind: translate.KindInvalidRequest, err: asError(err)}
+	}
+	tr.creq = creq
+	if rec.Endpoint == routing.EndpointResponses {
+		tr.in = translate.ResponsesInboundFor(creq) // echoes the request's settings
+		h.noteDroppedTools(w, rec, creq)
+	}
+	if rec.Reservation != nil && creq.OutputLimit() <= 0 {
+		// The budget reservation assumed OutputCap (see estimate).
+		limit := h.cfg.OutputCap
+		creq.MaxTokens = &limit
+	}
+	t := targetOf(d, x.req.Model)
+	if d.Provider == routing.ProviderDemo {
+		t.BaseURL = demoBaseURL
+	}
+	// Tool names over 64 bytes (Anthropic allows them; the others do not)
+	// go upstream shortened and come back as the client's.
+	sreq := creq
+	if d.Provider != routing.ProviderAnthropic {
+		sreq, tr.names = translate.ShortenToolNames(creq)
+	}
+	hreq, err := tr.prov.NewRequest(sreq, t, creq.Stream)
+	if err != nil {
+		e := asError(err)
+		if e.Kind == translate.KindInvalidRequest {
+			// This provider cannot take the request; another may.
+			return tr, nil, &failure{kind: kindUnsupported, err: e}
+		}
+		return tr, nil, &failure{kind: translate.KindAuth, err: e, cools: true}
+	}
+	return tr, hreq, nil
+}
+
+// translatedAnswer relays a whole (non-streaming) answer in the client's
+// format.
+func (h *Handler) translatedAnswer(w http.ResponseWriter, r *http.Request, rec *Record, resp *http.Response,
+	tr *translation, d *raftstore.Deployment, x *exchange) *failure {
+	data, f, ok := h.readAnswer(r, rec, resp, d)
+	if !ok {
 		return f
 	}
-	if creq.Stream {
-		return h.streamTranslated(w, r, rec, resp, prov, in, creq, d, timer, timedOut, names)
-	}
-	data, err := readAll(resp.Body, nil, maxResponseBytes)
-	if err != nil {
-		if r.Context().Err() != nil {
-			rec.Status = statusClientClosed
-			return nil
-		}
-		return errAnswerBroke(d, err)
-	}
-	cresp, err := prov.ParseResponse(data, x.req.Model)
+	cresp, err := tr.prov.ParseResponse(data, x.req.Model)
 	if err != nil {
 		return upstreamFailure(asBadResponse(err, d))
 	}
-	if names != nil {
+	if tr.names != nil {
 		for i := range cresp.Choices {
-			translate.RestoreToolNames(cresp.Choices[i].Message.ToolCalls, names)
+			translate.RestoreToolNames(cresp.Choices[i].Message.ToolCalls, tr.names)
 		}
 	}
-	out, err := in.EncodeResponse(cresp)
+	out, err := tr.in.EncodeResponse(cresp)
 	if err != nil {
 		return upstreamFailure(asBadResponse(err, d))
 	}
@@ -164,150 +213,102 @@ func (h *Handler) tryTranslated(w http.ResponseWriter, r *http.Request, rec *Rec
 }
 
 // streamTranslated relays an upstream stream as the client format's
-// events. Nothing is written until the first chunk decodes, so a stream
-// that fails or stays silent past the first-token timeout may be retried.
+// events.
 func (h *Handler) streamTranslated(w http.ResponseWriter, r *http.Request, rec *Record, resp *http.Response,
-	prov translate.Provider, in translate.Inbound, creq *translate.ChatRequest, d *raftstore.Deployment,
-	timer *time.Timer, timedOut *atomic.Bool, names map[string]string) *failure {
-	if t := firstTokenTimeout(rec, d); t > 0 {
-		timer.Reset(t)
+	tr *translation, d *raftstore.Deployment, clk attemptClock) *failure {
+	s := &translatedStream{}
+	s.io.init(resp.Body, w)
+	br := readerPool.Get().(*bufio.Reader)
+	br.Reset(&s.io.fr)
+	defer func() {
+		br.Reset(nil)
+		readerPool.Put(br)
+	}()
+	c := &s.codec
+	c.dec, c.names, c.d = tr.prov.NewStreamDecoder(br, rec.Model), tr.names, d
+	c.enc = tr.in.NewStreamEncoder(&s.io.cw, rec.Model)
+	translate.SetIncludeUsage(c.enc, wantsUsage(tr.creq))
+	return h.relay(w, r, rec, d, clk, upstreamStream{io: &s.io, codec: c, contentType: contentTypeEventStream, status: http.StatusOK})
+}
+
+// translatedStream holds what a translated stream needs.
+type translatedStream struct {
+	io    streamIO
+	codec translatedCodec
+}
+
+// translatedCodec is the streamCodec of a translated stream: the
+// provider's decoder reads canonical chunks, the client format's encoder
+// writes them. The stream ended properly once a finish reason arrived.
+type translatedCodec struct {
+	dec      translate.StreamDecoder
+	enc      translate.StreamEncoder
+	names    map[string]string // tool names to restore (nil: none)
+	d        *raftstore.Deployment
+	c        *translate.Chunk
+	pending  error // the error that came with the current chunk
+	begun    bool
+	usage    *translate.Usage
+	finished bool // a finish reason arrived: the answer is whole
+}
+
+func (t *translatedCodec) next() error {
+	if t.pending != nil {
+		err := t.pending
+		t.pending, t.c = nil, nil
+		return err
 	}
-	// The decoder reads the upstream through a buffer, and the buffer reads
-	// through fr: what the client was written is flushed right before the
-	// gateway waits on the upstream, not after every chunk. Chunks that
-	// arrived together leave in one write, and none waits unflushed.
-	fr := &flushReader{r: resp.Body}
-	dec := prov.NewStreamDecoder(bufio.NewReaderSize(fr, streamReadBuffer), rec.Model)
-	first, err := dec.Next()
-	if err != nil && !errors.Is(err, io.EOF) {
-		if r.Context().Err() != nil {
-			rec.Status = statusClientClosed
-			return nil
-		}
-		if timedOut.Load() {
-			return h.errNoFirstToken(rec, d)
-		}
-		var te *translate.Error
-		if errors.As(err, &te) {
-			return upstreamFailure(te)
-		}
-		return errEndedEarly(d, err)
-	}
-	if first == nil { // a 200 with an empty stream: nothing was answered
-		return errEndedEarly(d, io.ErrUnexpectedEOF)
-	}
-	if !started(timer, timedOut) {
-		return h.errNoFirstToken(rec, d)
-	}
-	startStream(w, rec, d, contentTypeEventStream, http.StatusOK)
-	fr.fl, _ = w.(http.Flusher)
-	flush := fr.flush
-	cw := &clientWriter{w: w, fr: fr}
-	enc := in.NewStreamEncoder(cw, rec.Model)
-	translate.SetIncludeUsage(enc, wantsUsage(creq))
-	var usage *translate.Usage
-	finished := false // a finish reason arrived: the answer is whole
-	c := first
 	for {
-		if c != nil {
-			if c.Usage != nil {
-				usage = c.Usage
-				rec.Usage = usageOf(c.Usage)
-			}
-			for i, ch := range c.Choices {
-				if ch.FinishReason != nil {
-					finished = true
-				}
-				if names != nil {
-					translate.RestoreToolNames(c.Choices[i].Delta.ToolCalls, names)
-				}
-			}
-			if werr := enc.WriteChunk(c); werr != nil || cw.err != nil {
-				rec.Status = statusClientClosed
-				return nil
-			}
-		}
-		if err != nil {
-			break
-		}
-		c, err = dec.Next()
-	}
-	if errors.Is(err, io.EOF) && !finished {
-		// The stream ended without saying why the answer stopped: it was
-		// cut off, and must not look complete to the client.
-		err = translate.BadResponse(d.Provider, "the stream ended before the answer was finished")
-	}
-	if !errors.Is(err, io.EOF) {
-		if r.Context().Err() != nil {
-			rec.Status = statusClientClosed
+		c, err := t.dec.Next()
+		switch {
+		case !t.begun && err != nil && !errors.Is(err, io.EOF):
+			return err
+		case !t.begun && c == nil && err == nil:
+			return io.ErrUnexpectedEOF // a 200 with an empty stream: nothing was answered
+		case c != nil:
+			t.begun = true
+			t.c, t.pending = c, err
 			return nil
+		case err != nil:
+			return err
 		}
-		rec.Status = http.StatusBadGateway
-		h.log.Warn("upstream stream broke", "request", rec.RequestID, "deployment", rec.Deployment, "err", err)
-		h.commit(rec)
-		var te *translate.Error
-		if !errors.As(err, &te) {
-			te = asBadResponse(err, d)
-		}
-		_ = enc.Fail(te)
-		flush()
-		panic(http.ErrAbortHandler)
 	}
-	h.commit(rec) // before the stream's last events reach the client
-	_ = enc.Close(usage)
-	flush()
-	return nil
+}
+
+func (*translatedCodec) refusal() *translate.Error { return nil }
+
+func (t *translatedCodec) scan(rec *Record) bool {
+	if t.c.Usage != nil {
+		t.usage = t.c.Usage
+		rec.Usage = usageOf(t.c.Usage)
+	}
+	for i, ch := range t.c.Choices {
+		if ch.FinishReason != nil {
+			t.finished = true
+		}
+		if t.names != nil {
+			translate.RestoreToolNames(t.c.Choices[i].Delta.ToolCalls, t.names)
+		}
+	}
+	return false
+}
+
+func (t *translatedCodec) write(io.Writer) error { return t.enc.WriteChunk(t.c) }
+func (t *translatedCodec) whole() bool           { return t.finished }
+func (t *translatedCodec) close(io.Writer) error { return t.enc.Close(t.usage) }
+
+func (t *translatedCodec) fail(_ io.Writer, err error) {
+	var te *translate.Error
+	if !errors.As(err, &te) {
+		te = asBadResponse(err, t.d)
+	}
+	_ = t.enc.Fail(te)
 }
 
 // wantsUsage reports whether an OpenAI-format client asked for the usage
 // chunk.
 func wantsUsage(creq *translate.ChatRequest) bool {
 	return creq.StreamOptions != nil && creq.StreamOptions.IncludeUsage
-}
-
-// clientWriter remembers the first error writing to the client.
-type clientWriter struct {
-	w   io.Writer
-	fr  *flushReader // told that there is something to flush
-	err error
-}
-
-func (c *clientWriter) Write(p []byte) (int, error) {
-	if c.err != nil {
-		return 0, c.err
-	}
-	n, err := c.w.Write(p)
-	c.err = err
-	if n > 0 && c.fr != nil {
-		c.fr.dirty = true
-	}
-	return n, err
-}
-
-// streamReadBuffer is the buffer a translated stream's decoder reads the
-// upstream through.
-const streamReadBuffer = 16 << 10
-
-// flushReader reads the upstream body of a translated stream. Its Read is
-// called only when the buffer above it is empty, that is when the gateway
-// is about to wait on the upstream: it flushes the client first if
-// anything was written since the last flush.
-type flushReader struct {
-	r     io.Reader
-	fl    http.Flusher // nil until the stream has started
-	dirty bool
-}
-
-func (f *flushReader) Read(p []byte) (int, error) {
-	f.flush()
-	return f.r.Read(p)
-}
-
-func (f *flushReader) flush() {
-	if f.dirty && f.fl != nil {
-		f.fl.Flush()
-		f.dirty = false
-	}
 }
 
 func usageOf(u *translate.Usage) routing.Usage {
@@ -336,175 +337,6 @@ func asBadResponse(err error, d *raftstore.Deployment) *translate.Error {
 	return translate.BadResponse(d.Provider, "%v", err)
 }
 
-// --- Anthropic clients of Anthropic deployments: native pass-through ------
-
-// attemptAnthropic passes a Messages request through to an Anthropic
-// deployment with only the model renamed, so that everything Anthropic
-// offers (thinking, cache control, documents) reaches it, and reads the
-// usage from the answer on the way back.
-func (h *Handler) attemptAnthropic(w http.ResponseWriter, r *http.Request, rec *Record, d *raftstore.Deployment, x *exchange) *failure {
-	ctx, cancel, timer, timedOut, timeout := h.deadline(r, rec, d)
-	defer cancel()
-	defer timer.Stop()
-	out := routing.RewriteRequest(nil, x.body, &x.req, upstreamModel(d, x.req.Model), false)
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, d.BaseURL+"/messages", bytes.NewReader(out))
-	if err != nil {
-		return failureOf(apiError{http.StatusBadGateway, typeUpstream, "bad_upstream_url", "", err.Error()}, translate.KindAuth)
-	}
-	hreq.Header["Content-Type"] = contentTypeJSON
-	if d.Credential != "" {
-		hreq.Header["X-Api-Key"] = []string{d.Credential}
-	}
-	version := r.Header.Get("Anthropic-Version")
-	if version == "" {
-		version = "2023-06-01"
-	}
-	hreq.Header["Anthropic-Version"] = []string{version}
-	if b := r.Header.Values("Anthropic-Beta"); len(b) > 0 {
-		hreq.Header["Anthropic-Beta"] = b
-	}
-	sent := time.Now()
-	resp, err := h.transport.RoundTrip(hreq)
-	if err != nil {
-		return h.transportFailure(r, rec, d, err, timedOut.Load(), timeout)
-	}
-	defer resp.Body.Close()
-	rec.UpstreamLatency = time.Since(sent)
-	if resp.StatusCode >= 300 {
-		data, _ := readAll(resp.Body, nil, maxErrorBytes)
-		f := upstreamFailure(translate.Anthropic.ParseError(resp.StatusCode, resp.Header, data))
-		f.retryAfter = resp.Header.Get("Retry-After")
-		return f
-	}
-	if !isEventStream(resp.Header.Get("Content-Type")) {
-		data, err := readAll(resp.Body, nil, maxResponseBytes)
-		if err != nil {
-			if r.Context().Err() != nil {
-				rec.Status = statusClientClosed
-				return nil
-			}
-			return errAnswerBroke(d, err)
-		}
-		var body struct {
-			Usage *anthropicUsage `json:"usage"`
-		}
-		if !validAnswer(data) || json.Unmarshal(data, &body) != nil {
-			return errBadAnswer(d, data)
-		}
-		if body.Usage != nil {
-			rec.Usage = body.Usage.usage()
-		}
-		rec.Status = http.StatusOK
-		h.answer(w, rec, d, contentTypeJSON, http.StatusOK, data)
-		return nil
-	}
-	// A stream: relay it event by event, reading usage from message_start
-	// and message_delta, and record before message_stop goes out.
-	if t := firstTokenTimeout(rec, d); t > 0 {
-		timer.Reset(t)
-	}
-	sse := translate.NewSSEReader(resp.Body)
-	var u anthropicUsage
-	begun, stopped := false, false
-	fl, _ := w.(http.Flusher)
-	var buf []byte
-	for {
-		ev, err := sse.Next()
-		if err != nil {
-			if !begun {
-				if r.Context().Err() != nil {
-					rec.Status = statusClientClosed
-					return nil
-				}
-				if timedOut.Load() {
-					return h.errNoFirstToken(rec, d)
-				}
-				return errEndedEarly(d, err)
-			}
-			if errors.Is(err, io.EOF) && stopped {
-				h.commit(rec)
-				return nil
-			}
-			if r.Context().Err() != nil {
-				rec.Status = statusClientClosed
-				return nil
-			}
-			rec.Status = http.StatusBadGateway
-			h.commit(rec)
-			panic(http.ErrAbortHandler)
-		}
-		if !begun {
-			if ev.Event == "error" {
-				return upstreamFailure(translate.AnthropicEventError(ev.Data))
-			}
-			begun = true
-			if !started(timer, timedOut) {
-				return h.errNoFirstToken(rec, d)
-			}
-			startStream(w, rec, d, contentTypeEventStream, http.StatusOK)
-		}
-		switch ev.Event {
-		case "message_start":
-			var m struct {
-				Message struct {
-					Usage anthropicUsage `json:"usage"`
-				} `json:"message"`
-			}
-			if json.Unmarshal(ev.Data, &m) == nil {
-				u = m.Message.Usage
-				rec.Usage = u.usage()
-			}
-		case "message_delta":
-			var m struct {
-				Usage anthropicUsage `json:"usage"`
-			}
-			if json.Unmarshal(ev.Data, &m) == nil {
-				// message_delta's counts are cumulative; the input and
-				// cache counts may be absent (older API versions).
-				u.OutputTokens = m.Usage.OutputTokens
-				if m.Usage.InputTokens > 0 {
-					u.InputTokens = m.Usage.InputTokens
-				}
-				if m.Usage.CacheReadInputTokens > 0 {
-					u.CacheReadInputTokens = m.Usage.CacheReadInputTokens
-				}
-				if m.Usage.CacheCreationInputTokens > 0 {
-					u.CacheCreationInputTokens = m.Usage.CacheCreationInputTokens
-				}
-				rec.Usage = u.usage()
-			}
-		case "message_stop":
-			stopped = true
-			h.commit(rec)
-		}
-		buf = buf[:0]
-		if ev.Event != "" {
-			buf = append(append(append(buf, "event: "...), ev.Event...), '\n')
-		}
-		buf = append(append(append(buf, "data: "...), ev.Data...), "\n\n"...)
-		if _, err := w.Write(buf); err != nil {
-			rec.Status = statusClientClosed
-			return nil
-		}
-		if fl != nil && !sse.EventBuffered() { // else: one write with the next
-			fl.Flush()
-		}
-	}
-}
-
-type anthropicUsage struct {
-	InputTokens              int64 `json:"input_tokens"`
-	OutputTokens             int64 `json:"output_tokens"`
-	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
-	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-}
-
-func (a anthropicUsage) usage() routing.Usage {
-	p := a.InputTokens + a.CacheReadInputTokens + a.CacheCreationInputTokens
-	return routing.Usage{PromptTokens: p, CompletionTokens: a.OutputTokens, TotalTokens: p + a.OutputTokens,
-		CachedTokens: a.CacheReadInputTokens, CacheWriteTokens: a.CacheCreationInputTokens, Present: true}
-}
-
 // --- embeddings on Gemini ----------------------------------------------------
 
 func (h *Handler) attemptGeminiEmbeddings(w http.ResponseWriter, r *http.Request, rec *Record, d *raftstore.Deployment, x *exchange) *failure {
@@ -517,25 +349,14 @@ func (h *Handler) attemptGeminiEmbeddings(w http.ResponseWriter, r *http.Request
 	ctx, cancel, timer, timedOut, timeout := h.deadline(r, rec, d)
 	defer cancel()
 	defer timer.Stop()
-	sent := time.Now()
-	resp, err := h.transport.RoundTrip(hreq.WithContext(ctx))
-	if err != nil {
-		return h.transportFailure(r, rec, d, err, timedOut.Load(), timeout)
-	}
-	defer resp.Body.Close()
-	rec.UpstreamLatency = time.Since(sent)
-	data, rerr := readAll(resp.Body, nil, maxResponseBytes)
-	if resp.StatusCode >= 300 {
-		f := upstreamFailure(translate.Gemini.ParseError(resp.StatusCode, resp.Header, data))
-		f.retryAfter = resp.Header.Get("Retry-After")
+	resp, f := h.send(r, rec, d, h.transport, hreq.WithContext(ctx), translate.Gemini, timedOut, timeout)
+	if f != nil || resp == nil {
 		return f
 	}
-	if rerr != nil {
-		if r.Context().Err() != nil {
-			rec.Status = statusClientClosed
-			return nil
-		}
-		return errAnswerBroke(d, rerr)
+	defer resp.Body.Close()
+	data, f, ok := h.readAnswer(r, rec, resp, d)
+	if !ok {
+		return f
 	}
 	out, u, err := translate.GeminiEmbeddingsResponseAs(data, x.req.Model, inputs, int64(len(x.body)/4), translate.EmbeddingsBase64(x.body))
 	if err != nil {

@@ -1,0 +1,194 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+
+	"github.com/tollgate/tollgate/raftstore"
+	"github.com/tollgate/tollgate/routing"
+	"github.com/tollgate/tollgate/routing/translate"
+)
+
+// --- Anthropic clients of Anthropic deployments: native pass-through ------
+
+// attemptAnthropic passes a Messages request through to an Anthropic
+// deployment with only the model renamed, so that everything Anthropic
+// offers (thinking, cache control, documents) reaches it, and reads the
+// usage from the answer on the way back.
+func (h *Handler) attemptAnthropic(w http.ResponseWriter, r *http.Request, rec *Record, d *raftstore.Deployment, x *exchange) *failure {
+	ctx, cancel, timer, timedOut, timeout := h.deadline(r, rec, d)
+	defer cancel()
+	defer timer.Stop()
+	out := routing.RewriteRequest(nil, x.body, &x.req, upstreamModel(d, x.req.Model), false)
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, d.BaseURL+"/messages", bytes.NewReader(out))
+	if err != nil {
+		return failureOf(apiError{http.StatusBadGateway, typeUpstream, "bad_upstream_url", "", err.Error()}, translate.KindAuth)
+	}
+	setAnthropicHeaders(hreq.Header, r.Header, d)
+	resp, f := h.send(r, rec, d, h.transport, hreq, translate.Anthropic, timedOut, timeout)
+	if f != nil || resp == nil {
+		return f
+	}
+	defer resp.Body.Close()
+	if !isEventStream(resp.Header.Get("Content-Type")) {
+		return h.anthropicAnswer(w, r, rec, resp, d)
+	}
+	s := &anthropicStream{}
+	s.io.init(resp.Body, w)
+	s.codec.sse = translate.NewSSEReader(&s.io.fr)
+	return h.relay(w, r, rec, d, attemptClock{timer, timedOut}, upstreamStream{io: &s.io, codec: &s.codec,
+		contentType: contentTypeEventStream, status: http.StatusOK})
+}
+
+// setAnthropicHeaders sets the headers of a request to Anthropic: the
+// deployment's key, and the client's API version and betas.
+func setAnthropicHeaders(hdr, client http.Header, d *raftstore.Deployment) {
+	hdr["Content-Type"] = contentTypeJSON
+	if d.Credential != "" {
+		hdr["X-Api-Key"] = []string{d.Credential}
+	}
+	version := client.Get("Anthropic-Version")
+	if version == "" {
+		version = "2023-06-01"
+	}
+	hdr["Anthropic-Version"] = []string{version}
+	if b := client.Values("Anthropic-Beta"); len(b) > 0 {
+		hdr["Anthropic-Beta"] = b
+	}
+}
+
+// anthropicAnswer relays a whole (non-streaming) Anthropic answer.
+func (h *Handler) anthropicAnswer(w http.ResponseWriter, r *http.Request, rec *Record, resp *http.Response, d *raftstore.Deployment) *failure {
+	data, f, ok := h.readAnswer(r, rec, resp, d)
+	if !ok {
+		return f
+	}
+	var body struct {
+		Usage *anthropicUsage `json:"usage"`
+	}
+	if !validAnswer(data) || json.Unmarshal(data, &body) != nil {
+		return errBadAnswer(d, data)
+	}
+	if body.Usage != nil {
+		rec.Usage = body.Usage.usage()
+	}
+	rec.Status = http.StatusOK
+	h.answer(w, rec, d, contentTypeJSON, http.StatusOK, data)
+	return nil
+}
+
+// anthropicStream holds what an Anthropic pass-through stream needs.
+type anthropicStream struct {
+	io    streamIO
+	codec anthropicCodec
+}
+
+// anthropicCodec is the streamCodec of the Anthropic pass-through: it
+// relays the upstream's events as they are (comments left out), reads the
+// usage from message_start and message_delta, and the stream ends
+// properly with message_stop.
+type anthropicCodec struct {
+	sse     *translate.SSEReader
+	ev      *translate.SSEEvent
+	u       anthropicUsage
+	buf     []byte
+	stopped bool
+}
+
+func (c *anthropicCodec) next() error {
+	ev, err := c.sse.Next()
+	c.ev = ev
+	return err
+}
+
+func (c *anthropicCodec) refusal() *translate.Error {
+	if c.ev.Event == "error" {
+		return translate.AnthropicEventError(c.ev.Data)
+	}
+	return nil
+}
+
+func (c *anthropicCodec) scan(rec *Record) bool {
+	switch c.ev.Event {
+	case "message_start":
+		var m struct {
+			Message struct {
+				Usage anthropicUsage `json:"usage"`
+			} `json:"message"`
+		}
+		if json.Unmarshal(c.ev.Data, &m) == nil {
+			c.u = m.Message.Usage
+			rec.Usage = c.u.usage()
+		}
+	case "message_delta":
+		var m struct {
+			Usage anthropicUsage `json:"usage"`
+		}
+		if json.Unmarshal(c.ev.Data, &m) == nil {
+			c.u.merge(m.Usage)
+			rec.Usage = c.u.usage()
+		}
+	case "message_stop":
+		c.stopped = true
+		return true
+	}
+	return false
+}
+
+// write writes the event as the upstream sent it: its name, and each of
+// its data lines as a data field of its own.
+func (c *anthropicCodec) write(w io.Writer) error {
+	b := c.buf[:0]
+	if c.ev.Event != "" {
+		b = append(append(append(b, "event: "...), c.ev.Event...), '\n')
+	}
+	data := c.ev.Data
+	for {
+		line, rest, more := bytes.Cut(data, newline)
+		b = append(append(append(b, "data: "...), line...), '\n')
+		if !more {
+			break
+		}
+		data = rest
+	}
+	b = append(b, '\n')
+	c.buf = b
+	_, err := w.Write(b)
+	return err
+}
+
+var newline = []byte{'\n'}
+
+func (c *anthropicCodec) whole() bool         { return c.stopped }
+func (*anthropicCodec) close(io.Writer) error { return nil }
+func (*anthropicCodec) fail(io.Writer, error) {}
+
+type anthropicUsage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+}
+
+// merge takes in a message_delta's usage: its counts are cumulative; the
+// input and cache counts may be absent (older API versions).
+func (a *anthropicUsage) merge(m anthropicUsage) {
+	a.OutputTokens = m.OutputTokens
+	if m.InputTokens > 0 {
+		a.InputTokens = m.InputTokens
+	}
+	if m.CacheReadInputTokens > 0 {
+		a.CacheReadInputTokens = m.CacheReadInputTokens
+	}
+	if m.CacheCreationInputTokens > 0 {
+		a.CacheCreationInputTokens = m.CacheCreationInputTokens
+	}
+}
+
+func (a anthropicUsage) usage() routing.Usage {
+	p := a.InputTokens + a.CacheReadInputTokens + a.CacheCreationInputTokens
+	return routing.Usage{PromptTokens: p, CompletionTokens: a.OutputTokens, TotalTokens: p + a.OutputTokens,
+		CachedTokens: a.CacheReadInputTokens, CacheWriteTokens: a.CacheCreationInputTokens, Present: true}
+}
