@@ -30,6 +30,7 @@ import (
 	"github.com/tollgate/tollgate/ledger"
 	"github.com/tollgate/tollgate/node/admin"
 	"github.com/tollgate/tollgate/node/budget"
+	mcpgw "github.com/tollgate/tollgate/node/mcp"
 	"github.com/tollgate/tollgate/node/proxy"
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 	"github.com/tollgate/tollgate/raftstore"
@@ -187,6 +188,7 @@ type Node struct {
 	peers            peers
 	reach            reachCache // whether this node reaches a majority of the voters, recently
 	metrics          *clusterMetrics
+	mcp              *mcpgw.Gateway // MCP gateway (mcp_wiring.go)
 }
 
 // New opens the node's data dir and Raft store and binds its listeners; Run
@@ -348,6 +350,7 @@ func New(cfg Config) (*Node, error) {
 	adm.Register(n.grpcSrv)
 	pb.RegisterClusterServiceServer(n.grpcSrv, &clusterAPI{n: n})
 	pb.RegisterSpendServiceServer(n.grpcSrv, &spendAPI{n: n})
+	n.mountMCP(mux, adm)
 	ok = true
 	return n, nil
 }
@@ -521,6 +524,7 @@ func (n *Node) Run(ctx context.Context) error {
 	go n.runRateStateSaves(mctx)
 	go n.releaseMemory(mctx, 5*time.Second, 32<<20) // RSS back within ~5 s of a burst (e2e/memory_test.go)
 	go n.metrics.watchLeader(mctx, 250*time.Millisecond)
+	go n.mcp.Run(mctx)
 	if n.tls != nil {
 		go n.watchTLS(mctx)
 	}
@@ -664,6 +668,7 @@ func (n *Node) Close() {
 		n.grpcSrv.Stop()
 		n.gossip.shutdown()
 		n.peers.close()
+		n.mcp.Close()
 		n.closeRateState()
 		if err := n.ledger.Close(); err != nil {
 			n.log.Warn("ledger close", "err", err)

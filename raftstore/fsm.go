@@ -140,6 +140,12 @@ func applyCommand(cur *State, cmd *pb.Command) (*State, applyResult) {
 		next, val, err = importKeys(cur, op.ImportKeys, ts)
 	case *pb.Command_SetClusterSecret:
 		next, err = setClusterSecret(cur, op.SetClusterSecret)
+	case *pb.Command_PutMcpServer:
+		next, val, err = putMcpServer(cur, op.PutMcpServer, ts)
+	case *pb.Command_DeleteMcpServer:
+		next, err = deleteMcpServer(cur, op.DeleteMcpServer.GetName())
+	case *pb.Command_SetMcpTools:
+		next, val, err = setMcpTools(cur, op.SetMcpTools, ts)
 	default:
 		err = fmt.Errorf("unknown command %T: %w", op, ErrInvalid)
 	}

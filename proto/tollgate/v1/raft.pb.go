@@ -120,6 +120,9 @@ type Command struct {
 	//	*Command_GrantLeases
 	//	*Command_SetClusterSecret
 	//	*Command_ImportKeys
+	//	*Command_PutMcpServer
+	//	*Command_DeleteMcpServer
+	//	*Command_SetMcpTools
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -390,6 +393,33 @@ func (x *Command) GetImportKeys() *ImportKeysCommand {
 	return nil
 }
 
+func (x *Command) GetPutMcpServer() *PutMcpServerCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_PutMcpServer); ok {
+			return x.PutMcpServer
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDeleteMcpServer() *DeleteMcpServerCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_DeleteMcpServer); ok {
+			return x.DeleteMcpServer
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSetMcpTools() *SetMcpToolsCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_SetMcpTools); ok {
+			return x.SetMcpTools
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -486,6 +516,18 @@ type Command_ImportKeys struct {
 	ImportKeys *ImportKeysCommand `protobuf:"bytes,14,opt,name=import_keys,json=importKeys,proto3,oneof"`
 }
 
+type Command_PutMcpServer struct {
+	PutMcpServer *PutMcpServerCommand `protobuf:"bytes,100,opt,name=put_mcp_server,json=putMcpServer,proto3,oneof"`
+}
+
+type Command_DeleteMcpServer struct {
+	DeleteMcpServer *DeleteMcpServerCommand `protobuf:"bytes,101,opt,name=delete_mcp_server,json=deleteMcpServer,proto3,oneof"`
+}
+
+type Command_SetMcpTools struct {
+	SetMcpTools *SetMcpToolsCommand `protobuf:"bytes,102,opt,name=set_mcp_tools,json=setMcpTools,proto3,oneof"`
+}
+
 func (*Command_CreateKey) isCommand_Op() {}
 
 func (*Command_UpdateKey) isCommand_Op() {}
@@ -531,6 +573,12 @@ func (*Command_GrantLeases) isCommand_Op() {}
 func (*Command_SetClusterSecret) isCommand_Op() {}
 
 func (*Command_ImportKeys) isCommand_Op() {}
+
+func (*Command_PutMcpServer) isCommand_Op() {}
+
+func (*Command_DeleteMcpServer) isCommand_Op() {}
+
+func (*Command_SetMcpTools) isCommand_Op() {}
 
 // StoredKey is a key as the state machine keeps it.
 type StoredKey struct {
@@ -1954,7 +2002,9 @@ type Snapshot struct {
 	AppliedRequests []*AppliedRequest `protobuf:"bytes,11,rep,name=applied_requests,json=appliedRequests,proto3" json:"applied_requests,omitempty"`
 	// Daily spend rollups (hour_unix holds the day's start), folded from
 	// hourly rollups older than the hourly retention.
-	DailyRollups  []*SpendRollup `protobuf:"bytes,12,rep,name=daily_rollups,json=dailyRollups,proto3" json:"daily_rollups,omitempty"`
+	DailyRollups []*SpendRollup `protobuf:"bytes,12,rep,name=daily_rollups,json=dailyRollups,proto3" json:"daily_rollups,omitempty"`
+	// Upstream MCP servers.
+	McpServers    []*McpServer `protobuf:"bytes,15,rep,name=mcp_servers,json=mcpServers,proto3" json:"mcp_servers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2069,6 +2119,13 @@ func (x *Snapshot) GetAppliedRequests() []*AppliedRequest {
 func (x *Snapshot) GetDailyRollups() []*SpendRollup {
 	if x != nil {
 		return x.DailyRollups
+	}
+	return nil
+}
+
+func (x *Snapshot) GetMcpServers() []*McpServer {
+	if x != nil {
+		return x.McpServers
 	}
 	return nil
 }
@@ -2374,7 +2431,7 @@ var File_tollgate_v1_raft_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\n" +
-	"\x16tollgate/v1/raft.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17tollgate/v1/admin.proto\x1a\x1btollgate/v1/resources.proto\x1a\x17tollgate/v1/spend.proto\"\xde\r\n" +
+	"\x16tollgate/v1/raft.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17tollgate/v1/admin.proto\x1a\x15tollgate/v1/mcp.proto\x1a\x1btollgate/v1/resources.proto\x1a\x17tollgate/v1/spend.proto\"\xc2\x0f\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"unix_nanos\x18\x01 \x01(\x03R\tunixNanos\x12\x1d\n" +
@@ -2413,7 +2470,10 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\fgrant_leases\x18J \x01(\v2\x1f.tollgate.v1.GrantLeasesCommandH\x00R\vgrantLeases\x12T\n" +
 	"\x12set_cluster_secret\x18P \x01(\v2$.tollgate.v1.SetClusterSecretCommandH\x00R\x10setClusterSecret\x12A\n" +
 	"\vimport_keys\x18\x0e \x01(\v2\x1e.tollgate.v1.ImportKeysCommandH\x00R\n" +
-	"importKeysB\x04\n" +
+	"importKeys\x12H\n" +
+	"\x0eput_mcp_server\x18d \x01(\v2 .tollgate.v1.PutMcpServerCommandH\x00R\fputMcpServer\x12Q\n" +
+	"\x11delete_mcp_server\x18e \x01(\v2#.tollgate.v1.DeleteMcpServerCommandH\x00R\x0fdeleteMcpServer\x12E\n" +
+	"\rset_mcp_tools\x18f \x01(\v2\x1f.tollgate.v1.SetMcpToolsCommandH\x00R\vsetMcpToolsB\x04\n" +
 	"\x02op\"P\n" +
 	"\tStoredKey\x12\"\n" +
 	"\x03key\x18\x01 \x01(\v2\x10.tollgate.v1.KeyR\x03key\x12\x1f\n" +
@@ -2502,7 +2562,7 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\"N\n" +
 	"\x17SetClusterSecretCommand\x12\x16\n" +
 	"\x06secret\x18\x01 \x01(\tR\x06secret\x12\x1b\n" +
-	"\treseal_of\x18\x02 \x01(\tR\bresealOf\"\xec\x04\n" +
+	"\treseal_of\x18\x02 \x01(\tR\bresealOf\"\xa5\x05\n" +
 	"\bSnapshot\x12*\n" +
 	"\x04keys\x18\x01 \x03(\v2\x16.tollgate.v1.StoredKeyR\x04keys\x12/\n" +
 	"\x06routes\x18\x02 \x03(\v2\x17.tollgate.v1.ModelRouteR\x06routes\x12?\n" +
@@ -2516,7 +2576,9 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\x0ecluster_secret\x18\n" +
 	" \x01(\tR\rclusterSecret\x12F\n" +
 	"\x10applied_requests\x18\v \x03(\v2\x1b.tollgate.v1.AppliedRequestR\x0fappliedRequests\x12=\n" +
-	"\rdaily_rollups\x18\f \x03(\v2\x18.tollgate.v1.SpendRollupR\fdailyRollups\"\xe7\x01\n" +
+	"\rdaily_rollups\x18\f \x03(\v2\x18.tollgate.v1.SpendRollupR\fdailyRollups\x127\n" +
+	"\vmcp_servers\x18\x0f \x03(\v2\x16.tollgate.v1.McpServerR\n" +
+	"mcpServers\"\xe7\x01\n" +
 	"\x0eAppliedRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -2596,17 +2658,21 @@ var file_tollgate_v1_raft_proto_goTypes = []any{
 	(*ImportKeysCommand)(nil),       // 33: tollgate.v1.ImportKeysCommand
 	(*ImportKeysResult)(nil),        // 34: tollgate.v1.ImportKeysResult
 	nil,                             // 35: tollgate.v1.BudgetPeriod.LeasesEntry
-	(*Key)(nil),                     // 36: tollgate.v1.Key
-	(*timestamppb.Timestamp)(nil),   // 37: google.protobuf.Timestamp
-	(*UpdateKeyRequest)(nil),        // 38: tollgate.v1.UpdateKeyRequest
-	(*Deployment)(nil),              // 39: tollgate.v1.Deployment
-	(*UpdateDeploymentRequest)(nil), // 40: tollgate.v1.UpdateDeploymentRequest
-	(*Team)(nil),                    // 41: tollgate.v1.Team
-	(*UpdateTeamRequest)(nil),       // 42: tollgate.v1.UpdateTeamRequest
-	(*SpendRollup)(nil),             // 43: tollgate.v1.SpendRollup
-	(*BudgetUse)(nil),               // 44: tollgate.v1.BudgetUse
-	(*ModelRoute)(nil),              // 45: tollgate.v1.ModelRoute
-	(*RouteOptions)(nil),            // 46: tollgate.v1.RouteOptions
+	(*PutMcpServerCommand)(nil),     // 36: tollgate.v1.PutMcpServerCommand
+	(*DeleteMcpServerCommand)(nil),  // 37: tollgate.v1.DeleteMcpServerCommand
+	(*SetMcpToolsCommand)(nil),      // 38: tollgate.v1.SetMcpToolsCommand
+	(*Key)(nil),                     // 39: tollgate.v1.Key
+	(*timestamppb.Timestamp)(nil),   // 40: google.protobuf.Timestamp
+	(*UpdateKeyRequest)(nil),        // 41: tollgate.v1.UpdateKeyRequest
+	(*Deployment)(nil),              // 42: tollgate.v1.Deployment
+	(*UpdateDeploymentRequest)(nil), // 43: tollgate.v1.UpdateDeploymentRequest
+	(*Team)(nil),                    // 44: tollgate.v1.Team
+	(*UpdateTeamRequest)(nil),       // 45: tollgate.v1.UpdateTeamRequest
+	(*SpendRollup)(nil),             // 46: tollgate.v1.SpendRollup
+	(*BudgetUse)(nil),               // 47: tollgate.v1.BudgetUse
+	(*ModelRoute)(nil),              // 48: tollgate.v1.ModelRoute
+	(*McpServer)(nil),               // 49: tollgate.v1.McpServer
+	(*RouteOptions)(nil),            // 50: tollgate.v1.RouteOptions
 }
 var file_tollgate_v1_raft_proto_depIdxs = []int32{
 	4,  // 0: tollgate.v1.Command.create_key:type_name -> tollgate.v1.CreateKeyCommand
@@ -2632,38 +2698,42 @@ var file_tollgate_v1_raft_proto_depIdxs = []int32{
 	21, // 20: tollgate.v1.Command.grant_leases:type_name -> tollgate.v1.GrantLeasesCommand
 	28, // 21: tollgate.v1.Command.set_cluster_secret:type_name -> tollgate.v1.SetClusterSecretCommand
 	33, // 22: tollgate.v1.Command.import_keys:type_name -> tollgate.v1.ImportKeysCommand
-	36, // 23: tollgate.v1.StoredKey.key:type_name -> tollgate.v1.Key
-	37, // 24: tollgate.v1.StoredCredential.updated_at:type_name -> google.protobuf.Timestamp
-	2,  // 25: tollgate.v1.CreateKeyCommand.key:type_name -> tollgate.v1.StoredKey
-	38, // 26: tollgate.v1.UpdateKeyCommand.update:type_name -> tollgate.v1.UpdateKeyRequest
-	39, // 27: tollgate.v1.AddDeploymentCommand.deployment:type_name -> tollgate.v1.Deployment
-	40, // 28: tollgate.v1.UpdateDeploymentCommand.update:type_name -> tollgate.v1.UpdateDeploymentRequest
-	29, // 29: tollgate.v1.RestoreCommand.snapshot:type_name -> tollgate.v1.Snapshot
-	41, // 30: tollgate.v1.CreateTeamCommand.team:type_name -> tollgate.v1.Team
-	42, // 31: tollgate.v1.UpdateTeamCommand.update:type_name -> tollgate.v1.UpdateTeamRequest
-	43, // 32: tollgate.v1.SpendReportCommand.rollups:type_name -> tollgate.v1.SpendRollup
-	44, // 33: tollgate.v1.SpendReportCommand.budgets:type_name -> tollgate.v1.BudgetUse
-	20, // 34: tollgate.v1.GrantLeasesCommand.grants:type_name -> tollgate.v1.GrantLeaseCommand
-	23, // 35: tollgate.v1.GrantLeasesResult.outcomes:type_name -> tollgate.v1.GrantLeaseOutcome
-	26, // 36: tollgate.v1.GrantLeaseOutcome.period:type_name -> tollgate.v1.BudgetPeriod
-	35, // 37: tollgate.v1.BudgetPeriod.leases:type_name -> tollgate.v1.BudgetPeriod.LeasesEntry
-	2,  // 38: tollgate.v1.Snapshot.keys:type_name -> tollgate.v1.StoredKey
-	45, // 39: tollgate.v1.Snapshot.routes:type_name -> tollgate.v1.ModelRoute
-	3,  // 40: tollgate.v1.Snapshot.credentials:type_name -> tollgate.v1.StoredCredential
-	41, // 41: tollgate.v1.Snapshot.teams:type_name -> tollgate.v1.Team
-	43, // 42: tollgate.v1.Snapshot.rollups:type_name -> tollgate.v1.SpendRollup
-	26, // 43: tollgate.v1.Snapshot.budget_periods:type_name -> tollgate.v1.BudgetPeriod
-	27, // 44: tollgate.v1.Snapshot.node_seqs:type_name -> tollgate.v1.NodeSeq
-	30, // 45: tollgate.v1.Snapshot.applied_requests:type_name -> tollgate.v1.AppliedRequest
-	43, // 46: tollgate.v1.Snapshot.daily_rollups:type_name -> tollgate.v1.SpendRollup
-	0,  // 47: tollgate.v1.AppliedRequest.error_kind:type_name -> tollgate.v1.ErrorKind
-	46, // 48: tollgate.v1.SetRouteOptionsCommand.options:type_name -> tollgate.v1.RouteOptions
-	2,  // 49: tollgate.v1.ImportKeysCommand.keys:type_name -> tollgate.v1.StoredKey
-	50, // [50:50] is the sub-list for method output_type
-	50, // [50:50] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	36, // 23: tollgate.v1.Command.put_mcp_server:type_name -> tollgate.v1.PutMcpServerCommand
+	37, // 24: tollgate.v1.Command.delete_mcp_server:type_name -> tollgate.v1.DeleteMcpServerCommand
+	38, // 25: tollgate.v1.Command.set_mcp_tools:type_name -> tollgate.v1.SetMcpToolsCommand
+	39, // 26: tollgate.v1.StoredKey.key:type_name -> tollgate.v1.Key
+	40, // 27: tollgate.v1.StoredCredential.updated_at:type_name -> google.protobuf.Timestamp
+	2,  // 28: tollgate.v1.CreateKeyCommand.key:type_name -> tollgate.v1.StoredKey
+	41, // 29: tollgate.v1.UpdateKeyCommand.update:type_name -> tollgate.v1.UpdateKeyRequest
+	42, // 30: tollgate.v1.AddDeploymentCommand.deployment:type_name -> tollgate.v1.Deployment
+	43, // 31: tollgate.v1.UpdateDeploymentCommand.update:type_name -> tollgate.v1.UpdateDeploymentRequest
+	29, // 32: tollgate.v1.RestoreCommand.snapshot:type_name -> tollgate.v1.Snapshot
+	44, // 33: tollgate.v1.CreateTeamCommand.team:type_name -> tollgate.v1.Team
+	45, // 34: tollgate.v1.UpdateTeamCommand.update:type_name -> tollgate.v1.UpdateTeamRequest
+	46, // 35: tollgate.v1.SpendReportCommand.rollups:type_name -> tollgate.v1.SpendRollup
+	47, // 36: tollgate.v1.SpendReportCommand.budgets:type_name -> tollgate.v1.BudgetUse
+	20, // 37: tollgate.v1.GrantLeasesCommand.grants:type_name -> tollgate.v1.GrantLeaseCommand
+	23, // 38: tollgate.v1.GrantLeasesResult.outcomes:type_name -> tollgate.v1.GrantLeaseOutcome
+	26, // 39: tollgate.v1.GrantLeaseOutcome.period:type_name -> tollgate.v1.BudgetPeriod
+	35, // 40: tollgate.v1.BudgetPeriod.leases:type_name -> tollgate.v1.BudgetPeriod.LeasesEntry
+	2,  // 41: tollgate.v1.Snapshot.keys:type_name -> tollgate.v1.StoredKey
+	48, // 42: tollgate.v1.Snapshot.routes:type_name -> tollgate.v1.ModelRoute
+	3,  // 43: tollgate.v1.Snapshot.credentials:type_name -> tollgate.v1.StoredCredential
+	44, // 44: tollgate.v1.Snapshot.teams:type_name -> tollgate.v1.Team
+	46, // 45: tollgate.v1.Snapshot.rollups:type_name -> tollgate.v1.SpendRollup
+	26, // 46: tollgate.v1.Snapshot.budget_periods:type_name -> tollgate.v1.BudgetPeriod
+	27, // 47: tollgate.v1.Snapshot.node_seqs:type_name -> tollgate.v1.NodeSeq
+	30, // 48: tollgate.v1.Snapshot.applied_requests:type_name -> tollgate.v1.AppliedRequest
+	46, // 49: tollgate.v1.Snapshot.daily_rollups:type_name -> tollgate.v1.SpendRollup
+	49, // 50: tollgate.v1.Snapshot.mcp_servers:type_name -> tollgate.v1.McpServer
+	0,  // 51: tollgate.v1.AppliedRequest.error_kind:type_name -> tollgate.v1.ErrorKind
+	50, // 52: tollgate.v1.SetRouteOptionsCommand.options:type_name -> tollgate.v1.RouteOptions
+	2,  // 53: tollgate.v1.ImportKeysCommand.keys:type_name -> tollgate.v1.StoredKey
+	54, // [54:54] is the sub-list for method output_type
+	54, // [54:54] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_raft_proto_init() }
@@ -2672,6 +2742,7 @@ func file_tollgate_v1_raft_proto_init() {
 		return
 	}
 	file_tollgate_v1_admin_proto_init()
+	file_tollgate_v1_mcp_proto_init()
 	file_tollgate_v1_resources_proto_init()
 	file_tollgate_v1_spend_proto_init()
 	file_tollgate_v1_raft_proto_msgTypes[0].OneofWrappers = []any{
@@ -2698,6 +2769,9 @@ func file_tollgate_v1_raft_proto_init() {
 		(*Command_GrantLeases)(nil),
 		(*Command_SetClusterSecret)(nil),
 		(*Command_ImportKeys)(nil),
+		(*Command_PutMcpServer)(nil),
+		(*Command_DeleteMcpServer)(nil),
+		(*Command_SetMcpTools)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

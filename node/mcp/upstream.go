@@ -1,0 +1,286 @@
+package mcp
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"sort"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+	"github.com/tollgate/tollgate/raftstore"
+)
+
+// Upstream states, as McpServerStatus reports them.
+const (
+	stateConnected  = "connected"
+	stateConnecting = "connecting"
+	stateCooling    = "cooling_down"
+)
+
+// maxToolPages bounds the pages of one upstream's tools/list.
+const maxToolPages = 50
+
+// upstream is this node's connection to one configured MCP server: one
+// client session shared by every call, its tools as last listed, and its
+// cooldown after a failure. A failed session is closed and reconnected
+// after the cooldown (doubling up to maxCooldown); for a stdio server
+// that restarts the process.
+type upstream struct {
+	g    *Gateway
+	name string
+	cfg  *pb.McpServer // the configuration it was built from
+
+	mu       sync.Mutex
+	sess     *sdk.ClientSession
+	state    string
+	tools    []*sdk.Tool // the upstream's own names
+	lastErr  string
+	retryAt  time.Time
+	failures int
+	dialing  bool
+	closed   bool
+}
+
+func newUpstream(g *Gateway, cfg *pb.McpServer) *upstream {
+	return &upstream{g: g, name: cfg.GetName(), cfg: cfg, state: stateConnecting}
+}
+
+// session returns the live session, or nil and why there is none.
+func (u *upstream) session() (*sdk.ClientSession, string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.sess != nil {
+		return u.sess, ""
+	}
+	if u.lastErr != "" {
+		return nil, u.lastErr
+	}
+	return nil, "not connected yet"
+}
+
+// snapshot returns the tools as last listed and whether the server is up.
+func (u *upstream) snapshot() ([]*sdk.Tool, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.tools, u.sess != nil
+}
+
+// due reports whether the upstream needs a connection attempt now, and
+// claims it.
+func (u *upstream) due(now time.Time) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed || u.sess != nil || u.dialing || now.Before(u.retryAt) {
+		return false
+	}
+	u.dialing = true
+	return true
+}
+
+// connect opens a session, lists the tools and watches the session.
+func (u *upstream) connect(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, u.g.cfg.ConnectTimeout)
+	defer cancel()
+	sess, err := u.g.dial(ctx, u.cfg, u)
+	var tools []*sdk.Tool
+	if err == nil {
+		if tools, err = listTools(ctx, sess); err != nil {
+			_ = sess.Close()
+		}
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.dialing = false
+	if err != nil {
+		u.coolLocked(fmt.Sprintf("connect: %v", err))
+		return
+	}
+	if u.closed {
+		_ = sess.Close()
+		return
+	}
+	u.sess, u.tools, u.state, u.failures, u.lastErr = sess, tools, stateConnected, 0, ""
+	go u.watch(sess)
+}
+
+// watch marks the upstream failed when its session ends (a stdio
+// server's process exited, the connection broke).
+func (u *upstream) watch(sess *sdk.ClientSession) {
+	err := sess.Wait()
+	msg := "session ended"
+	if err != nil {
+		msg = "session ended: " + err.Error()
+	}
+	u.fail(sess, msg)
+}
+
+// fail puts the upstream in cooldown if sess is still its session.
+func (u *upstream) fail(sess *sdk.ClientSession, why string) {
+	u.mu.Lock()
+	if u.sess != sess || sess == nil {
+		u.mu.Unlock()
+		return
+	}
+	u.sess = nil
+	u.coolLocked(why)
+	u.mu.Unlock()
+	_ = sess.Close()
+	u.g.log.Warn("mcp upstream failed; cooling down", "server", u.name, "err", why)
+}
+
+func (u *upstream) coolLocked(why string) {
+	u.failures++
+	d := u.g.cfg.Cooldown << min(u.failures-1, 16)
+	d = min(d, u.g.cfg.MaxCooldown)
+	u.state, u.lastErr, u.retryAt = stateCooling, why, u.g.now().Add(d)
+}
+
+// refresh lists the tools again (the upstream said they changed).
+func (u *upstream) refresh(ctx context.Context) {
+	sess, _ := u.session()
+	if sess == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, u.g.cfg.ConnectTimeout)
+	defer cancel()
+	tools, err := listTools(ctx, sess)
+	if err != nil {
+		u.fail(sess, "list tools: "+err.Error())
+		return
+	}
+	u.mu.Lock()
+	if u.sess == sess {
+		u.tools = tools
+	}
+	u.mu.Unlock()
+}
+
+func (u *upstream) close() {
+	u.mu.Lock()
+	sess := u.sess
+	u.sess, u.closed = nil, true
+	u.mu.Unlock()
+	if sess != nil {
+		_ = sess.Close()
+	}
+}
+
+func (u *upstream) status(node string) *pb.McpServerStatus {
+	tools, _ := u.snapshot()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	st := &pb.McpServerStatus{Node: node, State: u.state, LastError: u.lastErr}
+	for _, t := range tools {
+		st.Tools = append(st.Tools, t.Name)
+	}
+	if u.state == stateCooling {
+		st.RetryAt = timestamp(u.retryAt)
+	}
+	return st
+}
+
+func listTools(ctx context.Context, sess *sdk.ClientSession) ([]*sdk.Tool, error) {
+	var out []*sdk.Tool
+	params := &sdk.ListToolsParams{}
+	for range maxToolPages {
+		res, err := sess.ListTools(ctx, params)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res.Tools...)
+		if res.NextCursor == "" {
+			break
+		}
+		params = &sdk.ListToolsParams{Cursor: res.NextCursor}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// dial connects a client session to a configured server. Header and
+// environment values are opened here, on this node, and never leave it.
+func (g *Gateway) dial(ctx context.Context, cfg *pb.McpServer, u *upstream) (*sdk.ClientSession, error) {
+	st := g.cfg.State.State()
+	t, err := g.transport(st, cfg)
+	if err != nil {
+		return nil, err
+	}
+	client := sdk.NewClient(&sdk.Implementation{Name: "tollgate", Version: g.cfg.Version}, &sdk.ClientOptions{
+		ProgressNotificationHandler: g.progress.forward,
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
+			if u != nil {
+				go u.refresh(context.WithoutCancel(ctx))
+			}
+		},
+	})
+	return client.Connect(ctx, t, nil)
+}
+
+func (g *Gateway) transport(st *raftstore.State, cfg *pb.McpServer) (sdk.Transport, error) {
+	name := cfg.GetName()
+	switch cfg.GetTransport() {
+	case raftstore.McpTransportStdio:
+		cmd := exec.Command(cfg.GetCommand()[0], cfg.GetCommand()[1:]...)
+		cmd.Env = os.Environ()
+		for k, v := range cfg.GetEnv() {
+			val, err := st.OpenMcpSecret(name, "env", k, v)
+			if err != nil {
+				return nil, fmt.Errorf("environment variable %s: %w", k, err)
+			}
+			cmd.Env = append(cmd.Env, k+"="+val)
+		}
+		return &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil
+	case raftstore.McpTransportSSE:
+		hc, err := g.httpClient(st, cfg)
+		return &sdk.SSEClientTransport{Endpoint: cfg.GetUrl(), HTTPClient: hc}, err
+	default:
+		hc, err := g.httpClient(st, cfg)
+		return &sdk.StreamableClientTransport{Endpoint: cfg.GetUrl(), HTTPClient: hc, MaxRetries: 1}, err
+	}
+}
+
+// httpClient returns a client that adds the server's headers (and its
+// credential, as a bearer token) to every request.
+func (g *Gateway) httpClient(st *raftstore.State, cfg *pb.McpServer) (*http.Client, error) {
+	h := http.Header{}
+	for k, v := range cfg.GetHeaders() {
+		val, err := st.OpenMcpSecret(cfg.GetName(), "header", k, v)
+		if err != nil {
+			return nil, fmt.Errorf("header %s: %w", k, err)
+		}
+		h.Set(k, val)
+	}
+	if n := cfg.GetCredential(); n != "" {
+		c := st.Credential(n)
+		if c == nil {
+			return nil, fmt.Errorf("credential %q does not exist", n)
+		}
+		val, err := st.OpenCredential(c)
+		if err != nil {
+			return nil, fmt.Errorf("credential %q: %w", n, err)
+		}
+		h.Set("Authorization", "Bearer "+val)
+	}
+	return &http.Client{Transport: headerTransport{base: g.httpTransport, h: h}}, nil
+}
+
+type headerTransport struct {
+	base http.RoundTripper
+	h    http.Header
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(t.h) > 0 {
+		r = r.Clone(r.Context())
+		for k, v := range t.h {
+			r.Header[k] = v
+		}
+	}
+	return t.base.RoundTrip(r)
+}
