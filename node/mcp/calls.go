@@ -290,28 +290,52 @@ func budgetsOf(st *raftstore.State, key *raftstore.Key) []*raftstore.Limit {
 // progressRouter relays upstream progress notifications to the client
 // whose call they belong to. Each forwarded call gets a token of its own
 // upstream (clients' tokens may collide).
+//
+// The SDK hands a notification to its handler on a goroutine of its own
+// while the call's response, read after it, completes the call; so when a
+// call returns, its last notifications may still be on their way. done
+// waits for them: until no notification for the token has been relayed
+// for progressQuiet, at most progressDrain.
 type progressRouter struct {
 	mu   sync.Mutex
 	next uint64
-	m    map[string]progressTarget
+	m    map[string]*progressTarget
 }
+
+const (
+	progressQuiet = 2 * time.Millisecond
+	progressDrain = 100 * time.Millisecond
+)
 
 type progressTarget struct {
 	ctx   context.Context // the client's call, which the notification relates to
 	sess  *sdk.ServerSession
 	token any
+	last  time.Time // when a notification was last relayed
 }
 
 func (p *progressRouter) add(ctx context.Context, sess *sdk.ServerSession, token any) (string, func()) {
 	p.mu.Lock()
 	p.next++
 	up := "tollgate-" + strconv.FormatUint(p.next, 36)
-	p.m[up] = progressTarget{ctx: ctx, sess: sess, token: token}
+	p.m[up] = &progressTarget{ctx: ctx, sess: sess, token: token}
 	p.mu.Unlock()
-	return up, func() {
+	return up, func() { p.done(up) }
+}
+
+func (p *progressRouter) done(up string) {
+	start := time.Now()
+	for {
 		p.mu.Lock()
-		delete(p.m, up)
+		t := p.m[up]
+		quiet := time.Since(t.last) >= progressQuiet && time.Since(start) >= progressQuiet
+		if quiet || time.Since(start) >= progressDrain {
+			delete(p.m, up)
+			p.mu.Unlock()
+			return
+		}
 		p.mu.Unlock()
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -320,10 +344,16 @@ func (p *progressRouter) forward(_ context.Context, req *sdk.ProgressNotificatio
 	tok, _ := req.Params.ProgressToken.(string)
 	p.mu.Lock()
 	t, ok := p.m[tok]
+	if ok {
+		t.last = time.Now()
+	}
 	p.mu.Unlock()
 	if !ok {
 		return
 	}
 	_ = t.sess.NotifyProgress(t.ctx, &sdk.ProgressNotificationParams{ProgressToken: t.token,
 		Progress: req.Params.Progress, Total: req.Params.Total, Message: req.Params.Message})
+	p.mu.Lock()
+	t.last = time.Now()
+	p.mu.Unlock()
 }

@@ -128,7 +128,7 @@ func New(cfg Config) *Gateway {
 	if g.httpTransport == nil {
 		g.httpTransport = http.DefaultTransport.(*http.Transport).Clone()
 	}
-	g.progress.m = map[string]progressTarget{}
+	g.progress.m = map[string]*progressTarget{}
 	g.initHTTP()
 	return g
 }

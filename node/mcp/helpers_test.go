@@ -22,7 +22,7 @@ import (
 // MCP server (the Go SDK's, on 127.0.0.1), with the ledger records it
 // writes.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	store    *raftstore.Store
 	gw       *Gateway
 	url      string // the gateway's base URL
@@ -43,7 +43,7 @@ type testUpstream struct {
 
 var objectSchema = json.RawMessage(`{"type":"object"}`)
 
-func newTestUpstream(t *testing.T) *testUpstream {
+func newTestUpstream(t testing.TB) *testUpstream {
 	u := &testUpstream{cancelled: make(chan struct{}, 8), started: make(chan struct{}, 8)}
 	s := sdk.NewServer(&sdk.Implementation{Name: "up", Version: "1"}, nil)
 	s.AddTool(&sdk.Tool{Name: "echo", Description: "echoes", InputSchema: objectSchema},
@@ -70,7 +70,7 @@ func newTestUpstream(t *testing.T) *testUpstream {
 	return u
 }
 
-func openStore(t *testing.T) *raftstore.Store {
+func openStore(t testing.TB) *raftstore.Store {
 	t.Helper()
 	s, err := raftstore.Open(raftstore.Config{
 		Dir: t.TempDir(), NodeID: "n1", BindAddr: "127.0.0.1:0", Bootstrap: true, LogLevel: "error",
@@ -89,7 +89,7 @@ func openStore(t *testing.T) *raftstore.Store {
 	return s
 }
 
-func newEnv(t *testing.T, limiter Limiter) *env {
+func newEnv(t testing.TB, limiter Limiter) *env {
 	e := &env{t: t, store: openStore(t), upstream: newTestUpstream(t)}
 	e.gw = New(Config{State: e.store, Limiter: limiter, NodeID: "n1", Version: "test",
 		Cooldown: 50 * time.Millisecond, SyncInterval: 10 * time.Millisecond,
