@@ -38,11 +38,10 @@ func everythingJS(t *testing.T) (node, script string) {
 	return node, script
 }
 
-// startMCPNode starts server-everything over Streamable HTTP and a node
-// with it configured as "everything" and its stdio form as "evstdio", and
-// waits until the node is connected to both.
-func startMCPNode(t *testing.T) *gateway {
-	node, script := everythingJS(t)
+// startEverything starts server-everything over Streamable HTTP and
+// returns its endpoint, with the node binary and its script.
+func startEverything(t *testing.T) (url, node, script string) {
+	node, script = everythingJS(t)
 	addr := freePort(t)
 	_, port, _ := strings.Cut(addr, ":")
 	startProc(t, "server-everything", []string{"PORT=" + port}, node, script, "streamableHttp")
@@ -53,11 +52,25 @@ func startMCPNode(t *testing.T) *gateway {
 		}
 		return err == nil
 	})
+	return "http://" + addr + "/mcp", node, script
+}
+
+// startMCPNode starts server-everything and a node with it configured as
+// "everything" and its stdio form as "evstdio", and waits until the node
+// is connected to both.
+func startMCPNode(t *testing.T) *gateway {
+	url, node, script := startEverything(t)
 	g := startGateway(t, t.TempDir(), "t", "--no-seed")
-	g.ctl(t, "mcp", "add", "everything", "--url", "http://"+addr+"/mcp", "--header", "X-Upstream-Secret=never-shown-1234")
+	g.ctl(t, "mcp", "add", "everything", "--url", url, "--header", "X-Upstream-Secret=never-shown-1234")
 	g.ctl(t, "mcp", "add", "evstdio", "--stdio", node+" "+script+" stdio", "--tool-timeout", "30s")
-	for _, name := range []string{"everything", "evstdio"} {
-		waitFor(t, 60*time.Second, name+" connected", func() bool {
+	waitMCPConnected(t, g, "everything", "evstdio")
+	return g
+}
+
+func waitMCPConnected(t *testing.T, g *gateway, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		waitFor(t, 60*time.Second, name+" connected on "+g.http, func() bool {
 			var got struct {
 				Status struct{ State string } `json:"status"`
 			}
@@ -65,7 +78,6 @@ func startMCPNode(t *testing.T) *gateway {
 			return got.Status.State == "connected"
 		})
 	}
-	return g
 }
 
 // runMCPClient runs testdata/agents/mcp.mjs with the official TypeScript
@@ -196,16 +208,9 @@ func TestMCPWithGoClientAndRateLimit(t *testing.T) {
 	g := startMCPNode(t)
 	id, key := g.createKey(t, "--name", "limited", "--rpm", "3")
 	g.ctl(t, "mcp", "tools", "--key", id, "*")
-	c := sdk.NewClient(&sdk.Implementation{Name: "go-e2e", Version: "1"}, &sdk.ClientOptions{
-		ProgressNotificationHandler: func(context.Context, *sdk.ProgressNotificationClientRequest) {}})
-	hc := &http.Client{Transport: authTransport{key: key}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: "http://" + g.http + "/mcp", HTTPClient: hc}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cs.Close() }()
+	cs := goMCPClient(t, ctx, "http://"+g.http+"/mcp", key)
 	t.Logf("Go client protocol %s", cs.InitializeResult().ProtocolVersion)
 	lt, err := cs.ListTools(ctx, nil)
 	if err != nil || len(lt.Tools) < 10 {
@@ -230,6 +235,63 @@ func TestMCPWithGoClientAndRateLimit(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// goMCPClient connects the Go SDK's client to url with key.
+func goMCPClient(t *testing.T, ctx context.Context, url, key string) *sdk.ClientSession {
+	t.Helper()
+	c := sdk.NewClient(&sdk.Implementation{Name: "go-e2e", Version: "1"}, &sdk.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *sdk.ProgressNotificationClientRequest) {}})
+	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: authTransport{key: key}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// Three nodes behind HAProxy (round robin): the Go client's sessionless
+// protocol lets every request go to another node, and the key's rpm holds
+// across the cluster through gossip, not once per node.
+func TestMCPThreeNodesBehindBalancer(t *testing.T) {
+	url, _, _ := startEverything(t)
+	nodes, lb, _ := startCluster3(t, "t")
+	nodes[0].ctl(t, "mcp", "add", "everything", "--url", url)
+	for _, g := range nodes {
+		waitMCPConnected(t, g, "everything")
+	}
+	id, key := nodes[0].createKey(t, "--name", "cluster", "--rpm", "6")
+	nodes[0].ctl(t, "mcp", "tools", "--key", id, "everything__get-sum")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs := goMCPClient(t, ctx, "http://"+lb.addr+"/mcp", key)
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("protocol %s, want the sessionless 2026-07-28", v)
+	}
+	admitted, limited := 0, 0
+	for i := range 18 {
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "everything__get-sum", Arguments: map[string]any{"a": i, "b": 1}})
+		switch {
+		case err == nil && !res.IsError:
+			admitted++
+		case err != nil && strings.Contains(err.Error(), "Rate limit"):
+			limited++
+		default:
+			t.Fatalf("call %d: %v %v", i, res, err)
+		}
+		time.Sleep(150 * time.Millisecond) // gossip carries each node's use every ~100 ms
+	}
+	t.Logf("18 calls through the balancer at --rpm 6: %d admitted, %d rate-limited", admitted, limited)
+	if admitted < 5 || admitted > 8 {
+		t.Errorf("%d calls admitted at --rpm 6 over three nodes, want about 6 (not 18)", admitted)
+	}
+	nodesSeen := map[string]bool{}
+	for _, r := range mcpLogs(t, nodes[0], id) {
+		nodesSeen[r["node"].(string)] = true
+	}
+	if len(nodesSeen) != 3 {
+		t.Errorf("calls recorded on nodes %v, want all three", nodesSeen)
+	}
 }
 
 type authTransport struct{ key string }
