@@ -301,3 +301,44 @@ func (a authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r.Header.Set("Authorization", "Bearer "+a.key)
 	return http.DefaultTransport.RoundTrip(r)
 }
+
+// Claude Code uses a node's /mcp as an HTTP MCP server (claude mcp add
+// --transport http, the key in a header) while its model traffic goes
+// through the same node to the mock, which calls the first tool offered:
+// with the built-in tools off, the MCP tool. The call reaches
+// server-everything and lands in the ledger under the key.
+func TestMCPClaudeCode(t *testing.T) {
+	claude := agentBin(t, "claude")
+	url, _, _ := startEverything(t)
+	g, _, _ := startAgentsNode(t, "cc")
+	g.ctl(t, "mcp", "add", "everything", "--url", url)
+	waitMCPConnected(t, g, "everything")
+	id, key := g.createKey(t, "--name", "claude-mcp", "--models", "cc-*")
+	g.ctl(t, "mcp", "tools", "--key", id, "everything__echo")
+	home, work := t.TempDir(), t.TempDir()
+	env := agentEnv(home, "ANTHROPIC_BASE_URL=http://"+g.http, "ANTHROPIC_API_KEY="+key)
+	if out, errOut, err := runAgent(t, work, env, claude, "mcp", "add", "--transport", "http", "tollgate",
+		"http://"+g.http+"/mcp", "--header", "Authorization: Bearer "+key); err != nil {
+		t.Fatalf("claude mcp add: %v\n%s\n%s", err, out, errOut)
+	}
+	out, errOut, err := runAgent(t, work, env, claude, "-p", "Echo hello through the MCP tool.", "--model", "cc-anthropic",
+		"--output-format", "json", "--tools", "", "--allowedTools", "mcp__tollgate__everything__echo", "--max-turns", "3")
+	if err != nil {
+		t.Fatalf("claude -p: %v\nstdout: %s\nstderr: %s", err, out, errOut)
+	}
+	var res struct {
+		IsError bool   `json:"is_error"`
+		Result  string `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.IsError || !strings.Contains(res.Result, "Tool result received") {
+		t.Errorf("claude -p: want success after the MCP tool call, got %s (%v)\nstderr: %s", out, err, errOut)
+	}
+	waitFor(t, 20*time.Second, "Claude Code's tool call in the ledger", func() bool {
+		for _, r := range mcpLogs(t, g, id) {
+			if r["mcp_tool"] == "echo" && r["outcome"] == "ok" {
+				return true
+			}
+		}
+		return false
+	})
+}
