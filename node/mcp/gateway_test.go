@@ -14,6 +14,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tollgate/tollgate/node/budget"
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 )
 
@@ -219,5 +220,51 @@ func TestUnauthenticatedGetsProtectedResourceMetadata(t *testing.T) {
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("revoked key: %d", resp.StatusCode)
+	}
+}
+
+// A session another node created (or one this node dropped) is unknown
+// here: the client gets 404 and, per the specification, starts a new
+// session.
+func TestUnknownSessionIs404(t *testing.T) {
+	e := newEnv(t, nil)
+	secret := e.addKey("k1", []string{"*"}, nil)
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	req.Header.Set("Authorization", "Bearer "+secret)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set("Mcp-Session-Id", "session-of-a-node-that-died")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("unknown session: %d, want 404", resp.StatusCode)
+	}
+}
+
+func TestPricedCallsChargedToTheKeysBudget(t *testing.T) {
+	e := &env{t: t, store: openStore(t), upstream: newTestUpstream(t)}
+	budgets := budget.New(budget.Config{NodeID: "n1", State: e.store, ProposeResult: e.store.Apply, GrantWait: time.Second})
+	e.start(Config{Budgets: budgets})
+	e.apply(&pb.Command{Op: &pb.Command_PutMcpServer{PutMcpServer: &pb.PutMcpServerCommand{
+		Server: &pb.McpServer{Name: "up", Url: e.upstream.url, PricePerCallNanos: 6_000_000}}}})
+	e.waitState("up", stateConnected)
+	secret := e.addKey("k1", []string{"*"}, nil)
+	e.apply(&pb.Command{Op: &pb.Command_UpdateKey{UpdateKey: &pb.UpdateKeyCommand{Update: &pb.UpdateKeyRequest{Id: "k1",
+		Budget: &pb.Budget{LimitNanos: 10_000_000, Period: "total"}}}}})
+	cs := e.connect("/mcp", secret, "", nil)
+	if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "up__echo"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "up__echo"})
+	if !isRPCError(err, codeGateway) || !strings.Contains(err.Error(), "Budget") {
+		t.Fatalf("a call past the budget: %v", err)
+	}
+	recs := e.waitRecords(2)
+	if recs[0].GetCostNanos() != 6_000_000 || recs[1].GetOutcome() != outcomeBudget || recs[1].GetCostNanos() != 0 {
+		t.Fatalf("records %v", recs)
 	}
 }

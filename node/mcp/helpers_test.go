@@ -91,20 +91,27 @@ func openStore(t testing.TB) *raftstore.Store {
 
 func newEnv(t testing.TB, limiter Limiter) *env {
 	e := &env{t: t, store: openStore(t), upstream: newTestUpstream(t)}
-	e.gw = New(Config{State: e.store, Limiter: limiter, NodeID: "n1", Version: "test",
-		Cooldown: 50 * time.Millisecond, SyncInterval: 10 * time.Millisecond,
-		Record: func(rec *pb.SpendRecord, _ []*pb.BudgetUse) {
-			e.mu.Lock()
-			e.records = append(e.records, rec)
-			e.mu.Unlock()
-		}})
+	e.start(Config{Limiter: limiter})
+	return e
+}
+
+// start runs a gateway with cfg (and the env's state, recorder and short
+// timings) on a test server.
+func (e *env) start(cfg Config) {
+	cfg.State, cfg.NodeID, cfg.Version = e.store, "n1", "test"
+	cfg.Cooldown, cfg.SyncInterval = 50*time.Millisecond, 10*time.Millisecond
+	cfg.Record = func(rec *pb.SpendRecord, _ []*pb.BudgetUse) {
+		e.mu.Lock()
+		e.records = append(e.records, rec)
+		e.mu.Unlock()
+	}
+	e.gw = New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { e.gw.Run(ctx); close(done) }()
 	srv := httptest.NewServer(e.gw)
-	t.Cleanup(func() { srv.Close(); cancel(); <-done })
+	e.t.Cleanup(func() { srv.Close(); cancel(); <-done })
 	e.url = srv.URL
-	return e
 }
 
 func (e *env) apply(cmd *pb.Command) {

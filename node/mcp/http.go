@@ -104,11 +104,13 @@ func (e authErr) Unwrap() error { return auth.ErrInvalidToken }
 
 func authError(msg string) error { return authErr{msg} }
 
+// bearer returns the Authorization header's bearer token (the SDK's
+// auth middleware reads that header only).
 func bearer(r *http.Request) string {
 	if a := r.Header.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
 		return strings.TrimSpace(a[7:])
 	}
-	return strings.TrimSpace(r.Header.Get("X-Api-Key"))
+	return ""
 }
 
 // serveMetadata serves the OAuth protected-resource metadata (RFC 9728)
