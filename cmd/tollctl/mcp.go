@@ -156,7 +156,13 @@ func (a *app) mcpListCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List upstream MCP servers (never header values)",
-		Args:  exactArgs(),
+		Long: `List the upstream MCP servers of the cluster: transport, endpoint (the URL,
+or a stdio server's command), what authenticates the gateway to it (the
+credential's name, header and environment names; never their values) and
+the price per call.`,
+		Example: `  tollctl mcp list
+  tollctl mcp list -o json | jq -r '.[].name'`,
+		Args: exactArgs(),
 		RunE: a.action(func(cmd *cobra.Command, _ []string) error {
 			api, err := a.mcpClient()
 			if err != nil {
@@ -216,7 +222,13 @@ func (a *app) mcpGetCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "get NAME",
 		Short: "Show an MCP server and how the answering node sees it",
-		Args:  exactArgs("name"),
+		Long: `Show an upstream MCP server's configuration and how the node that answers
+sees it: connected, connecting or cooling_down (after a failure, until the
+retry time), the upstream's tools under their own names, and the last error.
+Each node keeps its own connection: ask another node with --addr.`,
+		Example: `  tollctl mcp get github
+  tollctl mcp get github -o json | jq .status.state`,
+		Args: exactArgs("name"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
 			api, err := a.mcpClient()
 			if err != nil {
@@ -253,7 +265,11 @@ func (a *app) mcpRemoveCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "remove NAME",
 		Short: "Remove an upstream MCP server",
-		Args:  exactArgs("name"),
+		Long: `Remove an upstream MCP server: every node closes its session (and stops a
+stdio server's process), and its tools disappear from /mcp. Allow-lists
+that name its tools are left as they are.`,
+		Example: `  tollctl mcp remove github`,
+		Args:    exactArgs("name"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
 			api, err := a.mcpClient()
 			if err != nil {
@@ -276,7 +292,12 @@ func (a *app) mcpTestCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "test NAME",
 		Short: "Connect to an MCP server from the answering node and list its tools",
-		Args:  exactArgs("name"),
+		Long: `Open a new session to the server from the node that answers (with the
+stored headers or credential), list its tools and report how long that
+took and the protocol version agreed, or why it failed (exit code 1).`,
+		Example: `  tollctl mcp test github
+  tollctl mcp test github --addr node2:4100 -o json`,
+		Args: exactArgs("name"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
 			api, err := a.mcpClient()
 			if err != nil {
