@@ -174,7 +174,8 @@ func TestFailingUpstreamMarkedUnavailableNotFailingTheList(t *testing.T) {
 	_, _ = cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "up__echo"})
 	e.waitState("up", stateCooling)
 	res, err := cs.ListTools(context.Background(), nil)
-	if err != nil || len(res.Tools) != 3 || !strings.HasPrefix(res.Tools[0].Description, "[unavailable") {
+	if err != nil || len(res.Tools) != 3 || !strings.HasPrefix(res.Tools[0].Description, "[unavailable") ||
+		res.Tools[0].Meta["tollgate/unavailable"] != true {
 		t.Fatalf("list with the upstream down: %v %v", res, err)
 	}
 	if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "up__echo"}); !isRPCError(err, codeGateway) {
