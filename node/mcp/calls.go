@@ -39,7 +39,8 @@ var outcomeStatus = map[string]int32{outcomeOK: 200, outcomeToolError: 200, outc
 // (rate limit, budget, unavailable upstream).
 const codeGateway = -32000
 
-// middleware answers tools/list and tools/call for a scope; every other
+// middleware answers tools/list, tools/call, prompts/list and prompts/get
+// for a scope; every other
 // method goes to the SDK's own handling.
 func (g *Gateway) middleware(scope string) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
@@ -49,6 +50,10 @@ func (g *Gateway) middleware(scope string) sdk.Middleware {
 				return g.listTools(scope, r)
 			case *sdk.CallToolRequest:
 				return g.callTool(ctx, scope, r)
+			case *sdk.ListPromptsRequest:
+				return g.listPromptsFor(scope, r)
+			case *sdk.GetPromptRequest:
+				return g.getPrompt(ctx, scope, r)
 			}
 			return next(ctx, method, req)
 		}

@@ -273,7 +273,7 @@ func (g *Gateway) server(scope string) *sdk.Server {
 	}
 	s := sdk.NewServer(&sdk.Implementation{Name: "tollgate", Title: "Tollgate MCP gateway", Version: g.cfg.Version},
 		&sdk.ServerOptions{
-			Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}},
+			Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}, Prompts: &sdk.PromptCapabilities{}},
 			Instructions: "Tools of the MCP servers behind this Tollgate gateway, named SERVER__TOOL.",
 		})
 	s.AddReceivingMiddleware(g.middleware(scope))

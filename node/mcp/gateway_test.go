@@ -269,3 +269,25 @@ func TestPricedCallsChargedToTheKeysBudget(t *testing.T) {
 		t.Fatalf("records %v", recs)
 	}
 }
+
+func TestPromptsForwardedByAllowList(t *testing.T) {
+	e := newEnv(t, nil)
+	e.addServer("up", e.upstream.url)
+	secret := e.addKey("k1", []string{"up__greet"}, nil)
+	for _, v := range versions {
+		t.Run(v, func(t *testing.T) {
+			cs := e.connect("/mcp", secret, v, nil)
+			res, err := cs.ListPrompts(context.Background(), nil)
+			if err != nil || len(res.Prompts) != 1 || res.Prompts[0].Name != "up__greet" {
+				t.Fatalf("prompts %v %v", res, err)
+			}
+			got, err := cs.GetPrompt(context.Background(), &sdk.GetPromptParams{Name: "up__greet", Arguments: map[string]string{"who": "you"}})
+			if err != nil || got.Messages[0].Content.(*sdk.TextContent).Text != "hello you" {
+				t.Fatalf("get prompt %v %v", got, err)
+			}
+			if _, err := cs.GetPrompt(context.Background(), &sdk.GetPromptParams{Name: "up__secret"}); !isRPCError(err, -32602) {
+				t.Fatalf("a prompt outside the allow-list: %v", err)
+			}
+		})
+	}
+}

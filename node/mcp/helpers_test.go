@@ -64,6 +64,14 @@ func newTestUpstream(t testing.TB) *testUpstream {
 			u.cancelled <- struct{}{}
 			return nil, ctx.Err()
 		})
+	s.AddPrompt(&sdk.Prompt{Name: "greet", Arguments: []*sdk.PromptArgument{{Name: "who"}}},
+		func(_ context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+			return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{{Role: "user",
+				Content: &sdk.TextContent{Text: "hello " + req.Params.Arguments["who"]}}}}, nil
+		})
+	s.AddPrompt(&sdk.Prompt{Name: "secret"}, func(context.Context, *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+		return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{}}, nil
+	})
 	u.srv = httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
 	t.Cleanup(u.srv.Close)
 	u.url = u.srv.URL

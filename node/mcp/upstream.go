@@ -40,6 +40,7 @@ type upstream struct {
 	sess     *sdk.ClientSession
 	state    string
 	tools    []*sdk.Tool // the upstream's own names
+	prompts  []*sdk.Prompt
 	lastErr  string
 	retryAt  time.Time
 	failures int
@@ -89,8 +90,13 @@ func (u *upstream) connect(ctx context.Context) {
 	defer cancel()
 	sess, err := u.g.dial(ctx, u.cfg, u)
 	var tools []*sdk.Tool
+	var prompts []*sdk.Prompt
 	if err == nil {
-		if tools, err = listTools(ctx, sess); err != nil {
+		tools, err = listTools(ctx, sess)
+		if err == nil {
+			prompts, err = listPrompts(ctx, sess)
+		}
+		if err != nil {
 			_ = sess.Close()
 		}
 	}
@@ -105,7 +111,7 @@ func (u *upstream) connect(ctx context.Context) {
 		_ = sess.Close()
 		return
 	}
-	u.sess, u.tools, u.state, u.failures, u.lastErr = sess, tools, stateConnected, 0, ""
+	u.sess, u.tools, u.prompts, u.state, u.failures, u.lastErr = sess, tools, prompts, stateConnected, 0, ""
 	go u.watch(sess)
 }
 
