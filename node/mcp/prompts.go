@@ -21,21 +21,15 @@ func listPrompts(ctx context.Context, sess *sdk.ClientSession) ([]*sdk.Prompt, e
 	if ir := sess.InitializeResult(); ir == nil || ir.Capabilities == nil || ir.Capabilities.Prompts == nil {
 		return nil, nil
 	}
-	var out []*sdk.Prompt
-	params := &sdk.ListPromptsParams{}
-	for range maxToolPages {
-		res, err := sess.ListPrompts(ctx, params)
+	out, err := listAll(func(cursor string) ([]*sdk.Prompt, string, error) {
+		res, err := sess.ListPrompts(ctx, &sdk.ListPromptsParams{Cursor: cursor})
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		out = append(out, res.Prompts...)
-		if res.NextCursor == "" {
-			break
-		}
-		params = &sdk.ListPromptsParams{Cursor: res.NextCursor}
-	}
+		return res.Prompts, res.NextCursor, nil
+	})
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return out, err
 }
 
 func (g *Gateway) listPromptsFor(scope string, req *sdk.ListPromptsRequest) (sdk.Result, error) {

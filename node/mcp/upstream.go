@@ -192,20 +192,32 @@ func (u *upstream) status(node string) *pb.McpServerStatus {
 }
 
 func listTools(ctx context.Context, sess *sdk.ClientSession) ([]*sdk.Tool, error) {
-	var out []*sdk.Tool
-	params := &sdk.ListToolsParams{}
+	out, err := listAll(func(cursor string) ([]*sdk.Tool, string, error) {
+		res, err := sess.ListTools(ctx, &sdk.ListToolsParams{Cursor: cursor})
+		if err != nil {
+			return nil, "", err
+		}
+		return res.Tools, res.NextCursor, nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, err
+}
+
+// listAll gathers the pages of a list (at most maxToolPages).
+func listAll[T any](page func(cursor string) ([]T, string, error)) ([]T, error) {
+	var out []T
+	cursor := ""
 	for range maxToolPages {
-		res, err := sess.ListTools(ctx, params)
+		items, next, err := page(cursor)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, res.Tools...)
-		if res.NextCursor == "" {
+		out = append(out, items...)
+		if next == "" {
 			break
 		}
-		params = &sdk.ListToolsParams{Cursor: res.NextCursor}
+		cursor = next
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
 
