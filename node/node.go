@@ -524,7 +524,7 @@ func (n *Node) Run(ctx context.Context) error {
 	go n.runRateStateSaves(mctx)
 	go n.releaseMemory(mctx, 5*time.Second, 32<<20) // RSS back within ~5 s of a burst (e2e/memory_test.go)
 	go n.metrics.watchLeader(mctx, 250*time.Millisecond)
-	go n.mcp.Run(mctx)
+	go n.runMCP(mctx)
 	if n.tls != nil {
 		go n.watchTLS(mctx)
 	}

@@ -57,6 +57,32 @@ func (s *State) OpenMcpSecret(server, kind, name, stored string) (string, error)
 	return s.sealer.Open(mcpSecretName(server, kind, name), stored)
 }
 
+// ResealMcpServer returns m with its header and environment values sealed
+// (again) with this node's key, and whether any needed it: values in the
+// clear, or sealed with a key being rotated out. Values that do not open
+// here are left alone.
+func (s *State) ResealMcpServer(m *pb.McpServer) (*pb.McpServer, bool, error) {
+	out := proto.Clone(m).(*pb.McpServer)
+	changed := false
+	for kind, vals := range map[string]map[string]string{"header": out.GetHeaders(), "env": out.GetEnv()} {
+		for k, v := range vals {
+			name := mcpSecretName(m.GetName(), kind, k)
+			if !s.NeedsSeal(name, v) {
+				continue
+			}
+			clear, err := s.sealer.Open(name, v)
+			if err != nil {
+				return nil, false, err
+			}
+			if vals[k], err = s.sealer.Seal(name, clear); err != nil {
+				return nil, false, err
+			}
+			changed = true
+		}
+	}
+	return out, changed, nil
+}
+
 // McpPolicy is the MCP tool allow-list that applies to one key: its own
 // and its team's.
 type McpPolicy struct{ key, team []string }
@@ -144,7 +170,10 @@ func putMcpServer(cur *State, c *pb.PutMcpServerCommand, ts *timestamppb.Timesta
 		return nil, nil, err
 	}
 	old := cur.mcpServers[m.GetName()]
-	if old != nil && !c.GetReplace() {
+	if r := c.GetResealOf(); r != nil && (old == nil || !proto.Equal(old, r)) {
+		return nil, nil, fmt.Errorf("mcp server %q changed since it was read for resealing: %w", m.GetName(), ErrFailedPrecondition)
+	}
+	if old != nil && !c.GetReplace() && c.GetResealOf() == nil {
 		return nil, nil, fmt.Errorf("mcp server %q: %w", m.GetName(), ErrAlreadyExists)
 	}
 	if n := m.GetCredential(); n != "" && cur.creds[n] == nil {
@@ -157,6 +186,9 @@ func putMcpServer(cur *State, c *pb.PutMcpServerCommand, ts *timestamppb.Timesta
 	m.CreatedAt, m.UpdatedAt = ts, ts
 	if old != nil {
 		m.CreatedAt = old.GetCreatedAt()
+	}
+	if c.GetResealOf() != nil {
+		m.UpdatedAt = old.GetUpdatedAt()
 	}
 	next := *cur
 	next.mcpServers = maps.Clone(cur.mcpServers)

@@ -128,3 +128,22 @@ func TestMcpHeaderSealedForItsServerOnly(t *testing.T) {
 		t.Fatal("a value sealed for one server opened for another")
 	}
 }
+
+func TestMcpResealAppliesOnlyToTheServerItRead(t *testing.T) {
+	h := newFixture(t)
+	h.must(putMcpCmd(&pb.McpServer{Name: "gh", Url: "https://mcp.example/mcp", Headers: map[string]string{"A": "clear"}}, false))
+	read := h.state().McpServer("gh")
+	resealed := &pb.McpServer{Name: "gh", Url: "https://mcp.example/mcp", Headers: map[string]string{"A": "sealed"}}
+	h.must(putMcpCmd(&pb.McpServer{Name: "gh", Url: "https://changed/mcp"}, true))
+	stale := &pb.Command{Op: &pb.Command_PutMcpServer{PutMcpServer: &pb.PutMcpServerCommand{Server: resealed, ResealOf: read}}}
+	if _, err := h.apply(stale); !errors.Is(err, ErrFailedPrecondition) {
+		t.Fatalf("a reseal of a server changed since: %v", err)
+	}
+	cur := h.state().McpServer("gh")
+	resealed.Url = cur.GetUrl()
+	h.must(&pb.Command{Op: &pb.Command_PutMcpServer{PutMcpServer: &pb.PutMcpServerCommand{Server: resealed, ResealOf: cur}}})
+	got := h.state().McpServer("gh")
+	if got.GetHeaders()["A"] != "sealed" || !got.GetUpdatedAt().AsTime().Equal(cur.GetUpdatedAt().AsTime()) {
+		t.Fatalf("resealed %v", got)
+	}
+}

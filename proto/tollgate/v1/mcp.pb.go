@@ -957,9 +957,13 @@ func (x *SetMcpToolsResponse) GetTools() []string {
 
 // PutMcpServerCommand stores an upstream MCP server.
 type PutMcpServerCommand struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Server        *McpServer             `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
-	Replace       bool                   `protobuf:"varint,2,opt,name=replace,proto3" json:"replace,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Server  *McpServer             `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	Replace bool                   `protobuf:"varint,2,opt,name=replace,proto3" json:"replace,omitempty"`
+	// When set, the command reseals the server's header and environment
+	// values: it applies only while the stored server is still reseal_of,
+	// and keeps its timestamps. A change committed in between wins.
+	ResealOf      *McpServer `protobuf:"bytes,3,opt,name=reseal_of,json=resealOf,proto3" json:"reseal_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1006,6 +1010,13 @@ func (x *PutMcpServerCommand) GetReplace() bool {
 		return x.Replace
 	}
 	return false
+}
+
+func (x *PutMcpServerCommand) GetResealOf() *McpServer {
+	if x != nil {
+		return x.ResealOf
+	}
+	return nil
 }
 
 // DeleteMcpServerCommand removes an upstream MCP server.
@@ -1198,10 +1209,11 @@ const file_tollgate_v1_mcp_proto_rawDesc = "" +
 	"\ateam_id\x18\x02 \x01(\tR\x06teamId\x12\x14\n" +
 	"\x05tools\x18\x03 \x03(\tR\x05tools\"+\n" +
 	"\x13SetMcpToolsResponse\x12\x14\n" +
-	"\x05tools\x18\x01 \x03(\tR\x05tools\"_\n" +
+	"\x05tools\x18\x01 \x03(\tR\x05tools\"\x94\x01\n" +
 	"\x13PutMcpServerCommand\x12.\n" +
 	"\x06server\x18\x01 \x01(\v2\x16.tollgate.v1.McpServerR\x06server\x12\x18\n" +
-	"\areplace\x18\x02 \x01(\bR\areplace\",\n" +
+	"\areplace\x18\x02 \x01(\bR\areplace\x123\n" +
+	"\treseal_of\x18\x03 \x01(\v2\x16.tollgate.v1.McpServerR\bresealOf\",\n" +
 	"\x16DeleteMcpServerCommand\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"Z\n" +
 	"\x12SetMcpToolsCommand\x12\x15\n" +
@@ -1267,23 +1279,24 @@ var file_tollgate_v1_mcp_proto_depIdxs = []int32{
 	1,  // 10: tollgate.v1.GetMcpServerResponse.server:type_name -> tollgate.v1.McpServerInfo
 	2,  // 11: tollgate.v1.GetMcpServerResponse.status:type_name -> tollgate.v1.McpServerStatus
 	0,  // 12: tollgate.v1.PutMcpServerCommand.server:type_name -> tollgate.v1.McpServer
-	3,  // 13: tollgate.v1.McpService.AddMcpServer:input_type -> tollgate.v1.AddMcpServerRequest
-	5,  // 14: tollgate.v1.McpService.ListMcpServers:input_type -> tollgate.v1.ListMcpServersRequest
-	7,  // 15: tollgate.v1.McpService.GetMcpServer:input_type -> tollgate.v1.GetMcpServerRequest
-	9,  // 16: tollgate.v1.McpService.RemoveMcpServer:input_type -> tollgate.v1.RemoveMcpServerRequest
-	11, // 17: tollgate.v1.McpService.TestMcpServer:input_type -> tollgate.v1.TestMcpServerRequest
-	13, // 18: tollgate.v1.McpService.SetMcpTools:input_type -> tollgate.v1.SetMcpToolsRequest
-	4,  // 19: tollgate.v1.McpService.AddMcpServer:output_type -> tollgate.v1.AddMcpServerResponse
-	6,  // 20: tollgate.v1.McpService.ListMcpServers:output_type -> tollgate.v1.ListMcpServersResponse
-	8,  // 21: tollgate.v1.McpService.GetMcpServer:output_type -> tollgate.v1.GetMcpServerResponse
-	10, // 22: tollgate.v1.McpService.RemoveMcpServer:output_type -> tollgate.v1.RemoveMcpServerResponse
-	12, // 23: tollgate.v1.McpService.TestMcpServer:output_type -> tollgate.v1.TestMcpServerResponse
-	14, // 24: tollgate.v1.McpService.SetMcpTools:output_type -> tollgate.v1.SetMcpToolsResponse
-	19, // [19:25] is the sub-list for method output_type
-	13, // [13:19] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	0,  // 13: tollgate.v1.PutMcpServerCommand.reseal_of:type_name -> tollgate.v1.McpServer
+	3,  // 14: tollgate.v1.McpService.AddMcpServer:input_type -> tollgate.v1.AddMcpServerRequest
+	5,  // 15: tollgate.v1.McpService.ListMcpServers:input_type -> tollgate.v1.ListMcpServersRequest
+	7,  // 16: tollgate.v1.McpService.GetMcpServer:input_type -> tollgate.v1.GetMcpServerRequest
+	9,  // 17: tollgate.v1.McpService.RemoveMcpServer:input_type -> tollgate.v1.RemoveMcpServerRequest
+	11, // 18: tollgate.v1.McpService.TestMcpServer:input_type -> tollgate.v1.TestMcpServerRequest
+	13, // 19: tollgate.v1.McpService.SetMcpTools:input_type -> tollgate.v1.SetMcpToolsRequest
+	4,  // 20: tollgate.v1.McpService.AddMcpServer:output_type -> tollgate.v1.AddMcpServerResponse
+	6,  // 21: tollgate.v1.McpService.ListMcpServers:output_type -> tollgate.v1.ListMcpServersResponse
+	8,  // 22: tollgate.v1.McpService.GetMcpServer:output_type -> tollgate.v1.GetMcpServerResponse
+	10, // 23: tollgate.v1.McpService.RemoveMcpServer:output_type -> tollgate.v1.RemoveMcpServerResponse
+	12, // 24: tollgate.v1.McpService.TestMcpServer:output_type -> tollgate.v1.TestMcpServerResponse
+	14, // 25: tollgate.v1.McpService.SetMcpTools:output_type -> tollgate.v1.SetMcpToolsResponse
+	20, // [20:26] is the sub-list for method output_type
+	14, // [14:20] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_mcp_proto_init() }
