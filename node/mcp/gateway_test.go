@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -289,5 +290,23 @@ func TestPromptsForwardedByAllowList(t *testing.T) {
 				t.Fatalf("a prompt outside the allow-list: %v", err)
 			}
 		})
+	}
+}
+
+func TestLegacySSEUpstream(t *testing.T) {
+	e := newEnv(t, nil)
+	s := sdk.NewServer(&sdk.Implementation{Name: "old", Version: "1"}, nil)
+	s.AddTool(&sdk.Tool{Name: "ping", InputSchema: objectSchema}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "pong"}}}, nil
+	})
+	srv := httptest.NewServer(sdk.NewSSEHandler(func(*http.Request) *sdk.Server { return s }, nil))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() }) // the gateway's stream is still open
+	e.apply(&pb.Command{Op: &pb.Command_PutMcpServer{PutMcpServer: &pb.PutMcpServerCommand{
+		Server: &pb.McpServer{Name: "old", Transport: "sse", Url: srv.URL}}}})
+	e.waitState("old", stateConnected)
+	cs := e.connect("/mcp", e.addKey("k1", []string{"old__*"}, nil), "", nil)
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "old__ping"})
+	if err != nil || res.Content[0].(*sdk.TextContent).Text != "pong" {
+		t.Fatalf("call through an SSE upstream: %v %v", res, err)
 	}
 }

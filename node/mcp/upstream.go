@@ -41,6 +41,7 @@ type upstream struct {
 	state    string
 	tools    []*sdk.Tool // the upstream's own names
 	prompts  []*sdk.Prompt
+	stop     context.CancelFunc // ends the session's context
 	lastErr  string
 	retryAt  time.Time
 	failures int
@@ -84,34 +85,43 @@ func (u *upstream) due(now time.Time) bool {
 	return true
 }
 
-// connect opens a session, lists the tools and watches the session.
+// connect opens a session, lists the tools and watches the session. The
+// session lives in a context of its own, derived from ctx (the gateway's
+// run): an HTTP+SSE session's stream lasts as long as the context it was
+// opened with, so only the connection attempt is bounded.
 func (u *upstream) connect(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, u.g.cfg.ConnectTimeout)
-	defer cancel()
-	sess, err := u.g.dial(ctx, u.cfg, u)
+	sctx, stop := context.WithCancel(ctx)
+	timer := time.AfterFunc(u.g.cfg.ConnectTimeout, stop)
+	sess, err := u.g.dial(sctx, u.cfg, u)
 	var tools []*sdk.Tool
 	var prompts []*sdk.Prompt
 	if err == nil {
-		tools, err = listTools(ctx, sess)
+		tools, err = listTools(sctx, sess)
 		if err == nil {
-			prompts, err = listPrompts(ctx, sess)
+			prompts, err = listPrompts(sctx, sess)
 		}
 		if err != nil {
 			_ = sess.Close()
 		}
 	}
+	if !timer.Stop() && err == nil {
+		_ = sess.Close()
+		err = fmt.Errorf("no answer within %s", u.g.cfg.ConnectTimeout)
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.dialing = false
 	if err != nil {
+		stop()
 		u.coolLocked(fmt.Sprintf("connect: %v", err))
 		return
 	}
 	if u.closed {
+		stop()
 		_ = sess.Close()
 		return
 	}
-	u.sess, u.tools, u.prompts, u.state, u.failures, u.lastErr = sess, tools, prompts, stateConnected, 0, ""
+	u.sess, u.stop, u.tools, u.prompts, u.state, u.failures, u.lastErr = sess, stop, tools, prompts, stateConnected, 0, ""
 	go u.watch(sess)
 }
 
@@ -134,9 +144,11 @@ func (u *upstream) fail(sess *sdk.ClientSession, why string) {
 		return
 	}
 	u.sess = nil
+	stop := u.stop
 	u.coolLocked(why)
 	u.mu.Unlock()
 	_ = sess.Close()
+	stop()
 	u.g.log.Warn("mcp upstream failed; cooling down", "server", u.name, "err", why)
 }
 
@@ -169,11 +181,12 @@ func (u *upstream) refresh(ctx context.Context) {
 
 func (u *upstream) close() {
 	u.mu.Lock()
-	sess := u.sess
+	sess, stop := u.sess, u.stop
 	u.sess, u.closed = nil, true
 	u.mu.Unlock()
 	if sess != nil {
 		_ = sess.Close()
+		stop()
 	}
 }
 
