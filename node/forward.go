@@ -73,6 +73,8 @@ var localMethods = []string{
 	pb.ClusterService_WaitApplied_FullMethodName, pb.ClusterService_Propose_FullMethodName,
 	pb.UserService_ListUsers_FullMethodName, pb.UserService_GetUser_FullMethodName,
 	pb.UserService_WhoAmI_FullMethodName, pb.AuditService_ListAudit_FullMethodName,
+	pb.McpService_ListMcpServers_FullMethodName, pb.McpService_GetMcpServer_FullMethodName,
+	pb.McpService_TestMcpServer_FullMethodName,
 }
 
 // peers keeps one client connection per admin address of other nodes.

@@ -30,6 +30,7 @@ import (
 	"github.com/tollgate/tollgate/ledger"
 	"github.com/tollgate/tollgate/node/admin"
 	"github.com/tollgate/tollgate/node/budget"
+	mcpgw "github.com/tollgate/tollgate/node/mcp"
 	"github.com/tollgate/tollgate/node/proxy"
 	"github.com/tollgate/tollgate/node/telemetry"
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
@@ -197,7 +198,8 @@ type Node struct {
 	reach            reachCache // whether this node reaches a majority of the voters, recently
 	metrics          *clusterMetrics
 	tel              *telemetry.Telemetry
-	accessLog        *os.File // --access-log's file; nil without
+	accessLog        *os.File       // --access-log's file; nil without
+	mcp              *mcpgw.Gateway // MCP gateway (mcp_wiring.go)
 }
 
 // New opens the node's data dir and Raft store and binds its listeners; Run
@@ -227,11 +229,11 @@ func New(cfg Config) (*Node, error) {
 	if err := n.openSpend(); err != nil {
 		return nil, err
 	}
-	dataPlane, err := n.newHTTPServer()
+	dataPlane, mux, err := n.newHTTPServer()
 	if err != nil {
 		return nil, err
 	}
-	n.newAdminServer(dataPlane)
+	n.mountMCP(mux, n.newAdminServer(dataPlane))
 	ok = true
 	return n, nil
 }
@@ -368,7 +370,7 @@ func (n *Node) openSpend() error {
 
 // newHTTPServer builds the metrics registry, the data plane and the HTTP
 // server around them (health, readiness and metrics beside the API).
-func (n *Node) newHTTPServer() (*proxy.Handler, error) {
+func (n *Node) newHTTPServer() (*proxy.Handler, *http.ServeMux, error) {
 	cfg := n.cfg
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -389,7 +391,7 @@ func (n *Node) newHTTPServer() (*proxy.Handler, error) {
 		MaxAttempts:   cfg.MaxAttempts, RetryBackoff: cfg.RetryBackoff, Cooldown: cfg.Cooldown,
 	}
 	if err := n.wireTelemetry(&pcfg); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	dataPlane := proxy.New(pcfg)
 	mux := http.NewServeMux()
@@ -403,12 +405,12 @@ func (n *Node) newHTTPServer() (*proxy.Handler, error) {
 		IdleTimeout:       5 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 	}
-	return dataPlane, nil
+	return dataPlane, mux, nil
 }
 
 // newAdminServer builds the admin gRPC server: the admin, cluster and spend
 // services behind authentication and forwarding to the leader.
-func (n *Node) newAdminServer(dataPlane *proxy.Handler) {
+func (n *Node) newAdminServer(dataPlane *proxy.Handler) *admin.Server {
 	n.store.SetProposeGate(n.commandGate)
 	adm := admin.New(admin.Config{Store: n.store, BootstrapToken: n.adminToken, Logger: n.cfg.Logger,
 		Prices: n.pricing.apiPrice, TestModel: dataPlane.TestModel})
@@ -424,6 +426,7 @@ func (n *Node) newAdminServer(dataPlane *proxy.Handler) {
 	adm.Register(n.grpcSrv)
 	pb.RegisterClusterServiceServer(n.grpcSrv, &clusterAPI{n: n})
 	pb.RegisterSpendServiceServer(n.grpcSrv, &spendAPI{n: n})
+	return adm
 }
 
 func applyDefaults(c *Config) {
@@ -606,6 +609,7 @@ func (n *Node) Run(ctx context.Context) error {
 	loops.Go(func() { n.runRateStateSaves(mctx) })
 	loops.Go(func() { n.releaseMemory(mctx, 5*time.Second, 32<<20) }) // RSS back within ~5 s of a burst (e2e/memory_test.go)
 	loops.Go(func() { n.metrics.watchLeader(mctx, 250*time.Millisecond) })
+	loops.Go(func() { n.runMCP(mctx) })
 	if n.tls != nil {
 		loops.Go(func() { n.watchTLS(mctx) })
 	}
@@ -771,6 +775,7 @@ func (n *Node) Close() {
 		n.grpcSrv.Stop()
 		n.gossip.shutdown()
 		n.peers.close()
+		n.mcp.Close()
 		n.closeRateState()
 		if err := n.ledger.Close(); err != nil {
 			n.log.Warn("ledger close", "err", err)

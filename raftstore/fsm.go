@@ -146,6 +146,12 @@ func applyCommand(cur *State, cmd *pb.Command) (*State, applyResult) {
 		next, val, err = revokeUser(cur, op.RevokeUser.GetName(), ts)
 	case *pb.Command_RotateUser:
 		next, val, err = rotateUser(cur, op.RotateUser, ts)
+	case *pb.Command_PutMcpServer:
+		next, val, err = putMcpServer(cur, op.PutMcpServer, ts)
+	case *pb.Command_DeleteMcpServer:
+		next, err = deleteMcpServer(cur, op.DeleteMcpServer.GetName())
+	case *pb.Command_SetMcpTools:
+		next, val, err = setMcpTools(cur, op.SetMcpTools, ts)
 	default:
 		err = fmt.Errorf("unknown command %T: %w", op, ErrInvalid)
 	}

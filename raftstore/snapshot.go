@@ -208,6 +208,7 @@ func snapshotParts(st *State, emit func(*pb.Snapshot) error) error {
 		},
 		func() error {
 			c.part.Routes, c.part.Credentials, c.part.Teams = st.RouteConfigs(), st.Credentials(), st.Teams()
+			c.part.McpServers = st.McpServers()
 			c.n = 1
 			return c.flush(true)
 		},
@@ -347,6 +348,7 @@ func (b *stateBuilder) add(part *pb.Snapshot) error {
 	for _, t := range part.GetTeams() {
 		b.teams.put(newTeamEntry(t))
 	}
+	addMcpServers(st, part.GetMcpServers())
 	for _, r := range part.GetRollups() {
 		b.rollups.put(r)
 	}

@@ -28,6 +28,7 @@ type State struct {
 	aliases       map[string]*Route // alias → route
 	wildcards     []*Route          // most specific first
 	creds         map[string]*pb.StoredCredential
+	mcpServers    map[string]*pb.McpServer // upstream MCP servers (raftstore/mcp.go)
 	adminTokens   map[[32]byte]struct{}
 
 	teams         ptree[named[*teamEntry]] // by team id

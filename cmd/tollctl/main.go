@@ -161,7 +161,7 @@ Output is a human table by default; use -o json for scripts.`,
 		&cobra.Group{ID: "access", Title: "Access Commands:"},
 		&cobra.Group{ID: "other", Title: "Other Commands:"},
 	)
-	for _, c := range []*cobra.Command{a.keyCommand(), a.teamCommand(), a.modelCommand(), a.credentialCommand()} {
+	for _, c := range []*cobra.Command{a.keyCommand(), a.teamCommand(), a.modelCommand(), a.credentialCommand(), a.mcpCommand()} {
 		c.GroupID = "resources"
 		root.AddCommand(c)
 	}

@@ -30,6 +30,9 @@ const (
 	PermUsersRead        Permission = "users.read"
 	PermUsersWrite       Permission = "users.write"
 	PermAuditRead        Permission = "audit.read"
+	PermMcpRead          Permission = "mcp.read"
+	PermMcpWrite         Permission = "mcp.write" // servers, their sealed headers, tool allow-lists
+	PermMcpTest          Permission = "mcp.test"  // connects to the server and lists its tools
 	// permAuthenticated is every caller's: calls about the caller itself.
 	permAuthenticated Permission = ""
 )
@@ -95,13 +98,20 @@ var rules = map[string]rule{
 	pb.UserService_WhoAmI_FullMethodName:     read(permAuthenticated),
 
 	pb.AuditService_ListAudit_FullMethodName: read(PermAuditRead),
+
+	pb.McpService_AddMcpServer_FullMethodName:    write(PermMcpWrite),
+	pb.McpService_RemoveMcpServer_FullMethodName: write(PermMcpWrite),
+	pb.McpService_SetMcpTools_FullMethodName:     write(PermMcpWrite),
+	pb.McpService_ListMcpServers_FullMethodName:  read(PermMcpRead),
+	pb.McpService_GetMcpServer_FullMethodName:    read(PermMcpRead),
+	pb.McpService_TestMcpServer_FullMethodName:   read(PermMcpTest),
 }
 
 var (
 	readOnly = []Permission{PermKeysRead, PermTeamsRead, PermModelsRead, PermCredentialsRead,
-		PermSpendRead, PermClusterRead, PermAuditRead}
+		PermSpendRead, PermClusterRead, PermAuditRead, PermMcpRead}
 	operator = append(slices.Clone(readOnly), PermKeysWrite, PermTeamsWrite, PermModelsWrite,
-		PermModelsTest, PermCredentialsWrite)
+		PermModelsTest, PermCredentialsWrite, PermMcpWrite, PermMcpTest)
 	// A team-admin's permissions reach only its own team (see scope.go).
 	teamAdmin = []Permission{PermKeysRead, PermKeysWrite, PermTeamsRead, PermModelsRead, PermSpendRead}
 )

@@ -127,6 +127,9 @@ type Command struct {
 	//	*Command_CreateUser
 	//	*Command_RevokeUser
 	//	*Command_RotateUser
+	//	*Command_PutMcpServer
+	//	*Command_DeleteMcpServer
+	//	*Command_SetMcpTools
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -431,6 +434,33 @@ func (x *Command) GetRotateUser() *RotateUserCommand {
 	return nil
 }
 
+func (x *Command) GetPutMcpServer() *PutMcpServerCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_PutMcpServer); ok {
+			return x.PutMcpServer
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDeleteMcpServer() *DeleteMcpServerCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_DeleteMcpServer); ok {
+			return x.DeleteMcpServer
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSetMcpTools() *SetMcpToolsCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_SetMcpTools); ok {
+			return x.SetMcpTools
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -539,6 +569,18 @@ type Command_RotateUser struct {
 	RotateUser *RotateUserCommand `protobuf:"bytes,92,opt,name=rotate_user,json=rotateUser,proto3,oneof"`
 }
 
+type Command_PutMcpServer struct {
+	PutMcpServer *PutMcpServerCommand `protobuf:"bytes,100,opt,name=put_mcp_server,json=putMcpServer,proto3,oneof"`
+}
+
+type Command_DeleteMcpServer struct {
+	DeleteMcpServer *DeleteMcpServerCommand `protobuf:"bytes,101,opt,name=delete_mcp_server,json=deleteMcpServer,proto3,oneof"`
+}
+
+type Command_SetMcpTools struct {
+	SetMcpTools *SetMcpToolsCommand `protobuf:"bytes,102,opt,name=set_mcp_tools,json=setMcpTools,proto3,oneof"`
+}
+
 func (*Command_CreateKey) isCommand_Op() {}
 
 func (*Command_UpdateKey) isCommand_Op() {}
@@ -590,6 +632,12 @@ func (*Command_CreateUser) isCommand_Op() {}
 func (*Command_RevokeUser) isCommand_Op() {}
 
 func (*Command_RotateUser) isCommand_Op() {}
+
+func (*Command_PutMcpServer) isCommand_Op() {}
+
+func (*Command_DeleteMcpServer) isCommand_Op() {}
+
+func (*Command_SetMcpTools) isCommand_Op() {}
 
 // StoredKey is a key as the state machine keeps it.
 type StoredKey struct {
@@ -2017,7 +2065,9 @@ type Snapshot struct {
 	// Admin users (with their token hashes).
 	Users []*StoredUser `protobuf:"bytes,13,rep,name=users,proto3" json:"users,omitempty"`
 	// The audit log, oldest first.
-	AuditRecords  []*AuditRecord `protobuf:"bytes,14,rep,name=audit_records,json=auditRecords,proto3" json:"audit_records,omitempty"`
+	AuditRecords []*AuditRecord `protobuf:"bytes,14,rep,name=audit_records,json=auditRecords,proto3" json:"audit_records,omitempty"`
+	// Upstream MCP servers.
+	McpServers    []*McpServer `protobuf:"bytes,15,rep,name=mcp_servers,json=mcpServers,proto3" json:"mcp_servers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2146,6 +2196,13 @@ func (x *Snapshot) GetUsers() []*StoredUser {
 func (x *Snapshot) GetAuditRecords() []*AuditRecord {
 	if x != nil {
 		return x.AuditRecords
+	}
+	return nil
+}
+
+func (x *Snapshot) GetMcpServers() []*McpServer {
+	if x != nil {
+		return x.McpServers
 	}
 	return nil
 }
@@ -2451,7 +2508,7 @@ var File_tollgate_v1_raft_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\n" +
-	"\x16tollgate/v1/raft.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17tollgate/v1/admin.proto\x1a\x1btollgate/v1/resources.proto\x1a\x17tollgate/v1/spend.proto\x1a\x17tollgate/v1/users.proto\"\xd1\x0f\n" +
+	"\x16tollgate/v1/raft.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17tollgate/v1/admin.proto\x1a\x15tollgate/v1/mcp.proto\x1a\x1btollgate/v1/resources.proto\x1a\x17tollgate/v1/spend.proto\x1a\x17tollgate/v1/users.proto\"\xb5\x11\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"unix_nanos\x18\x01 \x01(\x03R\tunixNanos\x12\x1d\n" +
@@ -2497,7 +2554,10 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\vrevoke_user\x18[ \x01(\v2\x1e.tollgate.v1.RevokeUserCommandH\x00R\n" +
 	"revokeUser\x12A\n" +
 	"\vrotate_user\x18\\ \x01(\v2\x1e.tollgate.v1.RotateUserCommandH\x00R\n" +
-	"rotateUserB\x04\n" +
+	"rotateUser\x12H\n" +
+	"\x0eput_mcp_server\x18d \x01(\v2 .tollgate.v1.PutMcpServerCommandH\x00R\fputMcpServer\x12Q\n" +
+	"\x11delete_mcp_server\x18e \x01(\v2#.tollgate.v1.DeleteMcpServerCommandH\x00R\x0fdeleteMcpServer\x12E\n" +
+	"\rset_mcp_tools\x18f \x01(\v2\x1f.tollgate.v1.SetMcpToolsCommandH\x00R\vsetMcpToolsB\x04\n" +
 	"\x02op\"P\n" +
 	"\tStoredKey\x12\"\n" +
 	"\x03key\x18\x01 \x01(\v2\x10.tollgate.v1.KeyR\x03key\x12\x1f\n" +
@@ -2586,7 +2646,7 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\"N\n" +
 	"\x17SetClusterSecretCommand\x12\x16\n" +
 	"\x06secret\x18\x01 \x01(\tR\x06secret\x12\x1b\n" +
-	"\treseal_of\x18\x02 \x01(\tR\bresealOf\"\xda\x05\n" +
+	"\treseal_of\x18\x02 \x01(\tR\bresealOf\"\x93\x06\n" +
 	"\bSnapshot\x12*\n" +
 	"\x04keys\x18\x01 \x03(\v2\x16.tollgate.v1.StoredKeyR\x04keys\x12/\n" +
 	"\x06routes\x18\x02 \x03(\v2\x17.tollgate.v1.ModelRouteR\x06routes\x12?\n" +
@@ -2602,7 +2662,9 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\x10applied_requests\x18\v \x03(\v2\x1b.tollgate.v1.AppliedRequestR\x0fappliedRequests\x12=\n" +
 	"\rdaily_rollups\x18\f \x03(\v2\x18.tollgate.v1.SpendRollupR\fdailyRollups\x12-\n" +
 	"\x05users\x18\r \x03(\v2\x17.tollgate.v1.StoredUserR\x05users\x12=\n" +
-	"\raudit_records\x18\x0e \x03(\v2\x18.tollgate.v1.AuditRecordR\fauditRecords\"\xe7\x01\n" +
+	"\raudit_records\x18\x0e \x03(\v2\x18.tollgate.v1.AuditRecordR\fauditRecords\x127\n" +
+	"\vmcp_servers\x18\x0f \x03(\v2\x16.tollgate.v1.McpServerR\n" +
+	"mcpServers\"\xe7\x01\n" +
 	"\x0eAppliedRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -2686,19 +2748,23 @@ var file_tollgate_v1_raft_proto_goTypes = []any{
 	(*CreateUserCommand)(nil),       // 37: tollgate.v1.CreateUserCommand
 	(*RevokeUserCommand)(nil),       // 38: tollgate.v1.RevokeUserCommand
 	(*RotateUserCommand)(nil),       // 39: tollgate.v1.RotateUserCommand
-	(*Key)(nil),                     // 40: tollgate.v1.Key
-	(*timestamppb.Timestamp)(nil),   // 41: google.protobuf.Timestamp
-	(*UpdateKeyRequest)(nil),        // 42: tollgate.v1.UpdateKeyRequest
-	(*Deployment)(nil),              // 43: tollgate.v1.Deployment
-	(*UpdateDeploymentRequest)(nil), // 44: tollgate.v1.UpdateDeploymentRequest
-	(*Team)(nil),                    // 45: tollgate.v1.Team
-	(*UpdateTeamRequest)(nil),       // 46: tollgate.v1.UpdateTeamRequest
-	(*SpendRollup)(nil),             // 47: tollgate.v1.SpendRollup
-	(*BudgetUse)(nil),               // 48: tollgate.v1.BudgetUse
-	(*ModelRoute)(nil),              // 49: tollgate.v1.ModelRoute
-	(*StoredUser)(nil),              // 50: tollgate.v1.StoredUser
-	(*AuditRecord)(nil),             // 51: tollgate.v1.AuditRecord
-	(*RouteOptions)(nil),            // 52: tollgate.v1.RouteOptions
+	(*PutMcpServerCommand)(nil),     // 40: tollgate.v1.PutMcpServerCommand
+	(*DeleteMcpServerCommand)(nil),  // 41: tollgate.v1.DeleteMcpServerCommand
+	(*SetMcpToolsCommand)(nil),      // 42: tollgate.v1.SetMcpToolsCommand
+	(*Key)(nil),                     // 43: tollgate.v1.Key
+	(*timestamppb.Timestamp)(nil),   // 44: google.protobuf.Timestamp
+	(*UpdateKeyRequest)(nil),        // 45: tollgate.v1.UpdateKeyRequest
+	(*Deployment)(nil),              // 46: tollgate.v1.Deployment
+	(*UpdateDeploymentRequest)(nil), // 47: tollgate.v1.UpdateDeploymentRequest
+	(*Team)(nil),                    // 48: tollgate.v1.Team
+	(*UpdateTeamRequest)(nil),       // 49: tollgate.v1.UpdateTeamRequest
+	(*SpendRollup)(nil),             // 50: tollgate.v1.SpendRollup
+	(*BudgetUse)(nil),               // 51: tollgate.v1.BudgetUse
+	(*ModelRoute)(nil),              // 52: tollgate.v1.ModelRoute
+	(*StoredUser)(nil),              // 53: tollgate.v1.StoredUser
+	(*AuditRecord)(nil),             // 54: tollgate.v1.AuditRecord
+	(*McpServer)(nil),               // 55: tollgate.v1.McpServer
+	(*RouteOptions)(nil),            // 56: tollgate.v1.RouteOptions
 }
 var file_tollgate_v1_raft_proto_depIdxs = []int32{
 	36, // 0: tollgate.v1.Command.actor:type_name -> tollgate.v1.Actor
@@ -2728,40 +2794,44 @@ var file_tollgate_v1_raft_proto_depIdxs = []int32{
 	37, // 24: tollgate.v1.Command.create_user:type_name -> tollgate.v1.CreateUserCommand
 	38, // 25: tollgate.v1.Command.revoke_user:type_name -> tollgate.v1.RevokeUserCommand
 	39, // 26: tollgate.v1.Command.rotate_user:type_name -> tollgate.v1.RotateUserCommand
-	40, // 27: tollgate.v1.StoredKey.key:type_name -> tollgate.v1.Key
-	41, // 28: tollgate.v1.StoredCredential.updated_at:type_name -> google.protobuf.Timestamp
-	2,  // 29: tollgate.v1.CreateKeyCommand.key:type_name -> tollgate.v1.StoredKey
-	42, // 30: tollgate.v1.UpdateKeyCommand.update:type_name -> tollgate.v1.UpdateKeyRequest
-	43, // 31: tollgate.v1.AddDeploymentCommand.deployment:type_name -> tollgate.v1.Deployment
-	44, // 32: tollgate.v1.UpdateDeploymentCommand.update:type_name -> tollgate.v1.UpdateDeploymentRequest
-	29, // 33: tollgate.v1.RestoreCommand.snapshot:type_name -> tollgate.v1.Snapshot
-	45, // 34: tollgate.v1.CreateTeamCommand.team:type_name -> tollgate.v1.Team
-	46, // 35: tollgate.v1.UpdateTeamCommand.update:type_name -> tollgate.v1.UpdateTeamRequest
-	47, // 36: tollgate.v1.SpendReportCommand.rollups:type_name -> tollgate.v1.SpendRollup
-	48, // 37: tollgate.v1.SpendReportCommand.budgets:type_name -> tollgate.v1.BudgetUse
-	20, // 38: tollgate.v1.GrantLeasesCommand.grants:type_name -> tollgate.v1.GrantLeaseCommand
-	23, // 39: tollgate.v1.GrantLeasesResult.outcomes:type_name -> tollgate.v1.GrantLeaseOutcome
-	26, // 40: tollgate.v1.GrantLeaseOutcome.period:type_name -> tollgate.v1.BudgetPeriod
-	35, // 41: tollgate.v1.BudgetPeriod.leases:type_name -> tollgate.v1.BudgetPeriod.LeasesEntry
-	2,  // 42: tollgate.v1.Snapshot.keys:type_name -> tollgate.v1.StoredKey
-	49, // 43: tollgate.v1.Snapshot.routes:type_name -> tollgate.v1.ModelRoute
-	3,  // 44: tollgate.v1.Snapshot.credentials:type_name -> tollgate.v1.StoredCredential
-	45, // 45: tollgate.v1.Snapshot.teams:type_name -> tollgate.v1.Team
-	47, // 46: tollgate.v1.Snapshot.rollups:type_name -> tollgate.v1.SpendRollup
-	26, // 47: tollgate.v1.Snapshot.budget_periods:type_name -> tollgate.v1.BudgetPeriod
-	27, // 48: tollgate.v1.Snapshot.node_seqs:type_name -> tollgate.v1.NodeSeq
-	30, // 49: tollgate.v1.Snapshot.applied_requests:type_name -> tollgate.v1.AppliedRequest
-	47, // 50: tollgate.v1.Snapshot.daily_rollups:type_name -> tollgate.v1.SpendRollup
-	50, // 51: tollgate.v1.Snapshot.users:type_name -> tollgate.v1.StoredUser
-	51, // 52: tollgate.v1.Snapshot.audit_records:type_name -> tollgate.v1.AuditRecord
-	0,  // 53: tollgate.v1.AppliedRequest.error_kind:type_name -> tollgate.v1.ErrorKind
-	52, // 54: tollgate.v1.SetRouteOptionsCommand.options:type_name -> tollgate.v1.RouteOptions
-	2,  // 55: tollgate.v1.ImportKeysCommand.keys:type_name -> tollgate.v1.StoredKey
-	56, // [56:56] is the sub-list for method output_type
-	56, // [56:56] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	40, // 27: tollgate.v1.Command.put_mcp_server:type_name -> tollgate.v1.PutMcpServerCommand
+	41, // 28: tollgate.v1.Command.delete_mcp_server:type_name -> tollgate.v1.DeleteMcpServerCommand
+	42, // 29: tollgate.v1.Command.set_mcp_tools:type_name -> tollgate.v1.SetMcpToolsCommand
+	43, // 30: tollgate.v1.StoredKey.key:type_name -> tollgate.v1.Key
+	44, // 31: tollgate.v1.StoredCredential.updated_at:type_name -> google.protobuf.Timestamp
+	2,  // 32: tollgate.v1.CreateKeyCommand.key:type_name -> tollgate.v1.StoredKey
+	45, // 33: tollgate.v1.UpdateKeyCommand.update:type_name -> tollgate.v1.UpdateKeyRequest
+	46, // 34: tollgate.v1.AddDeploymentCommand.deployment:type_name -> tollgate.v1.Deployment
+	47, // 35: tollgate.v1.UpdateDeploymentCommand.update:type_name -> tollgate.v1.UpdateDeploymentRequest
+	29, // 36: tollgate.v1.RestoreCommand.snapshot:type_name -> tollgate.v1.Snapshot
+	48, // 37: tollgate.v1.CreateTeamCommand.team:type_name -> tollgate.v1.Team
+	49, // 38: tollgate.v1.UpdateTeamCommand.update:type_name -> tollgate.v1.UpdateTeamRequest
+	50, // 39: tollgate.v1.SpendReportCommand.rollups:type_name -> tollgate.v1.SpendRollup
+	51, // 40: tollgate.v1.SpendReportCommand.budgets:type_name -> tollgate.v1.BudgetUse
+	20, // 41: tollgate.v1.GrantLeasesCommand.grants:type_name -> tollgate.v1.GrantLeaseCommand
+	23, // 42: tollgate.v1.GrantLeasesResult.outcomes:type_name -> tollgate.v1.GrantLeaseOutcome
+	26, // 43: tollgate.v1.GrantLeaseOutcome.period:type_name -> tollgate.v1.BudgetPeriod
+	35, // 44: tollgate.v1.BudgetPeriod.leases:type_name -> tollgate.v1.BudgetPeriod.LeasesEntry
+	2,  // 45: tollgate.v1.Snapshot.keys:type_name -> tollgate.v1.StoredKey
+	52, // 46: tollgate.v1.Snapshot.routes:type_name -> tollgate.v1.ModelRoute
+	3,  // 47: tollgate.v1.Snapshot.credentials:type_name -> tollgate.v1.StoredCredential
+	48, // 48: tollgate.v1.Snapshot.teams:type_name -> tollgate.v1.Team
+	50, // 49: tollgate.v1.Snapshot.rollups:type_name -> tollgate.v1.SpendRollup
+	26, // 50: tollgate.v1.Snapshot.budget_periods:type_name -> tollgate.v1.BudgetPeriod
+	27, // 51: tollgate.v1.Snapshot.node_seqs:type_name -> tollgate.v1.NodeSeq
+	30, // 52: tollgate.v1.Snapshot.applied_requests:type_name -> tollgate.v1.AppliedRequest
+	50, // 53: tollgate.v1.Snapshot.daily_rollups:type_name -> tollgate.v1.SpendRollup
+	53, // 54: tollgate.v1.Snapshot.users:type_name -> tollgate.v1.StoredUser
+	54, // 55: tollgate.v1.Snapshot.audit_records:type_name -> tollgate.v1.AuditRecord
+	55, // 56: tollgate.v1.Snapshot.mcp_servers:type_name -> tollgate.v1.McpServer
+	0,  // 57: tollgate.v1.AppliedRequest.error_kind:type_name -> tollgate.v1.ErrorKind
+	56, // 58: tollgate.v1.SetRouteOptionsCommand.options:type_name -> tollgate.v1.RouteOptions
+	2,  // 59: tollgate.v1.ImportKeysCommand.keys:type_name -> tollgate.v1.StoredKey
+	60, // [60:60] is the sub-list for method output_type
+	60, // [60:60] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_raft_proto_init() }
@@ -2770,6 +2840,7 @@ func file_tollgate_v1_raft_proto_init() {
 		return
 	}
 	file_tollgate_v1_admin_proto_init()
+	file_tollgate_v1_mcp_proto_init()
 	file_tollgate_v1_resources_proto_init()
 	file_tollgate_v1_spend_proto_init()
 	file_tollgate_v1_users_proto_init()
@@ -2800,6 +2871,9 @@ func file_tollgate_v1_raft_proto_init() {
 		(*Command_CreateUser)(nil),
 		(*Command_RevokeUser)(nil),
 		(*Command_RotateUser)(nil),
+		(*Command_PutMcpServer)(nil),
+		(*Command_DeleteMcpServer)(nil),
+		(*Command_SetMcpTools)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -48,7 +48,11 @@ type Key struct {
 	// Unset: no budget of its own (a team budget may still apply).
 	Budget *Budget `protobuf:"bytes,11,opt,name=budget,proto3" json:"budget,omitempty"`
 	// Unset: no rate limits of its own (a team's may still apply).
-	Limits        *RateLimits `protobuf:"bytes,12,opt,name=limits,proto3" json:"limits,omitempty"`
+	Limits *RateLimits `protobuf:"bytes,12,opt,name=limits,proto3" json:"limits,omitempty"`
+	// MCP tool allow-list: namespaced tool names ("server__tool") or patterns
+	// with '*'. A key reaches the tools its list and its team's list both
+	// allow; with neither list set it reaches none.
+	McpTools      []string `protobuf:"bytes,13,rep,name=mcp_tools,json=mcpTools,proto3" json:"mcp_tools,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -163,6 +167,13 @@ func (x *Key) GetBudget() *Budget {
 func (x *Key) GetLimits() *RateLimits {
 	if x != nil {
 		return x.Limits
+	}
+	return nil
+}
+
+func (x *Key) GetMcpTools() []string {
+	if x != nil {
+		return x.McpTools
 	}
 	return nil
 }
@@ -300,13 +311,15 @@ func (x *Budget) GetAllowUnpriced() bool {
 type Team struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Stable identifier, "team_" followed by hex.
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Budget        *Budget                `protobuf:"bytes,3,opt,name=budget,proto3" json:"budget,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	Metadata      map[string]string      `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Limits        *RateLimits            `protobuf:"bytes,7,opt,name=limits,proto3" json:"limits,omitempty"`
+	Id        string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Budget    *Budget                `protobuf:"bytes,3,opt,name=budget,proto3" json:"budget,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	Metadata  map[string]string      `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Limits    *RateLimits            `protobuf:"bytes,7,opt,name=limits,proto3" json:"limits,omitempty"`
+	// MCP tool allow-list shared by the team's keys (see Key.mcp_tools).
+	McpTools      []string `protobuf:"bytes,8,rep,name=mcp_tools,json=mcpTools,proto3" json:"mcp_tools,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -386,6 +399,13 @@ func (x *Team) GetMetadata() map[string]string {
 func (x *Team) GetLimits() *RateLimits {
 	if x != nil {
 		return x.Limits
+	}
+	return nil
+}
+
+func (x *Team) GetMcpTools() []string {
+	if x != nil {
+		return x.McpTools
 	}
 	return nil
 }
@@ -940,7 +960,7 @@ var File_tollgate_v1_resources_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_resources_proto_rawDesc = "" +
 	"\n" +
-	"\x1btollgate/v1/resources.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc2\x04\n" +
+	"\x1btollgate/v1/resources.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdf\x04\n" +
 	"\x03Key\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12#\n" +
@@ -958,7 +978,8 @@ const file_tollgate_v1_resources_proto_rawDesc = "" +
 	"\ateam_id\x18\n" +
 	" \x01(\tR\x06teamId\x12+\n" +
 	"\x06budget\x18\v \x01(\v2\x13.tollgate.v1.BudgetR\x06budget\x12/\n" +
-	"\x06limits\x18\f \x01(\v2\x17.tollgate.v1.RateLimitsR\x06limits\x1a;\n" +
+	"\x06limits\x18\f \x01(\v2\x17.tollgate.v1.RateLimitsR\x06limits\x12\x1b\n" +
+	"\tmcp_tools\x18\r \x03(\tR\bmcpTools\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"S\n" +
@@ -971,7 +992,7 @@ const file_tollgate_v1_resources_proto_rawDesc = "" +
 	"\vlimit_nanos\x18\x01 \x01(\x03R\n" +
 	"limitNanos\x12\x16\n" +
 	"\x06period\x18\x02 \x01(\tR\x06period\x12%\n" +
-	"\x0eallow_unpriced\x18\x03 \x01(\bR\rallowUnpriced\"\xf8\x02\n" +
+	"\x0eallow_unpriced\x18\x03 \x01(\bR\rallowUnpriced\"\x95\x03\n" +
 	"\x04Team\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12+\n" +
@@ -981,7 +1002,8 @@ const file_tollgate_v1_resources_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12;\n" +
 	"\bmetadata\x18\x06 \x03(\v2\x1f.tollgate.v1.Team.MetadataEntryR\bmetadata\x12/\n" +
-	"\x06limits\x18\a \x01(\v2\x17.tollgate.v1.RateLimitsR\x06limits\x1a;\n" +
+	"\x06limits\x18\a \x01(\v2\x17.tollgate.v1.RateLimitsR\x06limits\x12\x1b\n" +
+	"\tmcp_tools\x18\b \x03(\tR\bmcpTools\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9b\x02\n" +

@@ -54,6 +54,16 @@ type SpendRecord struct {
 	// more than 10M tokens): the token counts are zero and cost_nanos is what
 	// the request reserved, not the counts' face value.
 	UsageRejected bool `protobuf:"varint,21,opt,name=usage_rejected,json=usageRejected,proto3" json:"usage_rejected,omitempty"`
+	// For an MCP tool call (endpoint "mcp"): the upstream server and the
+	// tool's own name, the bytes of the call's arguments and of its result,
+	// and how it ended: "ok", "tool_error" (the tool reported an error),
+	// "refused", "rate_limited", "budget", "cancelled", "timeout" or
+	// "upstream_error".
+	McpServer     string `protobuf:"bytes,22,opt,name=mcp_server,json=mcpServer,proto3" json:"mcp_server,omitempty"`
+	McpTool       string `protobuf:"bytes,23,opt,name=mcp_tool,json=mcpTool,proto3" json:"mcp_tool,omitempty"`
+	RequestBytes  int64  `protobuf:"varint,24,opt,name=request_bytes,json=requestBytes,proto3" json:"request_bytes,omitempty"`
+	ResponseBytes int64  `protobuf:"varint,25,opt,name=response_bytes,json=responseBytes,proto3" json:"response_bytes,omitempty"`
+	Outcome       string `protobuf:"bytes,26,opt,name=outcome,proto3" json:"outcome,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -233,6 +243,41 @@ func (x *SpendRecord) GetUsageRejected() bool {
 		return x.UsageRejected
 	}
 	return false
+}
+
+func (x *SpendRecord) GetMcpServer() string {
+	if x != nil {
+		return x.McpServer
+	}
+	return ""
+}
+
+func (x *SpendRecord) GetMcpTool() string {
+	if x != nil {
+		return x.McpTool
+	}
+	return ""
+}
+
+func (x *SpendRecord) GetRequestBytes() int64 {
+	if x != nil {
+		return x.RequestBytes
+	}
+	return 0
+}
+
+func (x *SpendRecord) GetResponseBytes() int64 {
+	if x != nil {
+		return x.ResponseBytes
+	}
+	return 0
+}
+
+func (x *SpendRecord) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
 }
 
 // SpendRollup sums the requests of one key and model in one UTC hour.
@@ -428,7 +473,7 @@ var File_tollgate_v1_spend_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_spend_proto_rawDesc = "" +
 	"\n" +
-	"\x17tollgate/v1/spend.proto\x12\vtollgate.v1\"\x98\x05\n" +
+	"\x17tollgate/v1/spend.proto\x12\vtollgate.v1\"\xb8\x06\n" +
 	"\vSpendRecord\x12\x1d\n" +
 	"\n" +
 	"unix_nanos\x18\x01 \x01(\x03R\tunixNanos\x12\x1d\n" +
@@ -457,7 +502,13 @@ const file_tollgate_v1_spend_proto_rawDesc = "" +
 	"ttftMicros\x12\x1a\n" +
 	"\battempts\x18\x13 \x01(\x05R\battempts\x12,\n" +
 	"\x12cache_write_tokens\x18\x14 \x01(\x03R\x10cacheWriteTokens\x12%\n" +
-	"\x0eusage_rejected\x18\x15 \x01(\bR\rusageRejected\"\xfd\x02\n" +
+	"\x0eusage_rejected\x18\x15 \x01(\bR\rusageRejected\x12\x1d\n" +
+	"\n" +
+	"mcp_server\x18\x16 \x01(\tR\tmcpServer\x12\x19\n" +
+	"\bmcp_tool\x18\x17 \x01(\tR\amcpTool\x12#\n" +
+	"\rrequest_bytes\x18\x18 \x01(\x03R\frequestBytes\x12%\n" +
+	"\x0eresponse_bytes\x18\x19 \x01(\x03R\rresponseBytes\x12\x18\n" +
+	"\aoutcome\x18\x1a \x01(\tR\aoutcome\"\xfd\x02\n" +
 	"\vSpendRollup\x12\x1b\n" +
 	"\thour_unix\x18\x01 \x01(\x03R\bhourUnix\x12\x15\n" +
 	"\x06key_id\x18\x02 \x01(\tR\x05keyId\x12\x17\n" +

@@ -1,0 +1,364 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tollgate/tollgate/node/budget"
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+	"github.com/tollgate/tollgate/raftstore"
+	"github.com/tollgate/tollgate/ratelimit"
+)
+
+// Outcomes of a tool call, as the ledger records them, with the HTTP-like
+// status that goes with each.
+const (
+	outcomeOK          = "ok"
+	outcomeToolError   = "tool_error"
+	outcomeRefused     = "refused"
+	outcomeRateLimited = "rate_limited"
+	outcomeBudget      = "budget"
+	outcomeCancelled   = "cancelled"
+	outcomeTimeout     = "timeout"
+	outcomeUpstream    = "upstream_error"
+)
+
+var outcomeStatus = map[string]int32{outcomeOK: 200, outcomeToolError: 200, outcomeRefused: 403,
+	outcomeRateLimited: 429, outcomeBudget: 402, outcomeCancelled: 499, outcomeTimeout: 504, outcomeUpstream: 502}
+
+// codeGateway is the JSON-RPC error code of a call the gateway refused
+// (rate limit, budget, unavailable upstream).
+const codeGateway = -32000
+
+// middleware answers tools/list, tools/call, prompts/list and prompts/get
+// for a scope; every other
+// method goes to the SDK's own handling.
+func (g *Gateway) middleware(scope string) sdk.Middleware {
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			switch r := req.(type) {
+			case *sdk.ListToolsRequest:
+				return g.listTools(scope, r)
+			case *sdk.CallToolRequest:
+				return g.callTool(ctx, scope, r)
+			case *sdk.ListPromptsRequest:
+				return g.listPromptsFor(scope, r)
+			case *sdk.GetPromptRequest:
+				return g.getPrompt(ctx, scope, r)
+			}
+			return next(ctx, method, req)
+		}
+	}
+}
+
+// keyOf returns the key that authenticated the request.
+func keyOf(req sdk.Request) (*raftstore.Key, error) {
+	if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil {
+		if k, ok := ex.TokenInfo.Extra[keyExtra].(*raftstore.Key); ok {
+			return k, nil
+		}
+	}
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "no Tollgate key on this request"}
+}
+
+// listTools lists the tools of the upstreams in scope that the key may
+// use. Tools of an upstream that is down are listed as last seen, marked
+// unavailable, rather than failing the list.
+func (g *Gateway) listTools(scope string, req *sdk.ListToolsRequest) (sdk.Result, error) {
+	key, err := keyOf(req)
+	if err != nil {
+		return nil, err
+	}
+	policy := g.cfg.State.State().McpPolicy(key.ID, key.TeamID)
+	out := &sdk.ListToolsResult{Tools: []*sdk.Tool{}}
+	for _, u := range g.upstreams(scope) {
+		tools, up := u.snapshot()
+		for _, t := range tools {
+			ns := u.name + raftstore.McpToolSeparator + t.Name
+			if !policy.Allows(ns) {
+				continue
+			}
+			c := *t
+			if scope == "" {
+				c.Name = ns
+			}
+			if !up {
+				c.Description = "[unavailable: MCP server " + u.name + " is not reachable from the gateway right now] " + c.Description
+				c.Meta = sdk.Meta{"tollgate/unavailable": true}
+			}
+			out.Tools = append(out.Tools, &c)
+		}
+	}
+	return out, nil
+}
+
+// call is one tool call on its way through the gateway.
+type call struct {
+	g      *Gateway
+	start  time.Time
+	rec    *pb.SpendRecord
+	res    *budget.Reservation
+	ticket *ratelimit.Ticket
+	cost   int64
+}
+
+// callTool authorizes, limits and forwards one tool call, and records it.
+func (g *Gateway) callTool(ctx context.Context, scope string, req *sdk.CallToolRequest) (sdk.Result, error) {
+	key, err := keyOf(req)
+	if err != nil {
+		return nil, err
+	}
+	p := req.Params
+	server, tool, ns := splitTool(scope, p.Name)
+	c := &call{g: g, start: g.now(), rec: &pb.SpendRecord{
+		RequestId: g.nextID(), Node: g.cfg.NodeID, KeyId: key.ID, TeamId: key.TeamID,
+		Model: "mcp:" + sanitize(ns), Deployment: sanitize(server), Provider: "mcp", Endpoint: "mcp",
+		McpServer: sanitize(server), McpTool: sanitize(tool), RequestBytes: int64(len(p.Arguments)),
+	}}
+	defer c.finish()
+	st := g.cfg.State.State()
+	u := g.upstream(server)
+	if u == nil || !st.McpPolicy(key.ID, key.TeamID).Allows(ns) {
+		c.rec.Outcome = outcomeRefused
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+			Message: fmt.Sprintf("Unknown tool %q, or not allowed for this key.", p.Name)}
+	}
+	if err := c.admit(ctx, st, key, u.cfg.GetPricePerCallNanos()); err != nil {
+		return nil, err
+	}
+	sess, why := u.session()
+	if sess == nil {
+		c.rec.Outcome = outcomeUpstream
+		return nil, &jsonrpc.Error{Code: codeGateway, Message: fmt.Sprintf("MCP server %s is unavailable: %s", server, why)}
+	}
+	return c.forward(ctx, u, sess, req, tool)
+}
+
+// admit applies the key's and team's rate limits and reserves a priced
+// call's cost from their budgets.
+func (c *call) admit(ctx context.Context, st *raftstore.State, key *raftstore.Key, price int64) error {
+	g := c.g
+	if g.cfg.Limiter != nil {
+		if checks := limitChecks(st, key); len(checks) > 0 {
+			t, ref := g.cfg.Limiter.Admit(checks, 0)
+			if ref != nil {
+				c.rec.Outcome = outcomeRateLimited
+				secs := max(int64(ref.RetryAfter.Round(time.Second)/time.Second), 1)
+				return &jsonrpc.Error{Code: codeGateway, Message: fmt.Sprintf("Rate limit reached (%s of %s); retry after %ds.", ref.Reason, ref.Bucket, secs),
+					Data: json.RawMessage(`{"retry_after_seconds":` + strconv.FormatInt(secs, 10) + `}`)}
+			}
+			c.ticket = t
+		}
+	}
+	if price <= 0 || g.cfg.Budgets == nil {
+		return nil
+	}
+	limits := budgetsOf(st, key)
+	if len(limits) == 0 {
+		return nil
+	}
+	res, err := g.cfg.Budgets.Reserve(ctx, limits, price, g.now())
+	if err != nil {
+		c.rec.Outcome = outcomeBudget
+		return &jsonrpc.Error{Code: codeGateway, Message: "Budget exceeded: " + err.Error()}
+	}
+	c.res = res
+	return nil
+}
+
+// forward sends the call upstream, relaying its progress notifications;
+// cancelling ctx (the client cancelled) cancels the upstream call.
+func (c *call) forward(ctx context.Context, u *upstream, sess *sdk.ClientSession, req *sdk.CallToolRequest, tool string) (sdk.Result, error) {
+	timeout := c.g.cfg.CallTimeout
+	if ms := u.cfg.GetTimeoutMs(); ms > 0 {
+		timeout = time.Duration(ms) * time.Millisecond
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	params := &sdk.CallToolParams{Name: tool}
+	if len(req.Params.Arguments) > 0 {
+		params.Arguments = req.Params.Arguments
+	}
+	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
+		up, done := c.g.progress.add(ctx, req.Session, tok)
+		defer done()
+		params.SetProgressToken(up)
+	}
+	res, err := sess.CallTool(cctx, params)
+	switch {
+	case err == nil:
+		c.cost = u.cfg.GetPricePerCallNanos()
+		c.rec.Outcome = outcomeOK
+		if res.IsError {
+			c.rec.Outcome = outcomeToolError
+		}
+		if b, merr := json.Marshal(res); merr == nil {
+			c.rec.ResponseBytes = int64(len(b))
+		}
+		return res, nil
+	case ctx.Err() != nil:
+		c.rec.Outcome = outcomeCancelled
+		return nil, ctx.Err()
+	case cctx.Err() != nil:
+		c.rec.Outcome = outcomeTimeout
+		return nil, &jsonrpc.Error{Code: codeGateway, Message: fmt.Sprintf("MCP server %s did not answer within %s.", u.name, timeout)}
+	}
+	c.rec.Outcome = outcomeUpstream
+	var werr *jsonrpc.Error
+	if errors.As(err, &werr) {
+		c.cost = u.cfg.GetPricePerCallNanos() // the server answered
+		return nil, werr
+	}
+	u.fail(sess, "call: "+err.Error())
+	return nil, &jsonrpc.Error{Code: codeGateway, Message: fmt.Sprintf("MCP server %s failed; it is cooling down.", u.name)}
+}
+
+// finish releases the call's limits, settles its budgets and records it.
+func (c *call) finish() {
+	if c.ticket != nil {
+		c.ticket.Done(0)
+	}
+	r := c.rec
+	r.UnixNanos = c.start.UnixNano()
+	r.LatencyMicros = c.g.now().Sub(c.start).Microseconds()
+	r.Status = outcomeStatus[r.Outcome]
+	r.CostNanos = c.cost
+	var uses []*pb.BudgetUse
+	if c.res != nil {
+		c.g.cfg.Budgets.Settle(c.res, c.cost)
+		uses = c.res.Uses(c.cost)
+	}
+	c.g.cfg.Record(r, uses)
+}
+
+// splitTool returns the server, the upstream's tool name and the
+// namespaced name of a tool a client asked for.
+func splitTool(scope, name string) (server, tool, ns string) {
+	if scope != "" {
+		return scope, name, scope + raftstore.McpToolSeparator + name
+	}
+	server, tool, _ = strings.Cut(name, raftstore.McpToolSeparator)
+	return server, tool, name
+}
+
+// sanitize makes a client-supplied name safe for the ledger (no NUL, at
+// most 256 bytes).
+func sanitize(s string) string {
+	s = strings.ReplaceAll(s, "\x00", "")
+	if len(s) > 256 {
+		s = s[:256]
+	}
+	return s
+}
+
+func (g *Gateway) nextID() string {
+	return g.idPrefix + strconv.FormatUint(g.ids.Add(1), 36)
+}
+
+// limitChecks returns the rate-limit buckets a key's calls count in: the
+// key's and its team's, shared with its model requests.
+func limitChecks(st *raftstore.State, key *raftstore.Key) []ratelimit.Check {
+	var out []ratelimit.Check
+	add := func(l *raftstore.RateLimits) {
+		if l != nil {
+			out = append(out, ratelimit.Check{Bucket: l.Bucket, Limits: ratelimit.Limits{RPM: l.RPM, TPM: l.TPM, MaxParallel: l.MaxParallel}})
+		}
+	}
+	add(key.Limits)
+	if t := st.Team(key.TeamID); key.TeamID != "" && t != nil {
+		add(t.Limits)
+	}
+	return out
+}
+
+// budgetsOf returns the budgets a key's priced calls count against.
+func budgetsOf(st *raftstore.State, key *raftstore.Key) []*raftstore.Limit {
+	var out []*raftstore.Limit
+	if key.Budget != nil {
+		out = append(out, key.Budget)
+	}
+	if t := st.Team(key.TeamID); key.TeamID != "" && t != nil && t.Budget != nil {
+		out = append(out, t.Budget)
+	}
+	return out
+}
+
+// progressRouter relays upstream progress notifications to the client
+// whose call they belong to. Each forwarded call gets a token of its own
+// upstream (clients' tokens may collide).
+//
+// The SDK hands a notification to its handler on a goroutine of its own
+// while the call's response, read after it, completes the call; so when a
+// call returns, its last notifications may still be on their way. done
+// waits for them: until no notification for the token has been relayed
+// for progressQuiet, at most progressDrain.
+type progressRouter struct {
+	mu   sync.Mutex
+	next uint64
+	m    map[string]*progressTarget
+}
+
+const (
+	progressQuiet = 2 * time.Millisecond
+	progressDrain = 100 * time.Millisecond
+)
+
+type progressTarget struct {
+	ctx   context.Context // the client's call, which the notification relates to
+	sess  *sdk.ServerSession
+	token any
+	last  time.Time // when a notification was last relayed
+}
+
+func (p *progressRouter) add(ctx context.Context, sess *sdk.ServerSession, token any) (string, func()) {
+	p.mu.Lock()
+	p.next++
+	up := "tollgate-" + strconv.FormatUint(p.next, 36)
+	p.m[up] = &progressTarget{ctx: ctx, sess: sess, token: token}
+	p.mu.Unlock()
+	return up, func() { p.done(up) }
+}
+
+func (p *progressRouter) done(up string) {
+	start := time.Now()
+	for {
+		p.mu.Lock()
+		t := p.m[up]
+		quiet := time.Since(t.last) >= progressQuiet && time.Since(start) >= progressQuiet
+		if quiet || time.Since(start) >= progressDrain {
+			delete(p.m, up)
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// forward is the upstream clients' progress handler.
+func (p *progressRouter) forward(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
+	tok, _ := req.Params.ProgressToken.(string)
+	p.mu.Lock()
+	t, ok := p.m[tok]
+	if ok {
+		t.last = time.Now()
+	}
+	p.mu.Unlock()
+	if !ok {
+		return
+	}
+	_ = t.sess.NotifyProgress(t.ctx, &sdk.ProgressNotificationParams{ProgressToken: t.token,
+		Progress: req.Params.Progress, Total: req.Params.Total, Message: req.Params.Message})
+	p.mu.Lock()
+	t.last = time.Now()
+	p.mu.Unlock()
+}

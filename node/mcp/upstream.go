@@ -1,0 +1,317 @@
+package mcp
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"sort"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+	"github.com/tollgate/tollgate/raftstore"
+)
+
+// Upstream states, as McpServerStatus reports them.
+const (
+	stateConnected  = "connected"
+	stateConnecting = "connecting"
+	stateCooling    = "cooling_down"
+)
+
+// maxToolPages bounds the pages of one upstream's tools/list.
+const maxToolPages = 50
+
+// upstream is this node's connection to one configured MCP server: one
+// client session shared by every call, its tools as last listed, and its
+// cooldown after a failure. A failed session is closed and reconnected
+// after the cooldown (doubling up to maxCooldown); for a stdio server
+// that restarts the process.
+type upstream struct {
+	g    *Gateway
+	name string
+	cfg  *pb.McpServer // the configuration it was built from
+
+	mu       sync.Mutex
+	sess     *sdk.ClientSession
+	state    string
+	tools    []*sdk.Tool // the upstream's own names
+	prompts  []*sdk.Prompt
+	stop     context.CancelFunc // ends the session's context
+	lastErr  string
+	retryAt  time.Time
+	failures int
+	dialing  bool
+	closed   bool
+}
+
+func newUpstream(g *Gateway, cfg *pb.McpServer) *upstream {
+	return &upstream{g: g, name: cfg.GetName(), cfg: cfg, state: stateConnecting}
+}
+
+// session returns the live session, or nil and why there is none.
+func (u *upstream) session() (*sdk.ClientSession, string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.sess != nil {
+		return u.sess, ""
+	}
+	if u.lastErr != "" {
+		return nil, u.lastErr
+	}
+	return nil, "not connected yet"
+}
+
+// snapshot returns the tools as last listed and whether the server is up.
+func (u *upstream) snapshot() ([]*sdk.Tool, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.tools, u.sess != nil
+}
+
+// due reports whether the upstream needs a connection attempt now, and
+// claims it.
+func (u *upstream) due(now time.Time) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed || u.sess != nil || u.dialing || now.Before(u.retryAt) {
+		return false
+	}
+	u.dialing = true
+	return true
+}
+
+// connect opens a session, lists the tools and watches the session. The
+// session lives in a context of its own, derived from ctx (the gateway's
+// run): an HTTP+SSE session's stream lasts as long as the context it was
+// opened with, so only the connection attempt is bounded.
+func (u *upstream) connect(ctx context.Context) {
+	sctx, stop := context.WithCancel(ctx)
+	timer := time.AfterFunc(u.g.cfg.ConnectTimeout, stop)
+	sess, err := u.g.dial(sctx, u.cfg, u)
+	var tools []*sdk.Tool
+	var prompts []*sdk.Prompt
+	if err == nil {
+		tools, err = listTools(sctx, sess)
+		if err == nil {
+			prompts, err = listPrompts(sctx, sess)
+		}
+		if err != nil {
+			_ = sess.Close()
+		}
+	}
+	if !timer.Stop() && err == nil {
+		_ = sess.Close()
+		err = fmt.Errorf("no answer within %s", u.g.cfg.ConnectTimeout)
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.dialing = false
+	if err != nil {
+		stop()
+		u.coolLocked(fmt.Sprintf("connect: %v", err))
+		return
+	}
+	if u.closed {
+		stop()
+		_ = sess.Close()
+		return
+	}
+	u.sess, u.stop, u.tools, u.prompts, u.state, u.failures, u.lastErr = sess, stop, tools, prompts, stateConnected, 0, ""
+	go u.watch(sess)
+}
+
+// watch marks the upstream failed when its session ends (a stdio
+// server's process exited, the connection broke).
+func (u *upstream) watch(sess *sdk.ClientSession) {
+	err := sess.Wait()
+	msg := "session ended"
+	if err != nil {
+		msg = "session ended: " + err.Error()
+	}
+	u.fail(sess, msg)
+}
+
+// fail puts the upstream in cooldown if sess is still its session.
+func (u *upstream) fail(sess *sdk.ClientSession, why string) {
+	u.mu.Lock()
+	if u.sess != sess || sess == nil {
+		u.mu.Unlock()
+		return
+	}
+	u.sess = nil
+	stop := u.stop
+	u.coolLocked(why)
+	u.mu.Unlock()
+	_ = sess.Close()
+	stop()
+	u.g.log.Warn("mcp upstream failed; cooling down", "server", u.name, "err", why)
+}
+
+func (u *upstream) coolLocked(why string) {
+	u.failures++
+	d := u.g.cfg.Cooldown << min(u.failures-1, 16)
+	d = min(d, u.g.cfg.MaxCooldown)
+	u.state, u.lastErr, u.retryAt = stateCooling, why, u.g.now().Add(d)
+}
+
+// refresh lists the tools again (the upstream said they changed).
+func (u *upstream) refresh(ctx context.Context) {
+	sess, _ := u.session()
+	if sess == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, u.g.cfg.ConnectTimeout)
+	defer cancel()
+	tools, err := listTools(ctx, sess)
+	if err != nil {
+		u.fail(sess, "list tools: "+err.Error())
+		return
+	}
+	u.mu.Lock()
+	if u.sess == sess {
+		u.tools = tools
+	}
+	u.mu.Unlock()
+}
+
+func (u *upstream) close() {
+	u.mu.Lock()
+	sess, stop := u.sess, u.stop
+	u.sess, u.closed = nil, true
+	u.mu.Unlock()
+	if sess != nil {
+		_ = sess.Close()
+		stop()
+	}
+}
+
+func (u *upstream) status(node string) *pb.McpServerStatus {
+	tools, _ := u.snapshot()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	st := &pb.McpServerStatus{Node: node, State: u.state, LastError: u.lastErr}
+	for _, t := range tools {
+		st.Tools = append(st.Tools, t.Name)
+	}
+	if u.state == stateCooling {
+		st.RetryAt = timestamp(u.retryAt)
+	}
+	return st
+}
+
+func listTools(ctx context.Context, sess *sdk.ClientSession) ([]*sdk.Tool, error) {
+	out, err := listAll(func(cursor string) ([]*sdk.Tool, string, error) {
+		res, err := sess.ListTools(ctx, &sdk.ListToolsParams{Cursor: cursor})
+		if err != nil {
+			return nil, "", err
+		}
+		return res.Tools, res.NextCursor, nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, err
+}
+
+// listAll gathers the pages of a list (at most maxToolPages).
+func listAll[T any](page func(cursor string) ([]T, string, error)) ([]T, error) {
+	var out []T
+	cursor := ""
+	for range maxToolPages {
+		items, next, err := page(cursor)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, items...)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	return out, nil
+}
+
+// dial connects a client session to a configured server. Header and
+// environment values are opened here, on this node, and never leave it.
+func (g *Gateway) dial(ctx context.Context, cfg *pb.McpServer, u *upstream) (*sdk.ClientSession, error) {
+	st := g.cfg.State.State()
+	t, err := g.transport(st, cfg)
+	if err != nil {
+		return nil, err
+	}
+	client := sdk.NewClient(&sdk.Implementation{Name: "tollgate", Version: g.cfg.Version}, &sdk.ClientOptions{
+		ProgressNotificationHandler: g.progress.forward,
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
+			if u != nil {
+				go u.refresh(context.WithoutCancel(ctx))
+			}
+		},
+	})
+	return client.Connect(ctx, t, nil)
+}
+
+func (g *Gateway) transport(st *raftstore.State, cfg *pb.McpServer) (sdk.Transport, error) {
+	name := cfg.GetName()
+	switch cfg.GetTransport() {
+	case raftstore.McpTransportStdio:
+		cmd := exec.Command(cfg.GetCommand()[0], cfg.GetCommand()[1:]...)
+		cmd.Env = os.Environ()
+		for k, v := range cfg.GetEnv() {
+			val, err := st.OpenMcpSecret(name, "env", k, v)
+			if err != nil {
+				return nil, fmt.Errorf("environment variable %s: %w", k, err)
+			}
+			cmd.Env = append(cmd.Env, k+"="+val)
+		}
+		return &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil
+	case raftstore.McpTransportSSE:
+		hc, err := g.httpClient(st, cfg)
+		return &sdk.SSEClientTransport{Endpoint: cfg.GetUrl(), HTTPClient: hc}, err
+	default:
+		hc, err := g.httpClient(st, cfg)
+		return &sdk.StreamableClientTransport{Endpoint: cfg.GetUrl(), HTTPClient: hc, MaxRetries: 1}, err
+	}
+}
+
+// httpClient returns a client that adds the server's headers (and its
+// credential, as a bearer token) to every request.
+func (g *Gateway) httpClient(st *raftstore.State, cfg *pb.McpServer) (*http.Client, error) {
+	h := http.Header{}
+	for k, v := range cfg.GetHeaders() {
+		val, err := st.OpenMcpSecret(cfg.GetName(), "header", k, v)
+		if err != nil {
+			return nil, fmt.Errorf("header %s: %w", k, err)
+		}
+		h.Set(k, val)
+	}
+	if n := cfg.GetCredential(); n != "" {
+		c := st.Credential(n)
+		if c == nil {
+			return nil, fmt.Errorf("credential %q does not exist", n)
+		}
+		val, err := st.OpenCredential(c)
+		if err != nil {
+			return nil, fmt.Errorf("credential %q: %w", n, err)
+		}
+		h.Set("Authorization", "Bearer "+val)
+	}
+	return &http.Client{Transport: headerTransport{base: g.httpTransport, h: h}}, nil
+}
+
+type headerTransport struct {
+	base http.RoundTripper
+	h    http.Header
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(t.h) > 0 {
+		r = r.Clone(r.Context())
+		for k, v := range t.h {
+			r.Header[k] = v
+		}
+	}
+	return t.base.RoundTrip(r)
+}
