@@ -87,6 +87,19 @@ type Record struct {
 	tw   *traceWriter
 }
 
+// fallbacksAfter names the routes to try after rt failed with last: its
+// context fallbacks after a context overflow, none after a cooling route
+// whose fallbacks were tried first, else its fallbacks.
+func fallbacksAfter(rt, deferred *raftstore.Route, last *failure) []string {
+	switch {
+	case last != nil && last.kind == translate.KindContextOverflow:
+		return rt.ContextFallbacks
+	case rt == deferred:
+		return nil
+	}
+	return rt.Fallbacks
+}
+
 // Recorder receives every finished request, before the last byte of the
 // answer is sent. Record may block briefly (the ledger waits for its write,
 // never for an fsync) and must not keep rec after it returns.
@@ -369,20 +382,8 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 	if !h.reserveBudget(w, r, rec, st, key, route, body, &req) {
 		return
 	}
-	if h.cfg.Limiter != nil {
-		var buf [2]ratelimit.Check
-		if checks := limitChecks(buf[:0], st, key); len(checks) > 0 {
-			t, refusal := h.cfg.Limiter.Admit(checks, estimateTokens(len(body), &req, h.cfg.OutputCap))
-			setRateHeaders(w.Header(), h.cfg.Limiter.Status(checks[0]))
-			if refusal != nil {
-				rec.RateLimited = refusal.Reason
-				rec.traceEvent("tollgate.rate_limited", attribute.String("tollgate.rate_limited", refusal.Reason))
-				w.Header().Set("Retry-After", strconv.FormatInt(int64(max(refusal.RetryAfter/time.Second, 1)), 10))
-				fail(errRateLimited(refusal))
-				return
-			}
-			rec.tickets[0] = t
-		}
+	if !h.admitRate(w, rec, st, key, len(body), &req) {
+		return
 	}
 	h.forward(w, r, rec, st, route, body, &req)
 }
@@ -571,13 +572,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rec *Record, s
 			}
 			h.log.Debug("deployment failed, trying the next", "model", rt.Name, "deployment", d.ID, "error", f.err.Message)
 		}
-		next := rt.Fallbacks
-		if last != nil && last.kind == translate.KindContextOverflow {
-			next = rt.ContextFallbacks
-		} else if rt == deferred {
-			next = nil // its fallbacks were tried already
-		}
-		routes = appendFallbacks(routes, st, next)
+		routes = appendFallbacks(routes, st, fallbacksAfter(rt, deferred, last))
 	}
 	if last == nil {
 		last = failureOf(apiError{http.StatusServiceUnavailable, typeServer, "no_deployment", "",

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tollgate/tollgate/node/budget"
 	"github.com/tollgate/tollgate/raftstore"
+	"github.com/tollgate/tollgate/ratelimit"
 	"github.com/tollgate/tollgate/routing"
 	"go.opentelemetry.io/otel/attribute"
 )
@@ -45,5 +46,29 @@ func (h *Handler) reserveBudget(w http.ResponseWriter, r *http.Request, rec *Rec
 		return false
 	}
 	rec.Reservation = res
+	return true
+}
+
+// admitRate takes the key's (and its team's) rate-limit tickets for the
+// request, or answers 429 with Retry-After and returns false.
+func (h *Handler) admitRate(w http.ResponseWriter, rec *Record, st *raftstore.State, key *raftstore.Key, bodyLen int, req *routing.Request) bool {
+	if h.cfg.Limiter == nil {
+		return true
+	}
+	var buf [2]ratelimit.Check
+	checks := limitChecks(buf[:0], st, key)
+	if len(checks) == 0 {
+		return true
+	}
+	t, refusal := h.cfg.Limiter.Admit(checks, estimateTokens(bodyLen, req, h.cfg.OutputCap))
+	setRateHeaders(w.Header(), h.cfg.Limiter.Status(checks[0]))
+	if refusal != nil {
+		rec.RateLimited = refusal.Reason
+		rec.traceEvent("tollgate.rate_limited", attribute.String("tollgate.rate_limited", refusal.Reason))
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(max(refusal.RetryAfter/time.Second, 1)), 10))
+		h.fail(w, rec, errRateLimited(refusal))
+		return false
+	}
+	rec.tickets[0] = t
 	return true
 }
