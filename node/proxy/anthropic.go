@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"net/http"
 
@@ -65,14 +64,12 @@ func (h *Handler) anthropicAnswer(w http.ResponseWriter, r *http.Request, rec *R
 	if !ok {
 		return f
 	}
-	var body struct {
-		Usage *anthropicUsage `json:"usage"`
-	}
-	if !validAnswer(data) || json.Unmarshal(data, &body) != nil {
+	u, err := translate.AnthropicBodyUsage(data)
+	if !validAnswer(data) || err != nil {
 		return errBadAnswer(d, data)
 	}
-	if body.Usage != nil {
-		rec.Usage = body.Usage.usage()
+	if u != nil {
+		rec.Usage = usageOf(u)
 	}
 	rec.Status = http.StatusOK
 	h.answer(w, rec, d, contentTypeJSON, http.StatusOK, data)
@@ -92,7 +89,7 @@ type anthropicStream struct {
 type anthropicCodec struct {
 	sse     *translate.SSEReader
 	ev      *translate.SSEEvent
-	u       anthropicUsage
+	usage   translate.AnthropicStreamUsage // the one decoder of Anthropic usage
 	buf     []byte
 	stopped bool
 }
@@ -111,26 +108,10 @@ func (c *anthropicCodec) refusal() *translate.Error {
 }
 
 func (c *anthropicCodec) scan(rec *Record) bool {
-	switch c.ev.Event {
-	case "message_start":
-		var m struct {
-			Message struct {
-				Usage anthropicUsage `json:"usage"`
-			} `json:"message"`
-		}
-		if json.Unmarshal(c.ev.Data, &m) == nil {
-			c.u = m.Message.Usage
-			rec.Usage = c.u.usage()
-		}
-	case "message_delta":
-		var m struct {
-			Usage anthropicUsage `json:"usage"`
-		}
-		if json.Unmarshal(c.ev.Data, &m) == nil {
-			c.u.merge(m.Usage)
-			rec.Usage = c.u.usage()
-		}
-	case "message_stop":
+	if c.usage.Event(c.ev.Event, c.ev.Data) {
+		rec.Usage = usageOf(c.usage.Usage())
+	}
+	if c.ev.Event == "message_stop" {
 		c.stopped = true
 		return true
 	}
@@ -164,31 +145,3 @@ var newline = []byte{'\n'}
 func (c *anthropicCodec) whole() bool         { return c.stopped }
 func (*anthropicCodec) close(io.Writer) error { return nil }
 func (*anthropicCodec) fail(io.Writer, error) {}
-
-type anthropicUsage struct {
-	InputTokens              int64 `json:"input_tokens"`
-	OutputTokens             int64 `json:"output_tokens"`
-	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
-	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-}
-
-// merge takes in a message_delta's usage: its counts are cumulative; the
-// input and cache counts may be absent (older API versions).
-func (a *anthropicUsage) merge(m anthropicUsage) {
-	a.OutputTokens = m.OutputTokens
-	if m.InputTokens > 0 {
-		a.InputTokens = m.InputTokens
-	}
-	if m.CacheReadInputTokens > 0 {
-		a.CacheReadInputTokens = m.CacheReadInputTokens
-	}
-	if m.CacheCreationInputTokens > 0 {
-		a.CacheCreationInputTokens = m.CacheCreationInputTokens
-	}
-}
-
-func (a anthropicUsage) usage() routing.Usage {
-	p := a.InputTokens + a.CacheReadInputTokens + a.CacheCreationInputTokens
-	return routing.Usage{PromptTokens: p, CompletionTokens: a.OutputTokens, TotalTokens: p + a.OutputTokens,
-		CachedTokens: a.CacheReadInputTokens, CacheWriteTokens: a.CacheCreationInputTokens, Present: true}
-}

@@ -681,3 +681,52 @@ func TestTranslatedStreamEmptyFailsOverAndCutOffIsAborted(t *testing.T) {
 		t.Errorf("cut-off stream recorded as %d, want 502", rec.Status)
 	}
 }
+
+// The Anthropic pass-through reads usage with the one decoder the
+// translators use (translate.AnthropicStreamUsage): counts are cumulative
+// and a later event without a count, or with a zero, does not lower it;
+// a stream whose events carry no usage at all records none, so that the
+// request is charged its reservation instead of nothing.
+func TestAnthropicPassThroughUsageIsNeverLoweredNorInvented(t *testing.T) {
+	start := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"
+	bare := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{}}\n\n"
+	text := "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n"
+	stop := "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	for _, tc := range []struct {
+		name, stream   string
+		present        bool
+		prompt, output int64
+	}{
+		{"delta without output count", start + text +
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"input_tokens\":0}}\n\n" + stop,
+			true, 5, 1},
+		{"delta with cumulative counts", start + text +
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":7}}\n\n" + stop,
+			true, 5, 7},
+		{"no usage anywhere", bare + text +
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"}}\n\n" + stop,
+			false, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, tc.stream)
+			}))
+			t.Cleanup(up.Close)
+			d := &pb.Deployment{Id: uniq("anthropic"), Provider: routing.ProviderAnthropic, BaseUrl: up.URL + "/v1", UpstreamModel: "claude-mock"}
+			route := newRoute(t, "ausage", d)
+			_, secret := newKey(t, route)
+			g := startGateway(t, proxy.Config{})
+			r := g.post(t, "/v1/messages", secret,
+				`{"model":"`+route+`","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"Hi"}]}`)
+			if r.status != 200 || string(r.body) != tc.stream {
+				t.Fatalf("status %d, body %q; want the upstream's stream", r.status, r.body)
+			}
+			u := g.rec.of(t, r).Usage
+			if u.Present != tc.present || u.PromptTokens != tc.prompt || u.CompletionTokens != tc.output {
+				t.Errorf("usage %+v; want present %v, %d prompt and %d output tokens", u, tc.present, tc.prompt, tc.output)
+			}
+		})
+	}
+}
