@@ -290,3 +290,36 @@ func TestBudgetChargedWhenUsageNeverArrives(t *testing.T) {
 		t.Errorf("finished stream: usage %v, budget %d, cost %d, settled %d, reserved %d", rec.Usage.Present, rec.BudgetNanos, rec.CostNanos, fb.lastSettled(), fb.last())
 	}
 }
+
+// A stream that began and then broke (or ended without its proper end),
+// its usage never reported, counts its whole reservation against the
+// budget, as a client that went away does: the upstream answered part of
+// it and the client got that part.
+func TestBudgetChargedWhenStreamBreaksMidway(t *testing.T) {
+	cut := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, `data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"The answer is"}}]}`+"\n\n")
+	}))
+	t.Cleanup(cut.Close)
+	fb := &fakeBudgets{}
+	g := startGateway(t, proxy.Config{Budgets: fb, Pricing: linearPricing{}, OutputCap: 500})
+	secret := newBudgetKey(t)
+	route := newRoute(t, "cutbudget", dep(uniq("dep"), cut.URL, "m"))
+	for _, path := range []string{"/v1/chat/completions", "/v1/messages"} {
+		req, _ := http.NewRequest(http.MethodPost, g.URL+path, strings.NewReader(chatBody(route, `"stream":true`, `"max_tokens":20`)))
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		rec := g.rec.wait(t, resp.Header.Get("X-Request-Id"))
+		reserved := fb.last()
+		if rec.Status != http.StatusBadGateway || rec.BudgetNanos != reserved || fb.lastSettled() != reserved {
+			t.Errorf("%s: broken stream: status %d, budget %d, settled %d; want 502 and the reservation %d",
+				path, rec.Status, rec.BudgetNanos, fb.lastSettled(), reserved)
+		}
+	}
+}
