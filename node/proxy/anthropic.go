@@ -108,7 +108,12 @@ func (c *anthropicCodec) refusal() *translate.Error {
 }
 
 func (c *anthropicCodec) scan(rec *Record) bool {
-	if c.usage.Event(c.ev.Event, c.ev.Data) {
+	c.usage.Event(c.ev.Event, c.ev.Data)
+	// message_start's output count is provisional: the usage is what the
+	// answer cost only from message_delta on (or at message_stop, for an
+	// upstream that sends none). Until then a stream that ends has none,
+	// and is charged its reservation.
+	if c.ev.Event == "message_delta" || c.ev.Event == "message_stop" {
 		rec.Usage = usageOf(c.usage.Usage())
 	}
 	if c.ev.Event == "message_stop" {

@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -289,4 +290,105 @@ func TestBudgetChargedWhenUsageNeverArrives(t *testing.T) {
 	if !rec.Usage.Present || rec.BudgetNanos != rec.CostNanos || fb.lastSettled() != rec.CostNanos || rec.CostNanos >= fb.last() {
 		t.Errorf("finished stream: usage %v, budget %d, cost %d, settled %d, reserved %d", rec.Usage.Present, rec.BudgetNanos, rec.CostNanos, fb.lastSettled(), fb.last())
 	}
+}
+
+// A stream that began and then broke (or ended without its proper end),
+// its usage never reported, counts its whole reservation against the
+// budget, as a client that went away does: the upstream answered part of
+// it and the client got that part.
+func TestBudgetChargedWhenStreamBreaksMidway(t *testing.T) {
+	cut := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, `data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"The answer is"}}]}`+"\n\n")
+	}))
+	t.Cleanup(cut.Close)
+	fb := &fakeBudgets{}
+	g := startGateway(t, proxy.Config{Budgets: fb, Pricing: linearPricing{}, OutputCap: 500})
+	secret := newBudgetKey(t)
+	route := newRoute(t, "cutbudget", dep(uniq("dep"), cut.URL, "m"))
+	for _, path := range []string{"/v1/chat/completions", "/v1/messages"} {
+		req, _ := http.NewRequest(http.MethodPost, g.URL+path, strings.NewReader(chatBody(route, `"stream":true`, `"max_tokens":20`)))
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		rec := g.rec.wait(t, resp.Header.Get("X-Request-Id"))
+		reserved := fb.last()
+		if rec.Status != http.StatusBadGateway || rec.BudgetNanos != reserved || fb.lastSettled() != reserved {
+			t.Errorf("%s: broken stream: status %d, budget %d, settled %d; want 502 and the reservation %d",
+				path, rec.Status, rec.BudgetNanos, fb.lastSettled(), reserved)
+		}
+	}
+}
+
+// On the Anthropic pass-through, message_start's usage is the prompt's and
+// a provisional output count (0 or 1), not what the answer cost: a stream
+// that ends before message_delta (the client went away, or the stream
+// broke) has no usage, and counts its whole reservation, rather than the
+// prompt and one output token.
+func TestAnthropicPassThroughCutBeforeMessageDeltaCountsTheReservation(t *testing.T) {
+	start := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n"
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, start)
+		if strings.Contains(r.Header.Get("Anthropic-Beta"), "hold") {
+			w.(http.Flusher).Flush()
+			select { // until the gateway cancels the call
+			case <-r.Context().Done():
+			case <-hold:
+			}
+		}
+	}))
+	t.Cleanup(up.Close)
+	d := &pb.Deployment{Id: uniq("anthropic"), Provider: routing.ProviderAnthropic, BaseUrl: up.URL + "/v1", UpstreamModel: "claude-mock"}
+	route := newRoute(t, "acut", d)
+	fb := &fakeBudgets{}
+	g := startGateway(t, proxy.Config{Budgets: fb, Pricing: linearPricing{}, OutputCap: 500})
+	secret := newBudgetKey(t)
+	body := `{"model":"` + route + `","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"Hi"}]}`
+	check := func(what string, rec proxy.Record, status int) {
+		t.Helper()
+		reserved := fb.last()
+		if rec.Status != status || rec.Usage.Present || rec.BudgetNanos != reserved || fb.lastSettled() != reserved {
+			t.Errorf("%s: status %d, usage %+v, budget %d, settled %d; want %d, no usage and the reservation %d",
+				what, rec.Status, rec.Usage, rec.BudgetNanos, fb.lastSettled(), status, reserved)
+		}
+	}
+
+	req, _ := http.NewRequest(http.MethodPost, g.URL+"/v1/messages", strings.NewReader(body))
+	req.Header.Set("X-Api-Key", secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	check("broken stream", g.rec.wait(t, resp.Header.Get("X-Request-Id")), http.StatusBadGateway)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ = http.NewRequestWithContext(ctx, http.MethodPost, g.URL+"/v1/messages", strings.NewReader(body))
+	req.Header.Set("X-Api-Key", secret)
+	req.Header.Set("Anthropic-Beta", "hold")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sse := &sseReader{bufio.NewReader(resp.Body)}
+	for range 2 {
+		if _, err := sse.next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel()
+	resp.Body.Close()
+	check("client gone", g.rec.wait(t, resp.Header.Get("X-Request-Id")), 499)
 }

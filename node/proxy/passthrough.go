@@ -126,7 +126,21 @@ func (c *lineCodec) readLine() ([]byte, error) {
 	return line, err
 }
 
-func (*lineCodec) refusal() *translate.Error { return nil }
+// refusal: a first event that is an error object (some OpenAI-compatible
+// servers answer 200 and send the error as the stream's first event) is
+// not an answer, as the translating decoder also takes it.
+func (c *lineCodec) refusal() *translate.Error {
+	content := bytes.TrimRight(c.line, "\r\n")
+	if !bytes.HasPrefix(content, dataPrefix) {
+		return nil
+	}
+	if data := bytes.TrimLeft(content[len(dataPrefix):], " "); bytes.HasPrefix(data, errorObject) {
+		return translate.ParseOpenAIError(http.StatusBadGateway, data)
+	}
+	return nil
+}
+
+var errorObject = []byte(`{"error"`)
 
 func (c *lineCodec) scan(rec *Record) bool {
 	skip := c.skipBlank // the line before was hidden

@@ -408,8 +408,11 @@ func (h *Handler) commit(rec *Record) {
 		rec.Unpriced = true
 	}
 	rec.BudgetNanos = rec.CostNanos
+	// A stream whose usage never came counts its whole reservation: the
+	// client got (part of) an answer, and then went away (499) or the
+	// stream broke (502, the only error status an answer that began gets).
 	if rec.Reservation != nil && !rec.Usage.Present && rec.FirstByte > 0 &&
-		(rec.Status < 400 || rec.Status == statusClientClosed) {
+		(rec.Status < 400 || rec.Status == statusClientClosed || rec.Status == http.StatusBadGateway) {
 		rec.BudgetNanos = max(rec.CostNanos, rec.Reservation.Amount())
 	}
 	if h.cfg.Budgets != nil && rec.Reservation != nil {

@@ -730,3 +730,30 @@ func TestAnthropicPassThroughUsageIsNeverLoweredNorInvented(t *testing.T) {
 		})
 	}
 }
+
+// An OpenAI-wire upstream that answers 200 with an error as its stream's
+// first event has not answered: the pass-through fails over, as the
+// translating decoder does, instead of relaying the error as a success
+// and charging the request its reservation.
+func TestPassThroughStreamStartingWithAnErrorFailsOver(t *testing.T) {
+	t.Parallel()
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, ": keep-alive\n\ndata: {\"error\":{\"message\":\"The server is overloaded.\",\"type\":\"server_error\"}}\n\ndata: [DONE]\n\n")
+	}))
+	t.Cleanup(bad.Close)
+	_, url := startMock(t, mock.Options{})
+	good := dep(uniq("good"), url, "ok")
+	good.Priority = 1
+	route := newRoute(t, "errfirst", dep(uniq("bad"), bad.URL, "m"), good)
+	_, secret := newKey(t)
+	g := startGateway(t, proxy.Config{})
+	r := g.post(t, "/v1/chat/completions", secret, chatBody(route, `"stream":true`))
+	if r.status != 200 || r.header.Get("X-Tollgate-Deployment") != good.Id || strings.Contains(string(r.body), "overloaded") {
+		t.Errorf("status %d from %s: %s; want the good deployment's answer", r.status, r.header.Get("X-Tollgate-Deployment"), r.body)
+	}
+	if rec := g.rec.of(t, r); rec.Attempts != 2 || !rec.Usage.Present {
+		t.Errorf("%d attempts, usage %+v; want 2 and the good answer's usage", rec.Attempts, rec.Usage)
+	}
+}

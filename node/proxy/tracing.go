@@ -295,7 +295,7 @@ func (tw *traceWriter) scan(p []byte) {
 		tw.content = append(tw.content, p[:min(len(p), contentLimit-len(tw.content))]...)
 	}
 	if tw.model == "" {
-		tw.model, _ = jsonStringAfter(p, modelKey)
+		tw.model = tw.responseModel(p)
 	}
 	for rest := p; len(tw.finish) < maxFinishReasons; {
 		v, n := jsonStringAfter(rest, reasonKey)
@@ -303,10 +303,53 @@ func (tw *traceWriter) scan(p []byte) {
 			break
 		}
 		rest = rest[n:]
-		if v != "" && !containsString(tw.finish, v) {
+		if v != "" && (tw.keep || finishReasons[v]) && !containsString(tw.finish, v) {
 			tw.finish = append(tw.finish, v)
 		}
 	}
+}
+
+// Without content, the scan must not note what the model wrote: a tool
+// call's arguments may be a JSON object (Anthropic's tool_use input,
+// Gemini's functionCall args) with members named "model" or "...reason".
+// So a finish reason is noted only from the formats' vocabulary, and the
+// model only from before the answer's content, or from Gemini's
+// modelVersion, the last member of its answers.
+var (
+	modelVersionKey = []byte(`"modelVersion":`)
+	contentKeys     = [...][]byte{[]byte(`"content`), []byte(`"choices"`), []byte(`"candidates"`), []byte(`"output"`),
+		[]byte(`"delta"`), []byte(`"input"`), []byte(`"parts"`)}
+	finishReasons = map[string]bool{
+		// OpenAI chat, completions and Responses (incomplete_details.reason)
+		"stop": true, "length": true, "tool_calls": true, "content_filter": true, "function_call": true,
+		"max_output_tokens": true,
+		// Anthropic
+		"end_turn": true, "max_tokens": true, "stop_sequence": true, "tool_use": true, "pause_turn": true,
+		"refusal": true, "model_context_window_exceeded": true,
+		// Gemini
+		"FINISH_REASON_UNSPECIFIED": true, "STOP": true, "MAX_TOKENS": true, "SAFETY": true, "RECITATION": true,
+		"LANGUAGE": true, "OTHER": true, "BLOCKLIST": true, "PROHIBITED_CONTENT": true, "SPII": true,
+		"MALFORMED_FUNCTION_CALL": true, "IMAGE_SAFETY": true, "UNEXPECTED_TOOL_CALL": true, "TOO_MANY_TOOL_CALLS": true,
+	}
+)
+
+// responseModel returns the model an answer names in p ("" if none).
+func (tw *traceWriter) responseModel(p []byte) string {
+	if tw.keep {
+		v, _ := jsonStringAfter(p, modelKey)
+		return v
+	}
+	if i := bytes.LastIndex(p, modelVersionKey); i >= 0 {
+		v, _ := jsonStringAfter(p[i:], modelVersionKey)
+		return v
+	}
+	for _, k := range contentKeys {
+		if i := bytes.Index(p, k); i >= 0 {
+			p = p[:i]
+		}
+	}
+	v, _ := jsonStringAfter(p, modelKey)
+	return v
 }
 
 // jsonStringAfter finds key in p and returns the JSON string that follows

@@ -2,6 +2,9 @@ package proxy_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +18,7 @@ import (
 	"github.com/tollgate/tollgate/cmd/mockllm/mock"
 	"github.com/tollgate/tollgate/node/proxy"
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+	"github.com/tollgate/tollgate/routing"
 )
 
 // tracer returns a tracer that samples every span and the exporter its
@@ -186,5 +190,59 @@ func TestUnsampledTraceIsPropagatedNotRecorded(t *testing.T) {
 	}
 	if n := len(exp.GetSpans()); n != 0 {
 		t.Errorf("%d spans exported of an unsampled trace", n)
+	}
+}
+
+// Without TraceContent no span carries what the model wrote: a tool
+// call's arguments that are a JSON object (Anthropic's tool_use input,
+// Gemini's functionCall args) have members named like the ones the span
+// notes ("model", a "...reason"), and their values are content.
+func TestTracingWithoutContentKeepsToolArgumentsOut(t *testing.T) {
+	t.Parallel()
+	const answer = `{"id":"msg_1","type":"message","role":"assistant","model":"claude-mock","content":[` +
+		`{"type":"tool_use","id":"toolu_1","name":"lookup","input":{"reason":"SECRET-REASON","model":"SECRET-MODEL"}}],` +
+		`"stop_reason":"tool_use","usage":{"input_tokens":5,"output_tokens":3}}`
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, answer)
+	}))
+	t.Cleanup(up.Close)
+	d := &pb.Deployment{Id: uniq("anthropic"), Provider: routing.ProviderAnthropic, BaseUrl: up.URL + "/v1", UpstreamModel: "claude-mock"}
+	route := newRoute(t, "tracetools", d)
+	_, secret := newKey(t)
+	tr, exp := tracer(t)
+	g := startGateway(t, proxy.Config{Tracer: tr})
+	for _, c := range []struct{ path, body string }{
+		{"/v1/messages", `{"model":"` + route + `","max_tokens":64,"messages":[{"role":"user","content":"Hi"}]}`},
+		{"/v1beta/models/" + route + ":generateContent", `{"contents":[{"role":"user","parts":[{"text":"Hi"}]}]}`},
+	} {
+		r := g.do(t, http.MethodPost, c.path, "", c.body, "X-Api-Key", secret)
+		if r.status != 200 || !strings.Contains(string(r.body), "SECRET-REASON") {
+			t.Fatalf("%s: status %d: %s", c.path, r.status, r.body)
+		}
+		g.rec.of(t, r)
+	}
+	waitFor(t, "two server spans", func() bool {
+		n := 0
+		for _, s := range exp.GetSpans() {
+			if s.SpanKind == trace.SpanKindServer {
+				n++
+			}
+		}
+		return n == 2
+	})
+	for _, s := range exp.GetSpans() {
+		if a := attrMap(s.Attributes); s.SpanKind == trace.SpanKindServer &&
+			(a["gen_ai.response.model"] == "" || !strings.Contains(a["gen_ai.response.finish_reasons"], "tool_use") &&
+				!strings.Contains(a["gen_ai.response.finish_reasons"], "STOP")) {
+			t.Errorf("span %q: response model %q, finish reasons %s; want the answer's", s.Name,
+				a["gen_ai.response.model"], a["gen_ai.response.finish_reasons"])
+		}
+		for _, kv := range s.Attributes {
+			if strings.Contains(kv.Value.String(), "SECRET") {
+				t.Errorf("span %q: attribute %s = %s: content without TraceContent", s.Name, kv.Key, kv.Value.String())
+			}
+		}
 	}
 }
