@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"os"
+	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -63,6 +65,7 @@ func TestCloseWithPebbleStalledKeepsEveryRecord(t *testing.T) {
 		}
 		t.Logf("Close after %d acknowledged appends: %v", n, err)
 	case <-time.After(30 * time.Second):
+		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
 		t.Fatal("Close hung on a stalled Pebble")
 	}
 

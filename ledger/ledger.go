@@ -363,9 +363,25 @@ func (l *Ledger) Close() error {
 	close(l.ops)
 	l.mu.Unlock()
 
-	<-l.wDone
+	var errs []error
+	// The writer stops once it has committed what was queued; one waiting
+	// for room in the apply queue of a stalled Pebble does not hang the
+	// shutdown (it is then left running, and the journal open under it).
+	writerStopped := true
+	select {
+	case <-l.wDone:
+	case <-time.After(closeFlushTimeout):
+		writerStopped = false
+		errs = append(errs, fmt.Errorf("ledger: the writer did not stop within %v (the journal is kept)", closeFlushTimeout))
+	}
 	l.bgCancel()
-	<-l.bgDone
+	select {
+	case <-l.bgDone:
+	case <-time.After(closeFlushTimeout):
+		// A retention cleanup committing into a stalled Pebble: Pebble is
+		// closed only once it returns (below).
+		errs = append(errs, fmt.Errorf("ledger: retention cleanup did not stop within %v", closeFlushTimeout))
+	}
 	applied := false
 	select {
 	case <-l.ap.done:
@@ -376,7 +392,6 @@ func (l *Ledger) Close() error {
 	// cannot finish (a full disk: it retries without end) must not hang
 	// the node's shutdown: the journal is then kept, and so is everything.
 	flushed := false
-	var errs []error
 	if err := l.ap.failed(); err != nil {
 		errs = append(errs, err) // the journal holds what Pebble refused: keep it
 	} else if !applied {
@@ -394,12 +409,17 @@ func (l *Ledger) Close() error {
 			errs = append(errs, fmt.Errorf("ledger: flush on close did not finish within %v (the journal is kept)", closeFlushTimeout))
 		}
 	}
-	errs = append(errs, l.w.close(), l.j.close(flushed))
+	if writerStopped {
+		errs = append(errs, l.w.close(), l.j.close(flushed))
+	}
 	done := make(chan error, 1)
 	// Pebble must not be closed under a commit: wait for the applier
-	// (abandoned above if it was stalled) before closing it.
+	// (abandoned above if it was stalled) and the retention cleanup before
+	// closing it.
 	go func() {
+		<-l.wDone
 		<-l.ap.done
+		<-l.bgDone
 		done <- l.db.Close()
 	}()
 	select {
