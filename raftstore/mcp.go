@@ -153,12 +153,14 @@ func ValidateMcpServer(m *pb.McpServer) error {
 }
 
 func validMcpName(name string) error {
-	ok := name != "" && len(name) <= 64 && !strings.Contains(name, McpToolSeparator)
+	// A trailing '_' would make "name__tool" ambiguous ("a_"+"__"+"x" is
+	// "a"+"__"+"_x").
+	ok := name != "" && len(name) <= 64 && !strings.Contains(name, McpToolSeparator) && !strings.HasSuffix(name, "_")
 	for _, r := range name {
 		ok = ok && (r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_')
 	}
 	if !ok {
-		return fmt.Errorf("mcp server name %q: 1-64 lowercase letters, digits, '-' and '_', without %q: %w",
+		return fmt.Errorf("mcp server name %q: 1-64 lowercase letters, digits, '-' and '_', without %q and not ending in '_': %w",
 			name, McpToolSeparator, ErrInvalid)
 	}
 	return nil

@@ -147,3 +147,18 @@ func TestMcpResealAppliesOnlyToTheServerItRead(t *testing.T) {
 		t.Fatalf("resealed %v", got)
 	}
 }
+
+// A server name ending in '_' makes namespaced tool names ambiguous: server
+// "a_" with tool "x" and server "a" with tool "_x" are both "a___x", which
+// the allow-list pattern "a__*" (meant for server a) matches and which the
+// gateway routes to server a. Such names are refused.
+func TestMcpServerNameEndingInUnderscoreRefused(t *testing.T) {
+	h := newFixture(t)
+	h.must(putMcpCmd(&pb.McpServer{Name: "a", Url: "http://x/mcp"}, false))
+	for _, name := range []string{"a_", "_", "b-_"} {
+		if _, err := h.apply(putMcpCmd(&pb.McpServer{Name: name, Url: "http://x/mcp"}, false)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("server %q: %v, want invalid", name, err)
+		}
+	}
+	h.must(putMcpCmd(&pb.McpServer{Name: "_a-b_c", Url: "http://x/mcp"}, false))
+}

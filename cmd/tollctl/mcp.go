@@ -101,7 +101,7 @@ func (a *app) mcpAddCommand() *cobra.Command {
 		Use:   "add NAME (--url URL [--sse] | --stdio \"CMD ARGS\") [flags]",
 		Short: "Add an upstream MCP server",
 		Long: `Add an upstream MCP server under NAME (lowercase letters, digits, '-' and
-'_', without "__"). --url is a Streamable HTTP endpoint, or with --sse a
+'_', without "__" and not ending in '_'). --url is a Streamable HTTP endpoint, or with --sse a
 legacy HTTP+SSE one; --stdio is a command every node spawns and keeps
 running, restarting it with backoff when it exits.
 

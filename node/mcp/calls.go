@@ -189,7 +189,7 @@ func (c *call) forward(ctx context.Context, u *upstream, sess *sdk.ClientSession
 		params.Arguments = req.Params.Arguments
 	}
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
-		up, done := c.g.progress.add(ctx, req.Session, tok)
+		up, done := c.g.progress.add(ctx, req.Session, tok, sess)
 		defer done()
 		params.SetProgressToken(up)
 	}
@@ -315,15 +315,16 @@ const (
 type progressTarget struct {
 	ctx   context.Context // the client's call, which the notification relates to
 	sess  *sdk.ServerSession
+	from  *sdk.ClientSession // the upstream session the call went to; only it may report progress
 	token any
 	last  time.Time // when a notification was last relayed
 }
 
-func (p *progressRouter) add(ctx context.Context, sess *sdk.ServerSession, token any) (string, func()) {
+func (p *progressRouter) add(ctx context.Context, sess *sdk.ServerSession, token any, from *sdk.ClientSession) (string, func()) {
 	p.mu.Lock()
 	p.next++
 	up := "tollgate-" + strconv.FormatUint(p.next, 36)
-	p.m[up] = &progressTarget{ctx: ctx, sess: sess, token: token}
+	p.m[up] = &progressTarget{ctx: ctx, sess: sess, token: token, from: from}
 	p.mu.Unlock()
 	return up, func() { p.done(up) }
 }
@@ -349,6 +350,7 @@ func (p *progressRouter) forward(_ context.Context, req *sdk.ProgressNotificatio
 	tok, _ := req.Params.ProgressToken.(string)
 	p.mu.Lock()
 	t, ok := p.m[tok]
+	ok = ok && t.from == req.Session // another upstream cannot guess its way into a call
 	if ok {
 		t.last = time.Now()
 	}

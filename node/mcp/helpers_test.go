@@ -172,7 +172,7 @@ func (e *env) addKey(id string, tools []string, limits *pb.RateLimits) string {
 func (e *env) connect(path, secret, version string, opts *sdk.ClientOptions) *sdk.ClientSession {
 	e.t.Helper()
 	c := sdk.NewClient(&sdk.Implementation{Name: "test-client", Version: "1"}, opts)
-	hc := &http.Client{Transport: headerTransport{base: http.DefaultTransport, h: http.Header{"Authorization": {"Bearer " + secret}}}}
+	hc := &http.Client{Transport: headerTransport{base: http.DefaultTransport, h: http.Header{"Authorization": {"Bearer " + secret}}, origin: originOf(e.url)}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: e.url + path, HTTPClient: hc, MaxRetries: -1},

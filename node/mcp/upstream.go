@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -298,16 +300,27 @@ func (g *Gateway) httpClient(st *raftstore.State, cfg *pb.McpServer) (*http.Clie
 		}
 		h.Set("Authorization", "Bearer "+val)
 	}
-	return &http.Client{Transport: headerTransport{base: g.httpTransport, h: h}}, nil
+	return &http.Client{Transport: headerTransport{base: g.httpTransport, h: h, origin: originOf(cfg.GetUrl())}}, nil
 }
 
+// headerTransport adds h to the requests it carries to origin (scheme and
+// host): not to where a redirect or an SSE endpoint event points.
 type headerTransport struct {
-	base http.RoundTripper
-	h    http.Header
+	base   http.RoundTripper
+	h      http.Header
+	origin string
+}
+
+func originOf(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Scheme + "://" + u.Host)
 }
 
 func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if len(t.h) > 0 {
+	if len(t.h) > 0 && t.origin != "" && strings.ToLower(r.URL.Scheme+"://"+r.URL.Host) == t.origin {
 		r = r.Clone(r.Context())
 		for k, v := range t.h {
 			r.Header[k] = v
