@@ -31,6 +31,7 @@ func fixture(t *testing.T) string {
 		"proto/x.go":             long + strings.Repeat("\n", 30),
 		"pkg/DESIGN.md":          "# pkg\n",
 		"other/review_x_test.go": "package other\n",
+		"other/x_review_test.go": "package other\n",
 	}
 	for name, body := range files {
 		p := filepath.Join(root, filepath.FromSlash(name))
@@ -48,6 +49,7 @@ func fixture(t *testing.T) string {
 var fixtureViolations = []string{
 	"other/DESIGN.md",
 	"other/review_x_test.go",
+	"other/x_review_test.go",
 	"pkg/big.go 21",
 	"pkg/long.go G.M 6",
 	"pkg/long.go Long 6",

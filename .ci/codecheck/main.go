@@ -3,7 +3,7 @@
 //   - every non-generated, non-test Go file has at most 800 lines;
 //   - every function in those files (from its func line through its closing brace) has at
 //     most 80 lines;
-//   - no test file is named after a review (review_test.go, review_*_test.go): tests are
+//   - no test file is named after a review (review_test.go, review_*_test.go, *_review_test.go): tests are
 //     named after the behaviour they pin down;
 //   - the packages listed in designDirs carry a DESIGN.md.
 //

@@ -60,7 +60,7 @@ func (v violation) line() string {
 }
 
 // reviewTest matches test files named after a review rather than a behaviour.
-var reviewTest = regexp.MustCompile(`^review(_.*)?_test\.go$`)
+var reviewTest = regexp.MustCompile(`^(review(_.*)?|.*_review)_test\.go$`)
 
 // scan walks the Go files under root (skipping hidden directories, testdata, vendor,
 // node_modules and the generated proto/ tree) and returns every violation, sorted.

@@ -211,6 +211,9 @@ func TestAnswerUsageIsTheSameOnEveryPath(t *testing.T) {
 		{"anthropic/response_tool_only.anthropic.json", anthropic, billed{849, 47, 0, 0, true}},
 		{"anthropic/response_tool_use.anthropic.json", anthropic, billed{21 + 188086 + 1024, 393, 1024, 188086, true}},
 		{"usage/openai_chat_response.json", openAI, billed{2210, 3, 2048, 0, true}},
+		// An OpenAI-compatible server that names the counts as the
+		// Responses API does: billed the same translated and passed through.
+		{"usage/openai_compatible_input_output.json", openAI, billed{12, 5, 4, 0, true}},
 	}
 	runUsageCases(t, cases)
 }
