@@ -145,25 +145,12 @@ func geminiBody(body []byte, model string, stream bool) ([]byte, bool) {
 // needs a key that may use the model, and sends nothing upstream.
 func (h *Handler) geminiCountTokens(w http.ResponseWriter, r *http.Request, model string) {
 	fail := func(e apiError) { writeErrorIn(w, routing.EndpointGemini, e.toError(translate.KindOther)) }
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		fail(errMethod(http.MethodPost))
-		return
-	}
-	st := h.cfg.State.State()
-	key, aerr := authenticate(r, st)
+	st, key := countingCaller(w, r, h.cfg.State, fail)
 	if key == nil {
-		fail(aerr)
 		return
 	}
 	model = strings.TrimPrefix(model, "models/")
-	route := st.Resolve(model)
-	if !keyAllows(key, model, route) {
-		fail(errModelNotAllowed(model))
-		return
-	}
-	if route == nil {
-		fail(errModelNotFound(model))
+	if !countingModelAllowed(st, key, model, fail) {
 		return
 	}
 	body, err := readBody(r, h.cfg.MaxBodyBytes, nil)

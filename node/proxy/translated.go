@@ -370,20 +370,45 @@ func (h *Handler) attemptGeminiEmbeddings(w http.ResponseWriter, r *http.Request
 
 // --- /v1/messages/count_tokens ----------------------------------------------
 
+// countingCaller admits a token-count request (Anthropic's and Gemini's):
+// POST only, with a valid key. It answers a refusal itself with fail and
+// then returns a nil key.
+func countingCaller(w http.ResponseWriter, r *http.Request, src StateSource, fail func(apiError)) (*raftstore.State, *raftstore.Key) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		fail(errMethod(http.MethodPost))
+		return nil, nil
+	}
+	st := src.State()
+	key, aerr := authenticate(r, st)
+	if key == nil {
+		fail(aerr)
+	}
+	return st, key
+}
+
+// countingModelAllowed reports whether key may count tokens for model (a
+// known route it may use); it answers the refusal itself with fail.
+func countingModelAllowed(st *raftstore.State, key *raftstore.Key, model string, fail func(apiError)) bool {
+	route := st.Resolve(model)
+	if !keyAllows(key, model, route) {
+		fail(errModelNotAllowed(model))
+		return false
+	}
+	if route == nil {
+		fail(errModelNotFound(model))
+		return false
+	}
+	return true
+}
+
 // countTokens answers Anthropic's token counting endpoint with the
 // gateway's estimate (see translate.AnthropicCountTokens); it needs a valid
 // key that may use the model, and sends nothing upstream.
 func (h *Handler) countTokens(w http.ResponseWriter, r *http.Request) {
 	fail := func(e apiError) { writeErrorIn(w, routing.EndpointMessages, e.toError(translate.KindOther)) }
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		fail(errMethod(http.MethodPost))
-		return
-	}
-	st := h.cfg.State.State()
-	key, aerr := authenticate(r, st)
+	st, key := countingCaller(w, r, h.cfg.State, fail)
 	if key == nil {
-		fail(aerr)
 		return
 	}
 	body, err := h.readBodyIn(w, r, nil)
@@ -400,13 +425,7 @@ func (h *Handler) countTokens(w http.ResponseWriter, r *http.Request) {
 		fail(errNoModel)
 		return
 	}
-	route := st.Resolve(req.Model)
-	if !keyAllows(key, req.Model, route) {
-		fail(errModelNotAllowed(req.Model))
-		return
-	}
-	if route == nil {
-		fail(errModelNotFound(req.Model))
+	if !countingModelAllowed(st, key, req.Model, fail) {
 		return
 	}
 	n, err := translate.AnthropicCountTokens(body)
