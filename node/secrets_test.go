@@ -17,9 +17,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tollgate/tollgate/node/admin"
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 	"github.com/tollgate/tollgate/raftstore"
 )
@@ -247,6 +249,16 @@ func TestKeyedFollowerSealsForKeylessLeader(t *testing.T) {
 	_, err = nodes[1].creds().SetCredential(adminCtx(t), &pb.SetCredentialRequest{Name: "x", Value: "tgsealed:v1:00000000:AAAA"})
 	if status.Code(err) != codes.InvalidArgument {
 		t.Errorf("a sealed-looking value from a client: %v, want InvalidArgument", err)
+	}
+	// A client that sets the forwarding header itself, straight at the
+	// leader, is still a client: it has no cluster secret to vouch with.
+	fctx := metadata.AppendToOutgoingContext(adminCtx(t), admin.MetadataForwarded, "n2")
+	_, err = n1.creds().SetCredential(fctx, &pb.SetCredentialRequest{Name: "y", Value: "tgsealed:v1:00000000:AAAA"})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Errorf("a sealed-looking value with a forged forwarding header: %v, want InvalidArgument", err)
+	}
+	if v := n1.n.Store().State().Credential("y"); v != nil {
+		t.Errorf("the forged sealed value was stored: %q", v.GetValue())
 	}
 }
 

@@ -2,19 +2,45 @@ package admin
 
 import (
 	"context"
+	"crypto/hmac"
 	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 	"github.com/tollgate/tollgate/raftstore"
 )
 
 // MetadataForwarded is the metadata key a node sets on an admin write it
-// forwards to the leader (its value is the node's id).
+// forwards to the leader (its value is the node's id). Anyone can set it:
+// see forwardedByNode for what the leader trusts.
 const MetadataForwarded = "x-tollgate-forwarded"
+
+// forwardedByNode reports whether the call of ctx is a write another node
+// forwarded: it carries MetadataForwarded and the actor that node vouched
+// for with the cluster secret (see ForwardMetadata), and that actor is the
+// caller the token authenticated. A client that sets the header itself has
+// no cluster secret to sign with, so its sealed-looking values stay refused.
+func forwardedByNode(ctx context.Context, st *raftstore.State) bool {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if len(md.Get(MetadataForwarded)) == 0 {
+		return false
+	}
+	id := IdentityFrom(ctx)
+	if id == nil || st == nil {
+		return false
+	}
+	a, mac := md.Get(MetadataActor), md.Get(MetadataActorMAC)
+	cs := st.ClusterSecret()
+	if len(a) == 0 || len(mac) == 0 || cs == "" || !hmac.Equal([]byte(mac[0]), []byte(actorMAC(cs, []byte(a[0])))) {
+		return false
+	}
+	var actor pb.Actor
+	return proto.Unmarshal([]byte(a[0]), &actor) == nil && actor.GetUser() == id.User
+}
 
 // hintMinLen is the shortest value whose last characters are shown as a
 // hint; shorter values would give away too much of themselves.
@@ -65,7 +91,7 @@ func (c credentialService) SetCredential(ctx context.Context, req *pb.SetCredent
 	st := c.s.store.State()
 	value := req.GetValue()
 	if raftstore.IsSealed(value) {
-		if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(MetadataForwarded)) == 0 {
+		if !forwardedByNode(ctx, st) {
 			return nil, ErrSealedValue(req.GetName())
 		}
 	} else {

@@ -8,7 +8,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -67,10 +66,7 @@ func (m mcpService) AddMcpServer(ctx context.Context, req *pb.AddMcpServerReques
 	}
 	srv = proto.Clone(srv).(*pb.McpServer)
 	st := m.s.store.State()
-	forwarded := false
-	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(MetadataForwarded)) > 0 {
-		forwarded = true
-	}
+	forwarded := forwardedByNode(ctx, st)
 	for kind, vals := range map[string]map[string]string{"header": srv.GetHeaders(), "env": srv.GetEnv()} {
 		for k, v := range vals {
 			sealed, err := sealMcpValue(st, srv.GetName(), kind, k, v, forwarded)
