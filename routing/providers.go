@@ -145,6 +145,13 @@ func (e Endpoint) Name() string {
 	}
 }
 
+// redactUser returns u with any user and password replaced, for errors.
+func redactUser(u *url.URL) string {
+	r := *u
+	r.User = url.User("REDACTED")
+	return r.String()
+}
+
 // NormalizeDeployment fills defaults into d and checks that the gateway can
 // call it. It is used by the admin API before a deployment is stored.
 func NormalizeDeployment(d *pb.Deployment) error {
@@ -169,11 +176,20 @@ func NormalizeDeployment(d *pb.Deployment) error {
 		}
 	}
 	u, err := url.Parse(d.GetBaseUrl())
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("base URL %q is not an http(s) URL", d.GetBaseUrl())
+	if err != nil {
+		// Not echoed: it may hold a secret that url.Redacted cannot find.
+		return fmt.Errorf("base URL is not an http(s) URL (it does not parse)")
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("base URL %q is not an http(s) URL", u.Redacted())
+	}
+	if u.User != nil {
+		// Base URLs are shown to every role that may read routes; a
+		// secret belongs in a sealed credential.
+		return fmt.Errorf("base URL %q must not carry a user or password: store the secret with 'tollctl credential set' and name it with --credential", redactUser(u))
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("base URL %q must not have a query or fragment", d.GetBaseUrl())
+		return fmt.Errorf("base URL %q must not have a query or fragment", u.Redacted())
 	}
 	d.BaseUrl = strings.TrimRight(d.GetBaseUrl(), "/")
 	if d.GetUpstreamModel() == "" {

@@ -102,6 +102,12 @@ func TestNormalizeDeployment(t *testing.T) {
 		{name: "fragment",
 			in:      &pb.Deployment{Id: "a", Provider: "openai-compatible", BaseUrl: "http://x/v1#frag", UpstreamModel: "m"},
 			wantErr: "must not have a query or fragment"},
+		{name: "userinfo",
+			in:      &pb.Deployment{Id: "a", Provider: "openai-compatible", BaseUrl: "https://bob:hunter2secret@x/v1", UpstreamModel: "m"},
+			wantErr: `base URL "https://REDACTED@x/v1" must not carry a user or password`},
+		{name: "userinfo without password",
+			in:      &pb.Deployment{Id: "a", Provider: "openai-compatible", BaseUrl: "https://sk-abc@x/v1", UpstreamModel: "m"},
+			wantErr: "must not carry a user or password"},
 		{name: "empty upstream model",
 			in:      &pb.Deployment{Id: "a", Provider: "openai", BaseUrl: "https://x/v1"},
 			wantErr: "upstream model is empty"},
@@ -112,6 +118,11 @@ func TestNormalizeDeployment(t *testing.T) {
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+				}
+				for _, secret := range []string{"hunter2", "sk-abc"} {
+					if strings.Contains(err.Error(), secret) {
+						t.Errorf("the error shows the URL's secret: %v", err)
+					}
 				}
 				return
 			}
