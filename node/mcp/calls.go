@@ -39,25 +39,43 @@ var outcomeStatus = map[string]int32{outcomeOK: 200, outcomeToolError: 200, outc
 // (rate limit, budget, unavailable upstream).
 const codeGateway = -32000
 
+// codeRejected is the code of the error the SDK's client returns when the
+// transport failed (no connection, an HTTP error without a JSON-RPC
+// answer): the server did not answer, so the upstream is cooled down. A
+// sessionless upstream has no session that could end instead.
+const codeRejected = -32005
+
 // middleware answers tools/list, tools/call, prompts/list and prompts/get
 // for a scope; every other
 // method goes to the SDK's own handling.
 func (g *Gateway) middleware(scope string) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
-			switch r := req.(type) {
-			case *sdk.ListToolsRequest:
-				return g.listTools(scope, r)
-			case *sdk.CallToolRequest:
-				return g.callTool(ctx, scope, r)
-			case *sdk.ListPromptsRequest:
-				return g.listPromptsFor(scope, r)
-			case *sdk.GetPromptRequest:
-				return g.getPrompt(ctx, scope, r)
+			if res, ok, err := g.handle(ctx, scope, req); ok {
+				return res, err
 			}
 			return next(ctx, method, req)
 		}
 	}
+}
+
+// handle answers the methods the gateway forwards; ok is false for the
+// others. Both the SDK's servers (middleware) and the sessionless fast
+// path (fast.go) come here.
+func (g *Gateway) handle(ctx context.Context, scope string, req sdk.Request) (res sdk.Result, ok bool, err error) {
+	switch r := req.(type) {
+	case *sdk.ListToolsRequest:
+		res, err = g.listTools(scope, r)
+	case *sdk.CallToolRequest:
+		res, err = g.callTool(ctx, scope, r)
+	case *sdk.ListPromptsRequest:
+		res, err = g.listPromptsFor(scope, r)
+	case *sdk.GetPromptRequest:
+		res, err = g.getPrompt(ctx, scope, r)
+	default:
+		return nil, false, nil
+	}
+	return res, true, err
 }
 
 // keyOf returns the key that authenticated the request.
@@ -214,7 +232,7 @@ func (c *call) forward(ctx context.Context, u *upstream, sess *sdk.ClientSession
 	}
 	c.rec.Outcome = outcomeUpstream
 	var werr *jsonrpc.Error
-	if errors.As(err, &werr) {
+	if errors.As(err, &werr) && werr.Code != codeRejected {
 		c.cost = u.cfg.GetPricePerCallNanos() // the server answered
 		return nil, werr
 	}

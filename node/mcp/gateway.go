@@ -86,6 +86,7 @@ type Gateway struct {
 	progress      progressRouter
 	ids           atomic.Uint64
 	idPrefix      string
+	impl          *sdk.Implementation // this gateway, as it introduces itself
 
 	mu    sync.RWMutex
 	ups   map[string]*upstream
@@ -128,6 +129,7 @@ func New(cfg Config) *Gateway {
 	if g.httpTransport == nil {
 		g.httpTransport = http.DefaultTransport.(*http.Transport).Clone()
 	}
+	g.impl = &sdk.Implementation{Name: "tollgate", Title: "Tollgate MCP gateway", Version: cfg.Version}
 	g.progress.m = map[string]*progressTarget{}
 	g.initHTTP()
 	return g
@@ -271,7 +273,7 @@ func (g *Gateway) server(scope string) *sdk.Server {
 	if s, ok := g.servers.Load(scope); ok {
 		return s.(*sdk.Server)
 	}
-	s := sdk.NewServer(&sdk.Implementation{Name: "tollgate", Title: "Tollgate MCP gateway", Version: g.cfg.Version},
+	s := sdk.NewServer(g.impl,
 		&sdk.ServerOptions{
 			Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}, Prompts: &sdk.PromptCapabilities{}},
 			Instructions: "Tools of the MCP servers behind this Tollgate gateway, named SERVER__TOOL.",

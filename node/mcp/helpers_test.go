@@ -43,7 +43,11 @@ type testUpstream struct {
 
 var objectSchema = json.RawMessage(`{"type":"object"}`)
 
-func newTestUpstream(t testing.TB) *testUpstream {
+func newTestUpstream(t testing.TB) *testUpstream { return newTestUpstreamServing(t, bothProtocols) }
+
+// newTestUpstreamServing is newTestUpstream with its MCP server served by
+// the handler serve returns.
+func newTestUpstreamServing(t testing.TB, serve func(*sdk.Server) http.Handler) *testUpstream {
 	u := &testUpstream{cancelled: make(chan struct{}, 8), started: make(chan struct{}, 8)}
 	s := sdk.NewServer(&sdk.Implementation{Name: "up", Version: "1"}, nil)
 	s.AddTool(&sdk.Tool{Name: "echo", Description: "echoes", InputSchema: objectSchema},
@@ -72,10 +76,26 @@ func newTestUpstream(t testing.TB) *testUpstream {
 	s.AddPrompt(&sdk.Prompt{Name: "secret"}, func(context.Context, *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
 		return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{}}, nil
 	})
-	u.srv = httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
+	u.srv = httptest.NewServer(serve(s))
 	t.Cleanup(u.srv.Close)
 	u.url = u.srv.URL
 	return u
+}
+
+// bothProtocols serves s with sessions to clients of the older protocol
+// versions and without to those of the sessionless one, as the gateway
+// does.
+func bothProtocols(s *sdk.Server) http.Handler {
+	get := func(*http.Request) *sdk.Server { return s }
+	stateful := sdk.NewStreamableHTTPHandler(get, nil)
+	stateless := sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Protocol-Version") >= statelessVersion {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		stateful.ServeHTTP(w, r)
+	})
 }
 
 func openStore(t testing.TB) *raftstore.Store {

@@ -63,7 +63,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusServiceUnavailable, "This gateway node is starting and has not caught up with the cluster yet; retry in a moment (or through another node).")
 		return
 	}
-	if _, err := g.verify(r.Context(), bearer(r), r); err != nil {
+	ti, err := g.verify(r.Context(), bearer(r), r)
+	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+baseURL(r)+PathMetadata+r.URL.Path+`"`)
 		writeHTTPError(w, http.StatusUnauthorized, err.Error())
 		return
@@ -71,6 +72,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// After the key check: without a key, no server's name is revealed.
 	if scope := scopeOf(r.URL.Path); scope != "" && g.cfg.State.State().McpServer(scope) == nil {
 		writeHTTPError(w, http.StatusNotFound, "No MCP server called "+scope+" is configured.")
+		return
+	}
+	if g.serveFast(w, r, ti) {
 		return
 	}
 	g.authed.ServeHTTP(w, r)

@@ -238,13 +238,40 @@ func listAll[T any](page func(cursor string) ([]T, string, error)) ([]T, error) 
 
 // dial connects a client session to a configured server. Header and
 // environment values are opened here, on this node, and never leave it.
+//
+// It asks for the session protocol first: the gateway keeps one session
+// per server for all calls, and a server speaking both eras then keeps
+// its state once instead of rebuilding it for every call (the Go SDK's
+// sessionless server costs ~0.7 ms more per call). A server that refuses
+// it is dialed again with the SDK's latest version.
 func (g *Gateway) dial(ctx context.Context, cfg *pb.McpServer, u *upstream) (*sdk.ClientSession, error) {
 	st := g.cfg.State.State()
+	client := g.newClient(ctx, u)
 	t, err := g.transport(st, cfg)
 	if err != nil {
 		return nil, err
 	}
-	client := sdk.NewClient(&sdk.Implementation{Name: "tollgate", Version: g.cfg.Version}, &sdk.ClientOptions{
+	sess, err := client.Connect(ctx, t, &sdk.ClientSessionOptions{ProtocolVersion: sessionVersion})
+	if err == nil || ctx.Err() != nil || cfg.GetTransport() == raftstore.McpTransportStdio {
+		return sess, err
+	}
+	if t, err2 := g.transport(st, cfg); err2 == nil {
+		if sess, err2 := client.Connect(ctx, t, nil); err2 == nil {
+			return sess, nil
+		}
+	}
+	return nil, err
+}
+
+// sessionVersion is the protocol version the gateway asks its upstreams
+// for first: the latest with sessions.
+const sessionVersion = "2025-11-25"
+
+// newClient returns the client of an upstream's session (u is nil for a
+// test connection): progress goes to the router, a changed tool list is
+// listed again.
+func (g *Gateway) newClient(ctx context.Context, u *upstream) *sdk.Client {
+	return sdk.NewClient(&sdk.Implementation{Name: "tollgate", Version: g.cfg.Version}, &sdk.ClientOptions{
 		ProgressNotificationHandler: g.progress.forward,
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
 			if u != nil {
@@ -252,7 +279,6 @@ func (g *Gateway) dial(ctx context.Context, cfg *pb.McpServer, u *upstream) (*sd
 			}
 		},
 	})
-	return client.Connect(ctx, t, nil)
 }
 
 func (g *Gateway) transport(st *raftstore.State, cfg *pb.McpServer) (sdk.Transport, error) {
