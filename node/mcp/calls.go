@@ -54,7 +54,11 @@ func (g *Gateway) middleware(scope string) sdk.Middleware {
 			if res, ok, err := g.handle(ctx, scope, req); ok {
 				return res, err
 			}
-			return next(ctx, method, req)
+			res, err := next(ctx, method, req)
+			if method == "initialize" && err == nil {
+				g.sessionStarted(req)
+			}
+			return res, err
 		}
 	}
 }
@@ -129,36 +133,77 @@ type call struct {
 	cost   int64
 }
 
+// request is one forwarded request that is governed like a tool call:
+// a tools/call, prompts/get or resources/read.
+type request struct {
+	kind     string // "tool", "prompt" or "resource": the record's model is "mcp:", "mcp-prompt:", "mcp-resource:" NS
+	server   string
+	name     string // the upstream's own name (a resource's URI)
+	ns       string // the namespaced name the allow-list sees
+	label    string // the name the client used, for refusals
+	reqBytes int
+	allowed  func(raftstore.McpPolicy) bool
+	// send forwards the request on sess; priced says whether the server's
+	// per-call price applies (tool calls only).
+	send   func(ctx context.Context, u *upstream, sess *sdk.ClientSession) (sdk.Result, error)
+	priced bool
+}
+
 // callTool authorizes, limits and forwards one tool call, and records it.
 func (g *Gateway) callTool(ctx context.Context, scope string, req *sdk.CallToolRequest) (sdk.Result, error) {
+	p := req.Params
+	server, tool, ns := splitTool(scope, p.Name)
+	return g.governed(ctx, req, &request{kind: "tool", server: server, name: tool, ns: ns, label: p.Name,
+		reqBytes: len(p.Arguments), allowed: func(pol raftstore.McpPolicy) bool { return pol.Allows(ns) }, priced: true,
+		send: func(ctx context.Context, _ *upstream, sess *sdk.ClientSession) (sdk.Result, error) {
+			params := &sdk.CallToolParams{Name: tool}
+			if len(p.Arguments) > 0 {
+				params.Arguments = p.Arguments
+			}
+			if tok := p.GetProgressToken(); tok != nil && req.Session != nil {
+				up, done := g.progress.add(ctx, req.Session, tok, sess)
+				defer done()
+				params.SetProgressToken(up)
+			}
+			return sess.CallTool(ctx, params)
+		}})
+}
+
+var recordPrefix = map[string]string{"tool": "mcp:", "prompt": "mcp-prompt:", "resource": "mcp-resource:"}
+
+// governed checks the key's allow-list, applies its rate limits (and
+// budgets, for priced calls), forwards the request and records it.
+func (g *Gateway) governed(ctx context.Context, req sdk.Request, r *request) (sdk.Result, error) {
 	key, err := keyOf(req)
 	if err != nil {
 		return nil, err
 	}
-	p := req.Params
-	server, tool, ns := splitTool(scope, p.Name)
 	c := &call{g: g, start: g.now(), rec: &pb.SpendRecord{
 		RequestId: g.nextID(), Node: g.cfg.NodeID, KeyId: key.ID, TeamId: key.TeamID,
-		Model: "mcp:" + sanitize(ns), Deployment: sanitize(server), Provider: "mcp", Endpoint: "mcp",
-		McpServer: sanitize(server), McpTool: sanitize(tool), RequestBytes: int64(len(p.Arguments)),
+		Model: recordPrefix[r.kind] + sanitize(r.ns), Deployment: sanitize(r.server), Provider: "mcp", Endpoint: "mcp",
+		McpServer: sanitize(r.server), McpTool: sanitize(r.name), RequestBytes: int64(r.reqBytes),
 	}}
 	defer c.finish()
 	st := g.cfg.State.State()
-	u := g.upstream(server)
-	if u == nil || !st.McpPolicy(key.ID, key.TeamID).Allows(ns) {
+	u := g.upstream(r.server)
+	if u == nil || !r.allowed(st.McpPolicy(key.ID, key.TeamID)) {
 		c.rec.Outcome = outcomeRefused
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-			Message: fmt.Sprintf("Unknown tool %q, or not allowed for this key.", p.Name)}
+			Message: fmt.Sprintf("Unknown %s %q, or not allowed for this key.", r.kind, r.label)}
 	}
-	if err := c.admit(ctx, st, key, u.cfg.GetPricePerCallNanos()); err != nil {
+	price := int64(0)
+	if r.priced {
+		price = u.cfg.GetPricePerCallNanos()
+	}
+	if err := c.admit(ctx, st, key, price); err != nil {
 		return nil, err
 	}
 	sess, why := u.session()
 	if sess == nil {
 		c.rec.Outcome = outcomeUpstream
-		return nil, &jsonrpc.Error{Code: codeGateway, Message: fmt.Sprintf("MCP server %s is unavailable: %s", server, why)}
+		return nil, &jsonrpc.Error{Code: codeGateway, Message: fmt.Sprintf("MCP server %s is unavailable: %s", r.server, why)}
 	}
-	return c.forward(ctx, u, sess, req, tool)
+	return c.forward(ctx, u, sess, r, price)
 }
 
 // admit applies the key's and team's rate limits and reserves a priced
@@ -193,30 +238,22 @@ func (c *call) admit(ctx context.Context, st *raftstore.State, key *raftstore.Ke
 	return nil
 }
 
-// forward sends the call upstream, relaying its progress notifications;
-// cancelling ctx (the client cancelled) cancels the upstream call.
-func (c *call) forward(ctx context.Context, u *upstream, sess *sdk.ClientSession, req *sdk.CallToolRequest, tool string) (sdk.Result, error) {
+// forward sends the request upstream (a tool call relays its progress
+// notifications); cancelling ctx (the client cancelled) cancels the
+// upstream request. An answer costs price.
+func (c *call) forward(ctx context.Context, u *upstream, sess *sdk.ClientSession, r *request, price int64) (sdk.Result, error) {
 	timeout := c.g.cfg.CallTimeout
 	if ms := u.cfg.GetTimeoutMs(); ms > 0 {
 		timeout = time.Duration(ms) * time.Millisecond
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	params := &sdk.CallToolParams{Name: tool}
-	if len(req.Params.Arguments) > 0 {
-		params.Arguments = req.Params.Arguments
-	}
-	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
-		up, done := c.g.progress.add(ctx, req.Session, tok, sess)
-		defer done()
-		params.SetProgressToken(up)
-	}
-	res, err := sess.CallTool(cctx, params)
+	res, err := r.send(cctx, u, sess)
 	switch {
 	case err == nil:
-		c.cost = u.cfg.GetPricePerCallNanos()
+		c.cost = price
 		c.rec.Outcome = outcomeOK
-		if res.IsError {
+		if tr, ok := res.(*sdk.CallToolResult); ok && tr.IsError {
 			c.rec.Outcome = outcomeToolError
 		}
 		if b, merr := json.Marshal(res); merr == nil {
@@ -233,10 +270,10 @@ func (c *call) forward(ctx context.Context, u *upstream, sess *sdk.ClientSession
 	c.rec.Outcome = outcomeUpstream
 	var werr *jsonrpc.Error
 	if errors.As(err, &werr) && werr.Code != codeRejected {
-		c.cost = u.cfg.GetPricePerCallNanos() // the server answered
+		c.cost = price // the server answered
 		return nil, werr
 	}
-	u.fail(sess, "call: "+err.Error())
+	u.fail(sess, r.kind+": "+err.Error())
 	return nil, &jsonrpc.Error{Code: codeGateway, Message: fmt.Sprintf("MCP server %s failed; it is cooling down.", u.name)}
 }
 

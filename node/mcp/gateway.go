@@ -71,6 +71,9 @@ type Config struct {
 	SyncInterval time.Duration
 	// SessionTimeout closes idle client sessions; default 30m.
 	SessionTimeout time.Duration
+	// MaxSessionsPerKey caps the client sessions one key holds; opening
+	// one more closes its least recently used one. Default 64.
+	MaxSessionsPerKey int
 	// Transport carries upstream HTTP requests; default a clone of
 	// http.DefaultTransport.
 	Transport http.RoundTripper
@@ -87,6 +90,7 @@ type Gateway struct {
 	ids           atomic.Uint64
 	idPrefix      string
 	impl          *sdk.Implementation // this gateway, as it introduces itself
+	sessions      *sessionRegistry
 
 	mu    sync.RWMutex
 	ups   map[string]*upstream
@@ -121,6 +125,9 @@ func New(cfg Config) *Gateway {
 	if cfg.SessionTimeout <= 0 {
 		cfg.SessionTimeout = 30 * time.Minute
 	}
+	if cfg.MaxSessionsPerKey <= 0 {
+		cfg.MaxSessionsPerKey = 64
+	}
 	if cfg.Record == nil {
 		cfg.Record = func(*pb.SpendRecord, []*pb.BudgetUse) {}
 	}
@@ -129,6 +136,7 @@ func New(cfg Config) *Gateway {
 	if g.httpTransport == nil {
 		g.httpTransport = http.DefaultTransport.(*http.Transport).Clone()
 	}
+	g.sessions = newSessionRegistry(cfg.MaxSessionsPerKey, time.Now)
 	g.impl = &sdk.Implementation{Name: "tollgate", Title: "Tollgate MCP gateway", Version: cfg.Version}
 	g.progress.m = map[string]*progressTarget{}
 	g.initHTTP()

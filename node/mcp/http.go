@@ -74,6 +74,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusNotFound, "No MCP server called "+scope+" is configured.")
 		return
 	}
+	g.sessions.touch(r.Header.Get("Mcp-Session-Id"))
 	if g.serveFast(w, r, ti) {
 		return
 	}
