@@ -45,9 +45,8 @@ const codeGateway = -32000
 // sessionless upstream has no session that could end instead.
 const codeRejected = -32005
 
-// middleware answers tools/list, tools/call, prompts/list and prompts/get
-// for a scope; every other
-// method goes to the SDK's own handling.
+// middleware answers the tools, prompts and resources methods for a
+// scope (handle); every other method goes to the SDK's own handling.
 func (g *Gateway) middleware(scope string) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
@@ -76,6 +75,12 @@ func (g *Gateway) handle(ctx context.Context, scope string, req sdk.Request) (re
 		res, err = g.listPromptsFor(scope, r)
 	case *sdk.GetPromptRequest:
 		res, err = g.getPrompt(ctx, scope, r)
+	case *sdk.ListResourcesRequest:
+		res, err = g.listResourcesFor(scope, r)
+	case *sdk.ListResourceTemplatesRequest:
+		res, err = g.listTemplatesFor(scope, r)
+	case *sdk.ReadResourceRequest:
+		res, err = g.readResource(ctx, scope, r)
 	default:
 		return nil, false, nil
 	}
@@ -96,20 +101,9 @@ func keyOf(req sdk.Request) (*raftstore.Key, error) {
 // use. Tools of an upstream that is down are listed as last seen, marked
 // unavailable, rather than failing the list.
 func (g *Gateway) listTools(scope string, req *sdk.ListToolsRequest) (sdk.Result, error) {
-	key, err := keyOf(req)
-	if err != nil {
-		return nil, err
-	}
-	policy := g.cfg.State.State().McpPolicy(key.ID, key.TeamID)
-	out := &sdk.ListToolsResult{Tools: []*sdk.Tool{}}
-	for _, u := range g.upstreams(scope) {
-		tools, up := u.snapshot()
-		for _, t := range tools {
-			ns := u.name + raftstore.McpToolSeparator + t.Name
-			if !policy.Allows(ns) {
-				continue
-			}
-			c := *t
+	tools, err := listAllowed(g, scope, req, (*upstream).snapshot,
+		func(u *upstream, t *sdk.Tool) string { return u.name + raftstore.McpToolSeparator + t.Name },
+		func(u *upstream, c *sdk.Tool, ns string, up bool) {
 			if scope == "" {
 				c.Name = ns
 			}
@@ -117,7 +111,35 @@ func (g *Gateway) listTools(scope string, req *sdk.ListToolsRequest) (sdk.Result
 				c.Description = "[unavailable: MCP server " + u.name + " is not reachable from the gateway right now] " + c.Description
 				c.Meta = sdk.Meta{"tollgate/unavailable": true}
 			}
-			out.Tools = append(out.Tools, &c)
+		})
+	if err != nil {
+		return nil, err
+	}
+	return &sdk.ListToolsResult{Tools: tools}, nil
+}
+
+// listAllowed gathers the items of the upstreams in scope (as items
+// gives them, with whether the upstream is up) whose allow-list name
+// (name) the key's policy allows; each is a copy that adapt may change
+// (the name it gets on /mcp, a mark). Never nil.
+func listAllowed[T any](g *Gateway, scope string, req sdk.Request, items func(*upstream) ([]*T, bool),
+	name func(*upstream, *T) string, adapt func(u *upstream, c *T, name string, up bool)) ([]*T, error) {
+	key, err := keyOf(req)
+	if err != nil {
+		return nil, err
+	}
+	policy := g.cfg.State.State().McpPolicy(key.ID, key.TeamID)
+	out := []*T{}
+	for _, u := range g.upstreams(scope) {
+		list, up := items(u)
+		for _, t := range list {
+			n := name(u, t)
+			if !policy.Allows(n) {
+				continue
+			}
+			c := *t
+			adapt(u, &c, n, up)
+			out = append(out, &c)
 		}
 	}
 	return out, nil
@@ -136,10 +158,10 @@ type call struct {
 // request is one forwarded request that is governed like a tool call:
 // a tools/call, prompts/get or resources/read.
 type request struct {
-	kind     string // "tool", "prompt" or "resource": the record's model is "mcp:", "mcp-prompt:", "mcp-resource:" NS
+	kind     string // "tool", "prompt" or "resource"
+	model    string // the record's model: "mcp:NS", "mcp-prompt:NS" or "mcp-resource:SERVER"
 	server   string
 	name     string // the upstream's own name (a resource's URI)
-	ns       string // the namespaced name the allow-list sees
 	label    string // the name the client used, for refusals
 	reqBytes int
 	allowed  func(raftstore.McpPolicy) bool
@@ -153,7 +175,7 @@ type request struct {
 func (g *Gateway) callTool(ctx context.Context, scope string, req *sdk.CallToolRequest) (sdk.Result, error) {
 	p := req.Params
 	server, tool, ns := splitTool(scope, p.Name)
-	return g.governed(ctx, req, &request{kind: "tool", server: server, name: tool, ns: ns, label: p.Name,
+	return g.governed(ctx, req, &request{kind: "tool", model: "mcp:" + sanitize(ns), server: server, name: tool, label: p.Name,
 		reqBytes: len(p.Arguments), allowed: func(pol raftstore.McpPolicy) bool { return pol.Allows(ns) }, priced: true,
 		send: func(ctx context.Context, _ *upstream, sess *sdk.ClientSession) (sdk.Result, error) {
 			params := &sdk.CallToolParams{Name: tool}
@@ -169,8 +191,6 @@ func (g *Gateway) callTool(ctx context.Context, scope string, req *sdk.CallToolR
 		}})
 }
 
-var recordPrefix = map[string]string{"tool": "mcp:", "prompt": "mcp-prompt:", "resource": "mcp-resource:"}
-
 // governed checks the key's allow-list, applies its rate limits (and
 // budgets, for priced calls), forwards the request and records it.
 func (g *Gateway) governed(ctx context.Context, req sdk.Request, r *request) (sdk.Result, error) {
@@ -180,7 +200,7 @@ func (g *Gateway) governed(ctx context.Context, req sdk.Request, r *request) (sd
 	}
 	c := &call{g: g, start: g.now(), rec: &pb.SpendRecord{
 		RequestId: g.nextID(), Node: g.cfg.NodeID, KeyId: key.ID, TeamId: key.TeamID,
-		Model: recordPrefix[r.kind] + sanitize(r.ns), Deployment: sanitize(r.server), Provider: "mcp", Endpoint: "mcp",
+		Model: r.model, Deployment: sanitize(r.server), Provider: "mcp", Endpoint: "mcp",
 		McpServer: sanitize(r.server), McpTool: sanitize(r.name), RequestBytes: int64(r.reqBytes),
 	}}
 	defer c.finish()

@@ -20,7 +20,7 @@ import (
 // server session, a JSON-RPC connection and its goroutines for every HTTP
 // request, and decodes the body several times; that was most of the
 // gateway's added latency (+0.7–1.3 ms per call). Plain single requests
-// for the methods the gateway forwards itself (tools, prompts)
+// for the methods the gateway forwards itself (tools, prompts, resources)
 // need none of it: the gateway checks them as the SDK would, answers them
 // with the same handlers (Gateway.handle) and writes one JSON response.
 // Anything else — batches, notifications, progress tokens (which need a
@@ -161,6 +161,16 @@ func fastSDKRequest(method string, params json.RawMessage, extra *sdk.RequestExt
 		return decodeParams(params, func(p *sdk.ListPromptsParams) sdk.Request { return &sdk.ListPromptsRequest{Params: p, Extra: extra} })
 	case "prompts/get":
 		return decodeParams(params, func(p *sdk.GetPromptParams) sdk.Request { return &sdk.GetPromptRequest{Params: p, Extra: extra} })
+	case "resources/list":
+		return decodeParams(params, func(p *sdk.ListResourcesParams) sdk.Request {
+			return &sdk.ListResourcesRequest{Params: p, Extra: extra}
+		})
+	case "resources/templates/list":
+		return decodeParams(params, func(p *sdk.ListResourceTemplatesParams) sdk.Request {
+			return &sdk.ListResourceTemplatesRequest{Params: p, Extra: extra}
+		})
+	case "resources/read":
+		return decodeParams(params, func(p *sdk.ReadResourceParams) sdk.Request { return &sdk.ReadResourceRequest{Params: p, Extra: extra} })
 	}
 	return nil
 }

@@ -283,7 +283,8 @@ func (g *Gateway) server(scope string) *sdk.Server {
 	}
 	s := sdk.NewServer(g.impl,
 		&sdk.ServerOptions{
-			Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}, Prompts: &sdk.PromptCapabilities{}},
+			Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}, Prompts: &sdk.PromptCapabilities{},
+				Resources: &sdk.ResourceCapabilities{}},
 			Instructions: "Tools of the MCP servers behind this Tollgate gateway, named SERVER__TOOL.",
 		})
 	s.AddReceivingMiddleware(g.middleware(scope))

@@ -73,6 +73,12 @@ func newTestUpstreamServing(t testing.TB, serve func(*sdk.Server) http.Handler) 
 			return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{{Role: "user",
 				Content: &sdk.TextContent{Text: "hello " + req.Params.Arguments["who"]}}}}, nil
 		})
+	readFile := func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+		return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: "contents of " + req.Params.URI}}}, nil
+	}
+	s.AddResource(&sdk.Resource{URI: "file:///pub/a.txt", Name: "a"}, readFile)
+	s.AddResource(&sdk.Resource{URI: "file:///priv/b.txt", Name: "b"}, readFile)
+	s.AddResourceTemplate(&sdk.ResourceTemplate{URITemplate: "file:///pub/{name}", Name: "pub"}, readFile)
 	s.AddPrompt(&sdk.Prompt{Name: "secret"}, func(context.Context, *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
 		return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{}}, nil
 	})

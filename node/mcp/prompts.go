@@ -31,32 +31,23 @@ func listPrompts(ctx context.Context, sess *sdk.ClientSession) ([]*sdk.Prompt, e
 }
 
 func (g *Gateway) listPromptsFor(scope string, req *sdk.ListPromptsRequest) (sdk.Result, error) {
-	key, err := keyOf(req)
-	if err != nil {
-		return nil, err
-	}
-	policy := g.cfg.State.State().McpPolicy(key.ID, key.TeamID)
-	out := &sdk.ListPromptsResult{Prompts: []*sdk.Prompt{}}
-	for _, u := range g.upstreams(scope) {
+	prompts, err := listAllowed(g, scope, req, func(u *upstream) ([]*sdk.Prompt, bool) {
 		u.mu.Lock()
-		prompts, up := u.prompts, u.sess != nil
-		u.mu.Unlock()
-		if !up {
-			continue
+		defer u.mu.Unlock()
+		if u.sess == nil {
+			return nil, false // a prompt of a server that is down is not listed
 		}
-		for _, p := range prompts {
-			ns := u.name + raftstore.McpToolSeparator + p.Name
-			if !policy.Allows(ns) {
-				continue
-			}
-			c := *p
+		return u.prompts, true
+	}, func(u *upstream, p *sdk.Prompt) string { return u.name + raftstore.McpToolSeparator + p.Name },
+		func(_ *upstream, c *sdk.Prompt, ns string, _ bool) {
 			if scope == "" {
 				c.Name = ns
 			}
-			out.Prompts = append(out.Prompts, &c)
-		}
+		})
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return &sdk.ListPromptsResult{Prompts: prompts}, nil
 }
 
 // getPrompt forwards a prompts/get, governed like a tool call: allowed by
@@ -68,7 +59,7 @@ func (g *Gateway) getPrompt(ctx context.Context, scope string, req *sdk.GetPromp
 	for k, v := range req.Params.Arguments {
 		size += len(k) + len(v)
 	}
-	return g.governed(ctx, req, &request{kind: "prompt", server: server, name: name, ns: ns, label: req.Params.Name,
+	return g.governed(ctx, req, &request{kind: "prompt", model: "mcp-prompt:" + sanitize(ns), server: server, name: name, label: req.Params.Name,
 		reqBytes: size, allowed: func(pol raftstore.McpPolicy) bool { return pol.Allows(ns) },
 		send: func(ctx context.Context, _ *upstream, sess *sdk.ClientSession) (sdk.Result, error) {
 			return sess.GetPrompt(ctx, &sdk.GetPromptParams{Name: name, Arguments: req.Params.Arguments})
