@@ -156,6 +156,7 @@ func (g *Gateway) Run(ctx context.Context) {
 			last = st
 		}
 		g.dialDue(ctx)
+		g.closeIdle()
 		select {
 		case <-ctx.Done():
 			return

@@ -32,7 +32,7 @@ const keyExtra = "tollgate.key"
 func (g *Gateway) initHTTP() {
 	getServer := func(r *http.Request) *sdk.Server { return g.server(scopeOf(r.URL.Path)) }
 	g.stateful = sdk.NewStreamableHTTPHandler(getServer, &sdk.StreamableHTTPOptions{
-		SessionTimeout: g.cfg.SessionTimeout, DisableLocalhostProtection: true, Logger: g.log,
+		DisableLocalhostProtection: true, Logger: g.log, // idle sessions: sessions.go
 	})
 	g.stateless = sdk.NewStreamableHTTPHandler(getServer, &sdk.StreamableHTTPOptions{
 		Stateless: true, PropagateRequestCancellation: true, DisableLocalhostProtection: true, Logger: g.log,
@@ -74,7 +74,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusNotFound, "No MCP server called "+scope+" is configured.")
 		return
 	}
-	g.sessions.touch(r.Header.Get("Mcp-Session-Id"))
+	if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+		end := g.sessions.begin(sid)
+		if r.Method == http.MethodGet {
+			end() // a client's open event stream does not keep its session from idling (nor does it in the SDK)
+		} else {
+			defer end()
+		}
+	}
 	if g.serveFast(w, r, ti) {
 		return
 	}

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -13,15 +14,22 @@ import (
 // opens one more, its least recently used session is closed (its next
 // request gets 404 "session not found", which MCP clients answer by
 // initializing again). Refusing the new session instead would lock out a
-// client that merely lost track of its old ones until they expired. Idle
-// sessions are closed after SessionTimeout by the SDK (its timer pauses
-// while a request of the session runs).
+// client that merely lost track of its old ones until they expired.
+//
+// Idle sessions are closed here, not by the SDK's timer: the fast path
+// (fast_session.go) answers most requests of a session without the SDK
+// seeing them. A session is idle when no request naming it has arrived
+// for SessionTimeout and none is running.
 
 // clientSession is one session of the stateful handler.
 type clientSession struct {
 	id, key string
 	ss      *sdk.ServerSession
 	last    time.Time // the last request that named it
+	running int       // requests naming it that have not ended
+	// calls are the fast path's calls in flight, by JSON-RPC id, so that
+	// notifications/cancelled reaches them.
+	calls map[string]context.CancelFunc
 }
 
 // sessionRegistry holds the live client sessions by id and by key.
@@ -64,16 +72,88 @@ func (r *sessionRegistry) add(key string, ss *sdk.ServerSession) *sdk.ServerSess
 	return oldest.ss
 }
 
-// touch marks the session named by a request as used now.
-func (r *sessionRegistry) touch(id string) {
-	if id == "" {
-		return
-	}
+// begin marks the session named by a request as used now and running
+// until the returned func is called.
+func (r *sessionRegistry) begin(id string) func() {
 	r.mu.Lock()
-	if cs := r.byID[id]; cs != nil {
-		cs.last = r.now()
+	defer r.mu.Unlock()
+	cs := r.byID[id]
+	if cs == nil {
+		return func() {}
 	}
-	r.mu.Unlock()
+	cs.last = r.now()
+	cs.running++
+	return func() {
+		r.mu.Lock()
+		cs.running--
+		cs.last = r.now()
+		r.mu.Unlock()
+	}
+}
+
+// owner returns the key that opened the session ("" if unknown).
+func (r *sessionRegistry) owner(id string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cs := r.byID[id]; cs != nil {
+		return cs.key
+	}
+	return ""
+}
+
+// addCall registers a fast-path call of session id; the returned func
+// forgets it.
+func (r *sessionRegistry) addCall(id, callID string, cancel context.CancelFunc) func() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cs := r.byID[id]
+	if cs == nil {
+		return func() {}
+	}
+	if cs.calls == nil {
+		cs.calls = map[string]context.CancelFunc{}
+	}
+	cs.calls[callID] = cancel
+	return func() {
+		r.mu.Lock()
+		delete(cs.calls, callID)
+		r.mu.Unlock()
+	}
+}
+
+// cancelCall cancels a fast-path call of session id and reports whether
+// there was one.
+func (r *sessionRegistry) cancelCall(id, callID string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cs := r.byID[id]
+	if cs == nil || cs.calls[callID] == nil {
+		return false
+	}
+	cs.calls[callID]()
+	return true
+}
+
+// expired forgets and returns the sessions idle for longer than timeout.
+func (r *sessionRegistry) expired(timeout time.Duration) []*sdk.ServerSession {
+	cutoff := r.now().Add(-timeout)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*sdk.ServerSession
+	for id, cs := range r.byID {
+		if cs.running == 0 && cs.last.Before(cutoff) {
+			r.removeLocked(id)
+			out = append(out, cs.ss)
+		}
+	}
+	return out
+}
+
+// closeIdle closes the sessions idle for longer than SessionTimeout.
+func (g *Gateway) closeIdle() {
+	for _, ss := range g.sessions.expired(g.cfg.SessionTimeout) {
+		go func() { _ = ss.Close() }()
+	}
 }
 
 // remove forgets a session that ended.
