@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -65,19 +64,7 @@ func TestCallWithoutProgressCancelledUpstream(t *testing.T) {
 				_, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "up__slow"})
 				errc <- err
 			}()
-			<-e.upstream.started
-			cancel()
-			if err := <-errc; !errors.Is(err, context.Canceled) {
-				t.Fatalf("cancelled call: %v", err)
-			}
-			select {
-			case <-e.upstream.cancelled:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the upstream call was not cancelled")
-			}
-			if r := e.waitRecords(i + 1)[i]; r.GetOutcome() != outcomeCancelled {
-				t.Fatalf("record %v", r)
-			}
+			e.cancelUpstream(t, cancel, errc, i)
 		})
 	}
 }

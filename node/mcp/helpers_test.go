@@ -247,3 +247,23 @@ func isRPCError(err error, code int64) bool {
 	var w *jsonrpc.Error
 	return errors.As(err, &w) && w.Code == code
 }
+
+// cancelUpstream waits until the slow tool started, cancels the client's
+// call, and checks that the call failed as cancelled, that the upstream
+// saw the cancellation and that record i says cancelled (499).
+func (e *env) cancelUpstream(t *testing.T, cancel context.CancelFunc, errc <-chan error, i int) {
+	t.Helper()
+	<-e.upstream.started
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled call: %v", err)
+	}
+	select {
+	case <-e.upstream.cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream call was not cancelled")
+	}
+	if r := e.waitRecords(i + 1)[i]; r.GetOutcome() != outcomeCancelled || r.GetStatus() != 499 {
+		t.Fatalf("record %v", r)
+	}
+}
