@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -234,6 +235,49 @@ func TestMCPWithGoClientAndRateLimit(t *testing.T) {
 			}
 		}
 		return false
+	})
+}
+
+// server-everything's resources through the node with the Go client: a
+// key allowed "everything__resource:*" sees them under
+// tollgate://everything/, reads one, is refused another server's, and the
+// reads are in the ledger.
+func TestMCPResourcesWithGoClient(t *testing.T) {
+	g := startMCPNode(t)
+	id, key := g.createKey(t, "--name", "resources")
+	g.ctl(t, "mcp", "tools", "--key", id, "everything__resource:*")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs := goMCPClient(t, ctx, "http://"+g.http+"/mcp", key)
+	lr, err := cs.ListResources(ctx, nil)
+	if err != nil || len(lr.Resources) == 0 {
+		t.Fatalf("list resources: %v, %v", lr, err)
+	}
+	for _, r := range lr.Resources {
+		if !strings.HasPrefix(r.URI, "tollgate://everything/") {
+			t.Fatalf("resource %q outside tollgate://everything/", r.URI)
+		}
+	}
+	if lt, err := cs.ListTools(ctx, nil); err != nil || len(lt.Tools) != 0 {
+		t.Fatalf("tools of a key allowed resources only: %v %v", lt, err)
+	}
+	uri := lr.Resources[0].URI
+	got, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: uri})
+	if err != nil || len(got.Contents) == 0 || got.Contents[0].URI != uri {
+		t.Fatalf("read %s: %v %v", uri, got, err)
+	}
+	other := "tollgate://evstdio/" + strings.TrimPrefix(uri, "tollgate://everything/")
+	if _, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: other}); err == nil || !strings.Contains(err.Error(), "not allowed") {
+		t.Fatalf("read %s: %v, want refused", other, err)
+	}
+	waitFor(t, 20*time.Second, "both reads in the ledger", func() bool {
+		outcomes := map[any]bool{}
+		for _, r := range mcpLogs(t, g, id) {
+			if strings.HasPrefix(fmt.Sprint(r["model"]), "mcp-resource:") {
+				outcomes[r["outcome"]] = true
+			}
+		}
+		return outcomes["ok"] && outcomes["refused"]
 	})
 }
 

@@ -34,6 +34,7 @@ func (n *Node) mountMCP(mux *http.ServeMux, adm *admin.Server) {
 			}
 		},
 		NodeID: n.cfg.NodeID, Version: n.cfg.Version, Logger: n.log,
+		MaxSessionsPerKey: n.cfg.MCPMaxSessionsPerKey, SessionTimeout: n.cfg.MCPSessionIdleTimeout,
 	})
 	for _, p := range []string{mcpgw.PathMCP, mcpgw.PathMCP + "/", mcpgw.PathMetadata, mcpgw.PathMetadata + "/"} {
 		mux.Handle(p, n.mcp)

@@ -91,6 +91,10 @@ type Config struct {
 	AdminToken string
 	// MaxBodyBytes limits request bodies. Default 8 MiB.
 	MaxBodyBytes int64
+	// MCPMaxSessionsPerKey and MCPSessionIdleTimeout bound this node's MCP
+	// client sessions (mcp.Config); defaults 64 and 30m.
+	MCPMaxSessionsPerKey  int
+	MCPSessionIdleTimeout time.Duration
 	// UpstreamTimeout bounds an upstream call, RequestTimeout a request's
 	// attempts together (see proxy.Config).
 	UpstreamTimeout, RequestTimeout time.Duration

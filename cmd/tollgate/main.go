@@ -152,6 +152,8 @@ func (o *options) define(fs *flag.FlagSet) {
 	fs.DurationVar(&o.cfg.ReadHeaderTimeout, "read-header-timeout", envDuration("TOLLGATE_READ_HEADER_TIMEOUT", 10*time.Second), "how long a client may take to send a request's headers; then the connection is closed [TOLLGATE_READ_HEADER_TIMEOUT]")
 	fs.DurationVar(&o.cfg.BodyReadTimeout, "body-read-timeout", envDuration("TOLLGATE_BODY_READ_TIMEOUT", 30*time.Second), "how long a client may take to send a request's whole body; then it gets 408 [TOLLGATE_BODY_READ_TIMEOUT]")
 	fs.DurationVar(&o.cfg.DrainTimeout, "drain-timeout", envDuration("TOLLGATE_DRAIN_TIMEOUT", 30*time.Second), "how long in-flight requests may finish on SIGTERM [TOLLGATE_DRAIN_TIMEOUT]")
+	fs.IntVar(&o.cfg.MCPMaxSessionsPerKey, "mcp-max-sessions-per-key", int(envInt("TOLLGATE_MCP_MAX_SESSIONS_PER_KEY", 64)), "MCP sessions one key may hold on this node; opening one more closes the key's least recently used one [TOLLGATE_MCP_MAX_SESSIONS_PER_KEY]")
+	fs.DurationVar(&o.cfg.MCPSessionIdleTimeout, "mcp-session-idle-timeout", envDuration("TOLLGATE_MCP_SESSION_IDLE_TIMEOUT", 30*time.Minute), "close an MCP session after this long without a request [TOLLGATE_MCP_SESSION_IDLE_TIMEOUT]")
 	fs.BoolVar(&o.noSeed, "no-seed", envBool("TOLLGATE_NO_SEED"), "on first start, do not create the starter routes (demo, and OpenAI's when OPENAI_API_KEY is set) [TOLLGATE_NO_SEED]")
 	str(&o.cfg.TLSCert, "tls-cert", "TOLLGATE_TLS_CERT", "", "PEM certificate of this node, signed by the cluster CA; with --tls-key and --tls-ca: Raft over mutual TLS, admin API over TLS")
 	str(&o.cfg.TLSKey, "tls-key", "TOLLGATE_TLS_KEY", "", "PEM private key of --tls-cert")

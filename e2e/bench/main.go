@@ -67,6 +67,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	if *mcpRounds > 0 {
+		return mainMCP(start, o.out, o.devBuild)
+	}
 	if o.budgets > 0 {
 		return mainBudgets(start, BudgetsConfig{Keys: o.budgets, Dur: o.budgetDur, Clients: 16, Sample: 10 * time.Second, MaxRequests: o.maxReq}, o.out, o.devBuild)
 	}

@@ -21,16 +21,17 @@ func BenchmarkToolCall(b *testing.B) {
 	e.addServer("up", e.upstream.url)
 	secret := e.addKey("k1", []string{"*"}, nil)
 	args := map[string]any{"text": "hello"}
-	b.Run("direct", func(b *testing.B) {
-		c := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil)
-		cs, err := c.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: e.upstream.url, HTTPClient: http.DefaultClient}, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer func() { _ = cs.Close() }()
-		benchCalls(b, cs, "echo", args)
-	})
 	for _, v := range versions {
+		b.Run("direct-"+v, func(b *testing.B) {
+			c := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil)
+			cs, err := c.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: e.upstream.url, HTTPClient: http.DefaultClient},
+				&sdk.ClientSessionOptions{ProtocolVersion: v})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = cs.Close() }()
+			benchCalls(b, cs, "echo", args)
+		})
 		b.Run("gateway-"+v, func(b *testing.B) {
 			benchCalls(b, e.connect("/mcp", secret, v, nil), "up__echo", args)
 		})

@@ -39,25 +39,52 @@ var outcomeStatus = map[string]int32{outcomeOK: 200, outcomeToolError: 200, outc
 // (rate limit, budget, unavailable upstream).
 const codeGateway = -32000
 
-// middleware answers tools/list, tools/call, prompts/list and prompts/get
-// for a scope; every other
-// method goes to the SDK's own handling.
+// codeRejected is the code of the error the SDK's client returns when the
+// transport failed (no connection, an HTTP error without a JSON-RPC
+// answer): the server did not answer, so the upstream is cooled down. A
+// sessionless upstream has no session that could end instead.
+const codeRejected = -32005
+
+// middleware answers the tools, prompts and resources methods for a
+// scope (handle); every other method goes to the SDK's own handling.
 func (g *Gateway) middleware(scope string) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
-			switch r := req.(type) {
-			case *sdk.ListToolsRequest:
-				return g.listTools(scope, r)
-			case *sdk.CallToolRequest:
-				return g.callTool(ctx, scope, r)
-			case *sdk.ListPromptsRequest:
-				return g.listPromptsFor(scope, r)
-			case *sdk.GetPromptRequest:
-				return g.getPrompt(ctx, scope, r)
+			if res, ok, err := g.handle(ctx, scope, req); ok {
+				return res, err
 			}
-			return next(ctx, method, req)
+			res, err := next(ctx, method, req)
+			if method == "initialize" && err == nil {
+				g.sessionStarted(req)
+			}
+			return res, err
 		}
 	}
+}
+
+// handle answers the methods the gateway forwards; ok is false for the
+// others. Both the SDK's servers (middleware) and the sessionless fast
+// path (fast.go) come here.
+func (g *Gateway) handle(ctx context.Context, scope string, req sdk.Request) (res sdk.Result, ok bool, err error) {
+	switch r := req.(type) {
+	case *sdk.ListToolsRequest:
+		res, err = g.listTools(scope, r)
+	case *sdk.CallToolRequest:
+		res, err = g.callTool(ctx, scope, r)
+	case *sdk.ListPromptsRequest:
+		res, err = g.listPromptsFor(scope, r)
+	case *sdk.GetPromptRequest:
+		res, err = g.getPrompt(ctx, scope, r)
+	case *sdk.ListResourcesRequest:
+		res, err = g.listResourcesFor(scope, r)
+	case *sdk.ListResourceTemplatesRequest:
+		res, err = g.listTemplatesFor(scope, r)
+	case *sdk.ReadResourceRequest:
+		res, err = g.readResource(ctx, scope, r)
+	default:
+		return nil, false, nil
+	}
+	return res, true, err
 }
 
 // keyOf returns the key that authenticated the request.
@@ -74,20 +101,9 @@ func keyOf(req sdk.Request) (*raftstore.Key, error) {
 // use. Tools of an upstream that is down are listed as last seen, marked
 // unavailable, rather than failing the list.
 func (g *Gateway) listTools(scope string, req *sdk.ListToolsRequest) (sdk.Result, error) {
-	key, err := keyOf(req)
-	if err != nil {
-		return nil, err
-	}
-	policy := g.cfg.State.State().McpPolicy(key.ID, key.TeamID)
-	out := &sdk.ListToolsResult{Tools: []*sdk.Tool{}}
-	for _, u := range g.upstreams(scope) {
-		tools, up := u.snapshot()
-		for _, t := range tools {
-			ns := u.name + raftstore.McpToolSeparator + t.Name
-			if !policy.Allows(ns) {
-				continue
-			}
-			c := *t
+	tools, err := listAllowed(g, scope, req, (*upstream).snapshot,
+		func(u *upstream, t *sdk.Tool) string { return u.name + raftstore.McpToolSeparator + t.Name },
+		func(u *upstream, c *sdk.Tool, ns string, up bool) {
 			if scope == "" {
 				c.Name = ns
 			}
@@ -95,7 +111,35 @@ func (g *Gateway) listTools(scope string, req *sdk.ListToolsRequest) (sdk.Result
 				c.Description = "[unavailable: MCP server " + u.name + " is not reachable from the gateway right now] " + c.Description
 				c.Meta = sdk.Meta{"tollgate/unavailable": true}
 			}
-			out.Tools = append(out.Tools, &c)
+		})
+	if err != nil {
+		return nil, err
+	}
+	return &sdk.ListToolsResult{Tools: tools}, nil
+}
+
+// listAllowed gathers the items of the upstreams in scope (as items
+// gives them, with whether the upstream is up) whose allow-list name
+// (name) the key's policy allows; each is a copy that adapt may change
+// (the name it gets on /mcp, a mark). Never nil.
+func listAllowed[T any](g *Gateway, scope string, req sdk.Request, items func(*upstream) ([]*T, bool),
+	name func(*upstream, *T) string, adapt func(u *upstream, c *T, name string, up bool)) ([]*T, error) {
+	key, err := keyOf(req)
+	if err != nil {
+		return nil, err
+	}
+	policy := g.cfg.State.State().McpPolicy(key.ID, key.TeamID)
+	out := []*T{}
+	for _, u := range g.upstreams(scope) {
+		list, up := items(u)
+		for _, t := range list {
+			n := name(u, t)
+			if !policy.Allows(n) {
+				continue
+			}
+			c := *t
+			adapt(u, &c, n, up)
+			out = append(out, &c)
 		}
 	}
 	return out, nil
@@ -111,36 +155,75 @@ type call struct {
 	cost   int64
 }
 
+// request is one forwarded request that is governed like a tool call:
+// a tools/call, prompts/get or resources/read.
+type request struct {
+	kind     string // "tool", "prompt" or "resource"
+	model    string // the record's model: "mcp:NS", "mcp-prompt:NS" or "mcp-resource:SERVER"
+	server   string
+	name     string // the upstream's own name (a resource's URI)
+	label    string // the name the client used, for refusals
+	reqBytes int
+	allowed  func(raftstore.McpPolicy) bool
+	// send forwards the request on sess; priced says whether the server's
+	// per-call price applies (tool calls only).
+	send   func(ctx context.Context, u *upstream, sess *sdk.ClientSession) (sdk.Result, error)
+	priced bool
+}
+
 // callTool authorizes, limits and forwards one tool call, and records it.
 func (g *Gateway) callTool(ctx context.Context, scope string, req *sdk.CallToolRequest) (sdk.Result, error) {
+	p := req.Params
+	server, tool, ns := splitTool(scope, p.Name)
+	return g.governed(ctx, req, &request{kind: "tool", model: "mcp:" + sanitize(ns), server: server, name: tool, label: p.Name,
+		reqBytes: len(p.Arguments), allowed: func(pol raftstore.McpPolicy) bool { return pol.Allows(ns) }, priced: true,
+		send: func(ctx context.Context, _ *upstream, sess *sdk.ClientSession) (sdk.Result, error) {
+			params := &sdk.CallToolParams{Name: tool}
+			if len(p.Arguments) > 0 {
+				params.Arguments = p.Arguments
+			}
+			if tok := p.GetProgressToken(); tok != nil && req.Session != nil {
+				up, done := g.progress.add(ctx, req.Session, tok, sess)
+				defer done()
+				params.SetProgressToken(up)
+			}
+			return sess.CallTool(ctx, params)
+		}})
+}
+
+// governed checks the key's allow-list, applies its rate limits (and
+// budgets, for priced calls), forwards the request and records it.
+func (g *Gateway) governed(ctx context.Context, req sdk.Request, r *request) (sdk.Result, error) {
 	key, err := keyOf(req)
 	if err != nil {
 		return nil, err
 	}
-	p := req.Params
-	server, tool, ns := splitTool(scope, p.Name)
 	c := &call{g: g, start: g.now(), rec: &pb.SpendRecord{
 		RequestId: g.nextID(), Node: g.cfg.NodeID, KeyId: key.ID, TeamId: key.TeamID,
-		Model: "mcp:" + sanitize(ns), Deployment: sanitize(server), Provider: "mcp", Endpoint: "mcp",
-		McpServer: sanitize(server), McpTool: sanitize(tool), RequestBytes: int64(len(p.Arguments)),
+		Model: r.model, Deployment: sanitize(r.server), Provider: "mcp", Endpoint: "mcp",
+		McpServer: sanitize(r.server), McpTool: sanitize(r.name), RequestBytes: int64(r.reqBytes),
 	}}
 	defer c.finish()
 	st := g.cfg.State.State()
-	u := g.upstream(server)
-	if u == nil || !st.McpPolicy(key.ID, key.TeamID).Allows(ns) {
+	u := g.upstream(r.server)
+	if u == nil || !r.allowed(st.McpPolicy(key.ID, key.TeamID)) {
 		c.rec.Outcome = outcomeRefused
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-			Message: fmt.Sprintf("Unknown tool %q, or not allowed for this key.", p.Name)}
+			Message: fmt.Sprintf("Unknown %s %q, or not allowed for this key.", r.kind, r.label)}
 	}
-	if err := c.admit(ctx, st, key, u.cfg.GetPricePerCallNanos()); err != nil {
+	price := int64(0)
+	if r.priced {
+		price = u.cfg.GetPricePerCallNanos()
+	}
+	if err := c.admit(ctx, st, key, price); err != nil {
 		return nil, err
 	}
 	sess, why := u.session()
 	if sess == nil {
 		c.rec.Outcome = outcomeUpstream
-		return nil, &jsonrpc.Error{Code: codeGateway, Message: fmt.Sprintf("MCP server %s is unavailable: %s", server, why)}
+		return nil, &jsonrpc.Error{Code: codeGateway, Message: fmt.Sprintf("MCP server %s is unavailable: %s", r.server, why)}
 	}
-	return c.forward(ctx, u, sess, req, tool)
+	return c.forward(ctx, u, sess, r, price)
 }
 
 // admit applies the key's and team's rate limits and reserves a priced
@@ -175,30 +258,22 @@ func (c *call) admit(ctx context.Context, st *raftstore.State, key *raftstore.Ke
 	return nil
 }
 
-// forward sends the call upstream, relaying its progress notifications;
-// cancelling ctx (the client cancelled) cancels the upstream call.
-func (c *call) forward(ctx context.Context, u *upstream, sess *sdk.ClientSession, req *sdk.CallToolRequest, tool string) (sdk.Result, error) {
+// forward sends the request upstream (a tool call relays its progress
+// notifications); cancelling ctx (the client cancelled) cancels the
+// upstream request. An answer costs price.
+func (c *call) forward(ctx context.Context, u *upstream, sess *sdk.ClientSession, r *request, price int64) (sdk.Result, error) {
 	timeout := c.g.cfg.CallTimeout
 	if ms := u.cfg.GetTimeoutMs(); ms > 0 {
 		timeout = time.Duration(ms) * time.Millisecond
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	params := &sdk.CallToolParams{Name: tool}
-	if len(req.Params.Arguments) > 0 {
-		params.Arguments = req.Params.Arguments
-	}
-	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
-		up, done := c.g.progress.add(ctx, req.Session, tok, sess)
-		defer done()
-		params.SetProgressToken(up)
-	}
-	res, err := sess.CallTool(cctx, params)
+	res, err := r.send(cctx, u, sess)
 	switch {
 	case err == nil:
-		c.cost = u.cfg.GetPricePerCallNanos()
+		c.cost = price
 		c.rec.Outcome = outcomeOK
-		if res.IsError {
+		if tr, ok := res.(*sdk.CallToolResult); ok && tr.IsError {
 			c.rec.Outcome = outcomeToolError
 		}
 		if b, merr := json.Marshal(res); merr == nil {
@@ -214,11 +289,11 @@ func (c *call) forward(ctx context.Context, u *upstream, sess *sdk.ClientSession
 	}
 	c.rec.Outcome = outcomeUpstream
 	var werr *jsonrpc.Error
-	if errors.As(err, &werr) {
-		c.cost = u.cfg.GetPricePerCallNanos() // the server answered
+	if errors.As(err, &werr) && werr.Code != codeRejected {
+		c.cost = price // the server answered
 		return nil, werr
 	}
-	u.fail(sess, "call: "+err.Error())
+	u.fail(sess, r.kind+": "+err.Error())
 	return nil, &jsonrpc.Error{Code: codeGateway, Message: fmt.Sprintf("MCP server %s failed; it is cooling down.", u.name)}
 }
 

@@ -71,6 +71,9 @@ type Config struct {
 	SyncInterval time.Duration
 	// SessionTimeout closes idle client sessions; default 30m.
 	SessionTimeout time.Duration
+	// MaxSessionsPerKey caps the client sessions one key holds; opening
+	// one more closes its least recently used one. Default 64.
+	MaxSessionsPerKey int
 	// Transport carries upstream HTTP requests; default a clone of
 	// http.DefaultTransport.
 	Transport http.RoundTripper
@@ -86,6 +89,8 @@ type Gateway struct {
 	progress      progressRouter
 	ids           atomic.Uint64
 	idPrefix      string
+	impl          *sdk.Implementation // this gateway, as it introduces itself
+	sessions      *sessionRegistry
 
 	mu    sync.RWMutex
 	ups   map[string]*upstream
@@ -120,6 +125,9 @@ func New(cfg Config) *Gateway {
 	if cfg.SessionTimeout <= 0 {
 		cfg.SessionTimeout = 30 * time.Minute
 	}
+	if cfg.MaxSessionsPerKey <= 0 {
+		cfg.MaxSessionsPerKey = 64
+	}
 	if cfg.Record == nil {
 		cfg.Record = func(*pb.SpendRecord, []*pb.BudgetUse) {}
 	}
@@ -128,6 +136,8 @@ func New(cfg Config) *Gateway {
 	if g.httpTransport == nil {
 		g.httpTransport = http.DefaultTransport.(*http.Transport).Clone()
 	}
+	g.sessions = newSessionRegistry(cfg.MaxSessionsPerKey, time.Now)
+	g.impl = &sdk.Implementation{Name: "tollgate", Title: "Tollgate MCP gateway", Version: cfg.Version}
 	g.progress.m = map[string]*progressTarget{}
 	g.initHTTP()
 	return g
@@ -146,6 +156,7 @@ func (g *Gateway) Run(ctx context.Context) {
 			last = st
 		}
 		g.dialDue(ctx)
+		g.closeIdle()
 		select {
 		case <-ctx.Done():
 			return
@@ -271,9 +282,10 @@ func (g *Gateway) server(scope string) *sdk.Server {
 	if s, ok := g.servers.Load(scope); ok {
 		return s.(*sdk.Server)
 	}
-	s := sdk.NewServer(&sdk.Implementation{Name: "tollgate", Title: "Tollgate MCP gateway", Version: g.cfg.Version},
+	s := sdk.NewServer(g.impl,
 		&sdk.ServerOptions{
-			Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}, Prompts: &sdk.PromptCapabilities{}},
+			Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}, Prompts: &sdk.PromptCapabilities{},
+				Resources: &sdk.ResourceCapabilities{}},
 			Instructions: "Tools of the MCP servers behind this Tollgate gateway, named SERVER__TOOL.",
 		})
 	s.AddReceivingMiddleware(g.middleware(scope))

@@ -3,7 +3,6 @@ package mcp
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -115,19 +114,7 @@ func TestProgressRelayedAndCancellationForwarded(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("no progress notification")
 			}
-			<-e.upstream.started
-			cancel()
-			if err := <-errc; !errors.Is(err, context.Canceled) {
-				t.Fatalf("cancelled call: %v", err)
-			}
-			select {
-			case <-e.upstream.cancelled:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the upstream call was not cancelled")
-			}
-			if r := e.waitRecords(i + 1)[i]; r.GetOutcome() != outcomeCancelled || r.GetStatus() != 499 {
-				t.Fatalf("record %v", r)
-			}
+			e.cancelUpstream(t, cancel, errc, i)
 		})
 	}
 }

@@ -43,7 +43,11 @@ type testUpstream struct {
 
 var objectSchema = json.RawMessage(`{"type":"object"}`)
 
-func newTestUpstream(t testing.TB) *testUpstream {
+func newTestUpstream(t testing.TB) *testUpstream { return newTestUpstreamServing(t, bothProtocols) }
+
+// newTestUpstreamServing is newTestUpstream with its MCP server served by
+// the handler serve returns.
+func newTestUpstreamServing(t testing.TB, serve func(*sdk.Server) http.Handler) *testUpstream {
 	u := &testUpstream{cancelled: make(chan struct{}, 8), started: make(chan struct{}, 8)}
 	s := sdk.NewServer(&sdk.Implementation{Name: "up", Version: "1"}, nil)
 	s.AddTool(&sdk.Tool{Name: "echo", Description: "echoes", InputSchema: objectSchema},
@@ -69,13 +73,35 @@ func newTestUpstream(t testing.TB) *testUpstream {
 			return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{{Role: "user",
 				Content: &sdk.TextContent{Text: "hello " + req.Params.Arguments["who"]}}}}, nil
 		})
+	readFile := func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+		return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: "contents of " + req.Params.URI}}}, nil
+	}
+	s.AddResource(&sdk.Resource{URI: "file:///pub/a.txt", Name: "a"}, readFile)
+	s.AddResource(&sdk.Resource{URI: "file:///priv/b.txt", Name: "b"}, readFile)
+	s.AddResourceTemplate(&sdk.ResourceTemplate{URITemplate: "file:///pub/{name}", Name: "pub"}, readFile)
 	s.AddPrompt(&sdk.Prompt{Name: "secret"}, func(context.Context, *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
 		return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{}}, nil
 	})
-	u.srv = httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
+	u.srv = httptest.NewServer(serve(s))
 	t.Cleanup(u.srv.Close)
 	u.url = u.srv.URL
 	return u
+}
+
+// bothProtocols serves s with sessions to clients of the older protocol
+// versions and without to those of the sessionless one, as the gateway
+// does.
+func bothProtocols(s *sdk.Server) http.Handler {
+	get := func(*http.Request) *sdk.Server { return s }
+	stateful := sdk.NewStreamableHTTPHandler(get, nil)
+	stateless := sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Protocol-Version") >= statelessVersion {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		stateful.ServeHTTP(w, r)
+	})
 }
 
 func openStore(t testing.TB) *raftstore.Store {
@@ -220,4 +246,24 @@ func newLimiter() *ratelimit.Limiter { return ratelimit.New(ratelimit.Config{Nod
 func isRPCError(err error, code int64) bool {
 	var w *jsonrpc.Error
 	return errors.As(err, &w) && w.Code == code
+}
+
+// cancelUpstream waits until the slow tool started, cancels the client's
+// call, and checks that the call failed as cancelled, that the upstream
+// saw the cancellation and that record i says cancelled (499).
+func (e *env) cancelUpstream(t *testing.T, cancel context.CancelFunc, errc <-chan error, i int) {
+	t.Helper()
+	<-e.upstream.started
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled call: %v", err)
+	}
+	select {
+	case <-e.upstream.cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream call was not cancelled")
+	}
+	if r := e.waitRecords(i + 1)[i]; r.GetOutcome() != outcomeCancelled || r.GetStatus() != 499 {
+		t.Fatalf("record %v", r)
+	}
 }

@@ -32,7 +32,7 @@ const keyExtra = "tollgate.key"
 func (g *Gateway) initHTTP() {
 	getServer := func(r *http.Request) *sdk.Server { return g.server(scopeOf(r.URL.Path)) }
 	g.stateful = sdk.NewStreamableHTTPHandler(getServer, &sdk.StreamableHTTPOptions{
-		SessionTimeout: g.cfg.SessionTimeout, DisableLocalhostProtection: true, Logger: g.log,
+		DisableLocalhostProtection: true, Logger: g.log, // idle sessions: sessions.go
 	})
 	g.stateless = sdk.NewStreamableHTTPHandler(getServer, &sdk.StreamableHTTPOptions{
 		Stateless: true, PropagateRequestCancellation: true, DisableLocalhostProtection: true, Logger: g.log,
@@ -63,7 +63,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusServiceUnavailable, "This gateway node is starting and has not caught up with the cluster yet; retry in a moment (or through another node).")
 		return
 	}
-	if _, err := g.verify(r.Context(), bearer(r), r); err != nil {
+	ti, err := g.verify(r.Context(), bearer(r), r)
+	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+baseURL(r)+PathMetadata+r.URL.Path+`"`)
 		writeHTTPError(w, http.StatusUnauthorized, err.Error())
 		return
@@ -71,6 +72,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// After the key check: without a key, no server's name is revealed.
 	if scope := scopeOf(r.URL.Path); scope != "" && g.cfg.State.State().McpServer(scope) == nil {
 		writeHTTPError(w, http.StatusNotFound, "No MCP server called "+scope+" is configured.")
+		return
+	}
+	if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+		end := g.sessions.begin(sid)
+		if r.Method == http.MethodGet {
+			end() // a client's open event stream does not keep its session from idling (nor does it in the SDK)
+		} else {
+			defer end()
+		}
+	}
+	if g.serveFast(w, r, ti) {
 		return
 	}
 	g.authed.ServeHTTP(w, r)

@@ -2,10 +2,8 @@ package mcp
 
 import (
 	"context"
-	"fmt"
 	"sort"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tollgate/tollgate/raftstore"
@@ -13,8 +11,8 @@ import (
 
 // Prompts are forwarded like tools: namespaced ("server__prompt") on
 // /mcp, under their own names on /mcp/NAME, and filtered by the same
-// allow-lists. Getting a prompt is not a tool call: it is not limited,
-// priced nor recorded.
+// allow-lists. Getting a prompt counts like a tool call against the key's
+// rate limits and is recorded, but is never priced.
 
 // listPrompts lists an upstream's prompts, when it has the capability.
 func listPrompts(ctx context.Context, sess *sdk.ClientSession) ([]*sdk.Prompt, error) {
@@ -33,50 +31,37 @@ func listPrompts(ctx context.Context, sess *sdk.ClientSession) ([]*sdk.Prompt, e
 }
 
 func (g *Gateway) listPromptsFor(scope string, req *sdk.ListPromptsRequest) (sdk.Result, error) {
-	key, err := keyOf(req)
-	if err != nil {
-		return nil, err
-	}
-	policy := g.cfg.State.State().McpPolicy(key.ID, key.TeamID)
-	out := &sdk.ListPromptsResult{Prompts: []*sdk.Prompt{}}
-	for _, u := range g.upstreams(scope) {
+	prompts, err := listAllowed(g, scope, req, func(u *upstream) ([]*sdk.Prompt, bool) {
 		u.mu.Lock()
-		prompts, up := u.prompts, u.sess != nil
-		u.mu.Unlock()
-		if !up {
-			continue
+		defer u.mu.Unlock()
+		if u.sess == nil {
+			return nil, false // a prompt of a server that is down is not listed
 		}
-		for _, p := range prompts {
-			ns := u.name + raftstore.McpToolSeparator + p.Name
-			if !policy.Allows(ns) {
-				continue
-			}
-			c := *p
+		return u.prompts, true
+	}, func(u *upstream, p *sdk.Prompt) string { return u.name + raftstore.McpToolSeparator + p.Name },
+		func(_ *upstream, c *sdk.Prompt, ns string, _ bool) {
 			if scope == "" {
 				c.Name = ns
 			}
-			out.Prompts = append(out.Prompts, &c)
-		}
-	}
-	return out, nil
-}
-
-func (g *Gateway) getPrompt(ctx context.Context, scope string, req *sdk.GetPromptRequest) (sdk.Result, error) {
-	key, err := keyOf(req)
+		})
 	if err != nil {
 		return nil, err
 	}
+	return &sdk.ListPromptsResult{Prompts: prompts}, nil
+}
+
+// getPrompt forwards a prompts/get, governed like a tool call: allowed by
+// the same allow-lists, rate-limited, recorded (model "mcp-prompt:NS"),
+// never priced.
+func (g *Gateway) getPrompt(ctx context.Context, scope string, req *sdk.GetPromptRequest) (sdk.Result, error) {
 	server, name, ns := splitTool(scope, req.Params.Name)
-	u := g.upstream(server)
-	if u == nil || !g.cfg.State.State().McpPolicy(key.ID, key.TeamID).Allows(ns) {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-			Message: fmt.Sprintf("Unknown prompt %q, or not allowed for this key.", req.Params.Name)}
+	size := 0
+	for k, v := range req.Params.Arguments {
+		size += len(k) + len(v)
 	}
-	sess, why := u.session()
-	if sess == nil {
-		return nil, &jsonrpc.Error{Code: codeGateway, Message: fmt.Sprintf("MCP server %s is unavailable: %s", server, why)}
-	}
-	cctx, cancel := context.WithTimeout(ctx, g.cfg.CallTimeout)
-	defer cancel()
-	return sess.GetPrompt(cctx, &sdk.GetPromptParams{Name: name, Arguments: req.Params.Arguments})
+	return g.governed(ctx, req, &request{kind: "prompt", model: "mcp-prompt:" + sanitize(ns), server: server, name: name, label: req.Params.Name,
+		reqBytes: size, allowed: func(pol raftstore.McpPolicy) bool { return pol.Allows(ns) },
+		send: func(ctx context.Context, _ *upstream, sess *sdk.ClientSession) (sdk.Result, error) {
+			return sess.GetPrompt(ctx, &sdk.GetPromptParams{Name: name, Arguments: req.Params.Arguments})
+		}})
 }

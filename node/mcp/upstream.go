@@ -38,17 +38,20 @@ type upstream struct {
 	name string
 	cfg  *pb.McpServer // the configuration it was built from
 
-	mu       sync.Mutex
-	sess     *sdk.ClientSession
-	state    string
-	tools    []*sdk.Tool // the upstream's own names
-	prompts  []*sdk.Prompt
-	stop     context.CancelFunc // ends the session's context
-	lastErr  string
-	retryAt  time.Time
-	failures int
-	dialing  bool
-	closed   bool
+	mu      sync.Mutex
+	sess    *sdk.ClientSession
+	state   string
+	tools   []*sdk.Tool // the upstream's own names
+	prompts []*sdk.Prompt
+	// resources and templates as last listed (upstream URIs)
+	resources []*sdk.Resource
+	templates []*sdk.ResourceTemplate
+	stop      context.CancelFunc // ends the session's context
+	lastErr   string
+	retryAt   time.Time
+	failures  int
+	dialing   bool
+	closed    bool
 }
 
 func newUpstream(g *Gateway, cfg *pb.McpServer) *upstream {
@@ -95,14 +98,9 @@ func (u *upstream) connect(ctx context.Context) {
 	sctx, stop := context.WithCancel(ctx)
 	timer := time.AfterFunc(u.g.cfg.ConnectTimeout, stop)
 	sess, err := u.g.dial(sctx, u.cfg, u)
-	var tools []*sdk.Tool
-	var prompts []*sdk.Prompt
+	var l lists
 	if err == nil {
-		tools, err = listTools(sctx, sess)
-		if err == nil {
-			prompts, err = listPrompts(sctx, sess)
-		}
-		if err != nil {
+		if l, err = listEverything(sctx, sess); err != nil {
 			_ = sess.Close()
 		}
 	}
@@ -123,8 +121,31 @@ func (u *upstream) connect(ctx context.Context) {
 		_ = sess.Close()
 		return
 	}
-	u.sess, u.stop, u.tools, u.prompts, u.state, u.failures, u.lastErr = sess, stop, tools, prompts, stateConnected, 0, ""
+	u.sess, u.stop, u.state, u.failures, u.lastErr = sess, stop, stateConnected, 0, ""
+	u.tools, u.prompts, u.resources, u.templates = l.tools, l.prompts, l.resources, l.templates
 	go u.watch(sess)
+}
+
+// lists are what an upstream offers.
+type lists struct {
+	tools     []*sdk.Tool
+	prompts   []*sdk.Prompt
+	resources []*sdk.Resource
+	templates []*sdk.ResourceTemplate
+}
+
+// listEverything lists an upstream's tools, prompts and resources.
+func listEverything(ctx context.Context, sess *sdk.ClientSession) (lists, error) {
+	var l lists
+	var err error
+	if l.tools, err = listTools(ctx, sess); err != nil {
+		return l, err
+	}
+	if l.prompts, err = listPrompts(ctx, sess); err != nil {
+		return l, err
+	}
+	l.resources, l.templates, err = listResources(ctx, sess)
+	return l, err
 }
 
 // watch marks the upstream failed when its session ends (a stdio
@@ -161,7 +182,8 @@ func (u *upstream) coolLocked(why string) {
 	u.state, u.lastErr, u.retryAt = stateCooling, why, u.g.now().Add(d)
 }
 
-// refresh lists the tools again (the upstream said they changed).
+// refresh lists the tools, prompts and resources again (the upstream
+// said one of them changed).
 func (u *upstream) refresh(ctx context.Context) {
 	sess, _ := u.session()
 	if sess == nil {
@@ -169,14 +191,14 @@ func (u *upstream) refresh(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, u.g.cfg.ConnectTimeout)
 	defer cancel()
-	tools, err := listTools(ctx, sess)
+	l, err := listEverything(ctx, sess)
 	if err != nil {
-		u.fail(sess, "list tools: "+err.Error())
+		u.fail(sess, "list: "+err.Error())
 		return
 	}
 	u.mu.Lock()
 	if u.sess == sess {
-		u.tools = tools
+		u.tools, u.prompts, u.resources, u.templates = l.tools, l.prompts, l.resources, l.templates
 	}
 	u.mu.Unlock()
 }
@@ -238,21 +260,50 @@ func listAll[T any](page func(cursor string) ([]T, string, error)) ([]T, error) 
 
 // dial connects a client session to a configured server. Header and
 // environment values are opened here, on this node, and never leave it.
+//
+// It asks for the session protocol first: the gateway keeps one session
+// per server for all calls, and a server speaking both eras then keeps
+// its state once instead of rebuilding it for every call (the Go SDK's
+// sessionless server costs ~0.7 ms more per call). A server that refuses
+// it is dialed again with the SDK's latest version.
 func (g *Gateway) dial(ctx context.Context, cfg *pb.McpServer, u *upstream) (*sdk.ClientSession, error) {
 	st := g.cfg.State.State()
+	client := g.newClient(ctx, u)
 	t, err := g.transport(st, cfg)
 	if err != nil {
 		return nil, err
 	}
-	client := sdk.NewClient(&sdk.Implementation{Name: "tollgate", Version: g.cfg.Version}, &sdk.ClientOptions{
+	sess, err := client.Connect(ctx, t, &sdk.ClientSessionOptions{ProtocolVersion: sessionVersion})
+	if err == nil || ctx.Err() != nil || cfg.GetTransport() == raftstore.McpTransportStdio {
+		return sess, err
+	}
+	if t, err2 := g.transport(st, cfg); err2 == nil {
+		if sess, err2 := client.Connect(ctx, t, nil); err2 == nil {
+			return sess, nil
+		}
+	}
+	return nil, err
+}
+
+// sessionVersion is the protocol version the gateway asks its upstreams
+// for first: the latest with sessions.
+const sessionVersion = "2025-11-25"
+
+// newClient returns the client of an upstream's session (u is nil for a
+// test connection): progress goes to the router, a changed tool list is
+// listed again.
+func (g *Gateway) newClient(ctx context.Context, u *upstream) *sdk.Client {
+	changed := func() {
+		if u != nil {
+			go u.refresh(context.WithoutCancel(ctx))
+		}
+	}
+	return sdk.NewClient(&sdk.Implementation{Name: "tollgate", Version: g.cfg.Version}, &sdk.ClientOptions{
 		ProgressNotificationHandler: g.progress.forward,
-		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
-			if u != nil {
-				go u.refresh(context.WithoutCancel(ctx))
-			}
-		},
+		ToolListChangedHandler:      func(context.Context, *sdk.ToolListChangedRequest) { changed() },
+		PromptListChangedHandler:    func(context.Context, *sdk.PromptListChangedRequest) { changed() },
+		ResourceListChangedHandler:  func(context.Context, *sdk.ResourceListChangedRequest) { changed() },
 	})
-	return client.Connect(ctx, t, nil)
 }
 
 func (g *Gateway) transport(st *raftstore.State, cfg *pb.McpServer) (sdk.Transport, error) {

@@ -1,0 +1,81 @@
+package mcp
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Resources are listed and read through the gateway under
+// tollgate://SERVER/URI on /mcp, filtered by the allow-list's
+// SERVER__resource:URI names, and every read is recorded.
+func TestResourcesForwardedByAllowList(t *testing.T) {
+	e := newEnv(t, nil)
+	e.addServer("up", e.upstream.url)
+	secret := e.addKey("k1", []string{"up__resource:file:///pub/*"}, nil)
+	for i, v := range versions {
+		t.Run(v, func(t *testing.T) {
+			cs := e.connect("/mcp", secret, v, nil)
+			ctx := context.Background()
+			lr, err := cs.ListResources(ctx, nil)
+			if err != nil || len(lr.Resources) != 1 || lr.Resources[0].URI != "tollgate://up/file:///pub/a.txt" {
+				t.Fatalf("resources %v %v", lr, err)
+			}
+			lt, err := cs.ListResourceTemplates(ctx, nil)
+			if err != nil || len(lt.ResourceTemplates) != 1 || lt.ResourceTemplates[0].URITemplate != "tollgate://up/file:///pub/{name}" {
+				t.Fatalf("templates %v %v", lt, err)
+			}
+			got, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "tollgate://up/file:///pub/c.txt"})
+			if err != nil || len(got.Contents) != 1 || got.Contents[0].Text != "contents of file:///pub/c.txt" ||
+				got.Contents[0].URI != "tollgate://up/file:///pub/c.txt" {
+				t.Fatalf("read %v %v", got, err)
+			}
+			for _, uri := range []string{"tollgate://up/file:///priv/b.txt", "file:///pub/a.txt", "tollgate://nope/file:///pub/a.txt"} {
+				if _, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: uri}); !isRPCError(err, -32602) {
+					t.Fatalf("read %s: %v, want refused", uri, err)
+				}
+			}
+			recs := e.waitRecords(3 * (i + 1))[3*i:]
+			var outcomes []string
+			for _, r := range recs {
+				outcomes = append(outcomes, r.GetOutcome())
+			}
+			if !slices.Equal(outcomes, []string{outcomeOK, outcomeRefused, outcomeRefused}) || recs[0].GetModel() != "mcp-resource:up" ||
+				recs[0].GetMcpTool() != "file:///pub/c.txt" || recs[0].GetResponseBytes() == 0 {
+				t.Fatalf("records %v", recs)
+			}
+		})
+	}
+}
+
+// On /mcp/NAME resources keep their upstream URIs; "SERVER__*" reaches
+// them all.
+func TestResourcesOfOneServerKeepTheirURIs(t *testing.T) {
+	e := newEnv(t, nil)
+	e.addServer("up", e.upstream.url)
+	cs := e.connect("/mcp/up", e.addKey("k1", []string{"up__*"}, nil), "", nil)
+	lr, err := cs.ListResources(context.Background(), nil)
+	if err != nil || len(lr.Resources) != 2 || lr.Resources[0].URI != "file:///priv/b.txt" {
+		t.Fatalf("resources %v %v", lr, err)
+	}
+	got, err := cs.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: "file:///priv/b.txt"})
+	if err != nil || got.Contents[0].URI != "file:///priv/b.txt" {
+		t.Fatalf("read %v %v", got, err)
+	}
+}
+
+// A key allowed tools only reaches no resource.
+func TestToolAllowListReachesNoResource(t *testing.T) {
+	e := newEnv(t, nil)
+	e.addServer("up", e.upstream.url)
+	cs := e.connect("/mcp", e.addKey("k1", []string{"up__echo"}, nil), "", nil)
+	lr, err := cs.ListResources(context.Background(), nil)
+	if err != nil || len(lr.Resources) != 0 {
+		t.Fatalf("resources %v %v", lr, err)
+	}
+	if _, err := cs.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: "tollgate://up/file:///pub/a.txt"}); !isRPCError(err, -32602) {
+		t.Fatalf("read: %v, want refused", err)
+	}
+}
