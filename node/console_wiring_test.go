@@ -33,6 +33,7 @@ func TestConsoleServesTheNodesAdminAPI(t *testing.T) {
 	post := func(path, body, csrf string) (int, string) {
 		req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
 		req.Header.Set("X-CSRF-Token", csrf)
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"mime"
 	"net"
 	"net/http"
 	"sync"
@@ -55,6 +56,15 @@ func (s *Server) whoAmI(ctx context.Context, auth string) (*pb.WhoAmIResponse, e
 }
 
 func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
+	// Login is the one POST without a CSRF token. Requiring the JSON
+	// content type keeps other origins out all the same: a form or a
+	// no-cors fetch cannot send it, and a CORS preflight is never granted.
+	if ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || ct != "application/json" {
+		var b errorBody
+		b.Error.Code, b.Error.Message = "UnsupportedMediaType", "the body must be JSON, sent with Content-Type: application/json"
+		writeJSON(w, http.StatusUnsupportedMediaType, b)
+		return
+	}
 	if !s.logins.allow(clientHost(r), s.now()) {
 		writeError(w, codes.ResourceExhausted, "too many login attempts from this address; wait a minute")
 		return
