@@ -26,7 +26,7 @@ func TestForwardedConsoleWriteIsAuditedAsTheUser(t *testing.T) {
 			break
 		}
 	}
-	_, err := pb.NewUserServiceClient(leader.grpcConn()).CreateUser(adminCtx(t), &pb.CreateUserRequest{Name: "olga", Role: raftstore.RoleOperator})
+	olga, err := pb.NewUserServiceClient(leader.grpcConn()).CreateUser(adminCtx(t), &pb.CreateUserRequest{Name: "olga", Role: raftstore.RoleOperator})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestForwardedConsoleWriteIsAuditedAsTheUser(t *testing.T) {
 		return nil
 	})
 	session, err := admin.SignConsoleSession(cs, &pb.ConsoleSession{User: "olga", Address: "198.51.100.4:50000",
-		ExpiresAt: time.Now().Add(time.Hour).Unix()})
+		ExpiresAt: time.Now().Add(time.Hour).Unix(), Nonce: admin.ConsoleTokenBinding(olga.GetToken())})
 	if err != nil {
 		t.Fatal(err)
 	}

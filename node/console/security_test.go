@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"testing"
 
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 	"github.com/tollgate/tollgate/raftstore"
 )
 
@@ -32,5 +33,27 @@ func TestLoginRefusesABodyThatIsNotDeclaredJSON(t *testing.T) {
 	code, resp := c.do("POST", "/api/login", body, map[string]string{"Content-Type": "application/json; charset=utf-8"})
 	if code != http.StatusOK {
 		t.Fatalf("login with JSON and a charset: %d %s", code, resp)
+	}
+}
+
+// Rotating a user's token is how an operator answers a leaked one: the
+// old token is refused at once, and so must be every console session
+// that was opened with it (by whoever held it), while a login with the
+// new token works.
+func TestRotatingAUsersTokenEndsTheConsoleSessionsOfTheOldToken(t *testing.T) {
+	e := startEnv(t, nil)
+	c := e.login(t, raftstore.RoleOperator)
+	rot, err := pb.NewUserServiceClient(e.admin).RotateUser(bootCtx(t), &pb.RotateUserRequest{Name: "operator-user"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body := c.do("GET", "/api/session", "", nil)
+	wantError(t, code, body, 401, "Unauthenticated")
+	code, body = c.rpc("tollgate.v1.TeamService/CreateTeam", `{"name":"after-rotation"}`)
+	wantError(t, code, body, 401, "Unauthenticated")
+	e.tokens[raftstore.RoleOperator] = rot.GetToken()
+	c = e.login(t, raftstore.RoleOperator)
+	if code, body := c.rpc("tollgate.v1.TeamService/CreateTeam", `{"name":"new-token"}`); code != http.StatusOK {
+		t.Fatalf("CreateTeam with a session of the new token: %d %s", code, body)
 	}
 }

@@ -94,7 +94,12 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, err)
 		return
 	}
-	s.startSession(w, r, &pb.ConsoleSession{User: who.GetUser(), Role: who.GetRole(), TeamId: who.GetTeamId()})
+	sess := &pb.ConsoleSession{User: who.GetUser(), Role: who.GetRole(), TeamId: who.GetTeamId()}
+	if who.GetUser() != raftstore.BootstrapUser {
+		// Bound to this token: rotating it ends the session.
+		sess.Nonce = admin.ConsoleTokenBinding(req.Token)
+	}
+	s.startSession(w, r, sess)
 }
 
 // startSession signs sess, sets it as the cookie and answers with it.
