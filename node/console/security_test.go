@@ -1,7 +1,10 @@
 package console
 
 import (
+	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
@@ -55,5 +58,33 @@ func TestRotatingAUsersTokenEndsTheConsoleSessionsOfTheOldToken(t *testing.T) {
 	c = e.login(t, raftstore.RoleOperator)
 	if code, body := c.rpc("tollgate.v1.TeamService/CreateTeam", `{"name":"new-token"}`); code != http.StatusOK {
 		t.Fatalf("CreateTeam with a session of the new token: %d %s", code, body)
+	}
+}
+
+// One IPv6 host commonly holds a whole /64, so login attempts from one /64
+// share one budget: otherwise a single machine could take fresh addresses
+// for unlimited guesses, and fill the limiter's table for everyone else.
+func TestLoginRateLimitCountsAnIPv6SlashSixtyFourAsOneAddress(t *testing.T) {
+	e := startEnv(t, func(c *Config) { c.LoginsPerMinute = 3 })
+	login := func(remote string) int {
+		req := httptest.NewRequest("POST", "/api/login", strings.NewReader(`{"token":"wrong"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.RemoteAddr = remote
+		rec := httptest.NewRecorder()
+		e.srv.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	for i := 1; i <= 3; i++ {
+		if code := login(fmt.Sprintf("[2001:db8:1:2::%x]:4000", i)); code != http.StatusUnauthorized {
+			t.Fatalf("attempt %d: %d, want 401", i, code)
+		}
+	}
+	if code := login("[2001:db8:1:2:ffff::9]:4000"); code != http.StatusTooManyRequests {
+		t.Fatalf("a 4th attempt from the same /64: %d, want 429", code)
+	}
+	for _, other := range []string{"[2001:db8:1:3::1]:4000", "192.0.2.1:4000", "192.0.2.2:4000"} {
+		if code := login(other); code != http.StatusUnauthorized {
+			t.Errorf("an attempt from %s: %d, want 401", other, code)
+		}
 	}
 }

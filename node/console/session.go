@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -183,12 +184,18 @@ func (s *Server) withSession(csrf bool, h func(http.ResponseWriter, *http.Reques
 	}
 }
 
-// clientHost is the client's address without its port.
+// clientHost is the client's address without its port, for the login
+// limit: an IPv6 address stands for its /64, which one host commonly holds
+// whole (so it cannot take fresh addresses for fresh attempts).
 func clientHost(r *http.Request) string {
-	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return h
+	h, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
 	}
-	return r.RemoteAddr
+	if a, err := netip.ParseAddr(h); err == nil && a.Is6() && !a.Is4In6() {
+		return netip.PrefixFrom(a.WithZone(""), 64).Masked().String()
+	}
+	return h
 }
 
 // rateLimit allows n events per window per address. It remembers at most
