@@ -1,6 +1,7 @@
 package console
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -86,5 +87,38 @@ func TestLoginRateLimitCountsAnIPv6SlashSixtyFourAsOneAddress(t *testing.T) {
 		if code := login(other); code != http.StatusUnauthorized {
 			t.Errorf("an attempt from %s: %d, want 401", other, code)
 		}
+	}
+}
+
+// The audit log names the address each write came from, not the one the
+// session logged in from: a session cookie replayed from elsewhere (or a
+// browser that moved) is recorded where it is used.
+func TestConsoleWriteIsAuditedFromTheAddressThatMadeIt(t *testing.T) {
+	e := startEnv(t, nil)
+	serve := func(method, path, body, remote string, hdr map[string]string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		req.RemoteAddr = remote
+		rec := httptest.NewRecorder()
+		e.srv.ServeHTTP(rec, req)
+		return rec
+	}
+	rec := serve("POST", "/api/login", `{"token":"`+e.tokens[raftstore.RoleOperator]+`"}`, "203.0.113.1:1000", nil)
+	var s sessionBody
+	if err := json.Unmarshal(rec.Body.Bytes(), &s); err != nil || rec.Code != http.StatusOK {
+		t.Fatalf("login: %d %s", rec.Code, rec.Body)
+	}
+	cookie := rec.Result().Cookies()[0]
+	rec = serve("POST", "/api/rpc/tollgate.v1.TeamService/CreateTeam", `{"name":"elsewhere"}`, "198.51.100.7:2000",
+		map[string]string{"X-CSRF-Token": s.CSRF, "Cookie": cookie.Name + "=" + cookie.Value})
+	if rec.Code != http.StatusOK {
+		t.Fatalf("CreateTeam: %d %s", rec.Code, rec.Body)
+	}
+	if r := e.store.State().AuditRecords(raftstore.AuditFilter{Limit: 1}); len(r) != 1 || r[0].GetUser() != "operator-user" ||
+		r[0].GetAddress() != "198.51.100.7:2000" {
+		t.Fatalf("audit record of the CreateTeam from 198.51.100.7:2000: %v", r)
 	}
 }

@@ -43,10 +43,17 @@ func csrfToken(clusterSecret, session string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// adminCtx returns ctx with the authorization the admin service takes
-// from the console: the caller's session.
-func adminCtx(ctx context.Context, session string) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, "authorization", admin.ConsoleScheme+" "+session)
+// adminCtx returns the context of r's call to the admin service: the
+// caller's session as the authorization, and the address r comes from,
+// vouched for with the cluster secret, for the audit log (the session's
+// own address is the one it logged in from).
+func (s *Server) adminCtx(r *http.Request, session string) context.Context {
+	md := metadata.Pairs("authorization", admin.ConsoleScheme+" "+session)
+	cs := s.cfg.ClusterSecret()
+	if sess, err := admin.OpenConsoleSession(cs, session, s.now()); err == nil {
+		md = metadata.Join(md, admin.ActorMetadata(cs, &pb.Actor{User: sess.GetUser(), Address: r.RemoteAddr}))
+	}
+	return metadata.NewOutgoingContext(r.Context(), md)
 }
 
 // whoAmI asks the admin service who auth ("Bearer TOKEN" or "Console
