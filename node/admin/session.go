@@ -110,7 +110,8 @@ func OpenConsoleSession(clusterSecret, signed string, now time.Time) (*pb.Consol
 // revoked or its token rotated since login: refused, so revoking a user or
 // rotating its token ends their sessions at once); or a single sign-on
 // user with the role the console mapped at login.
-// The address is the browser's, as the console saw it.
+// The address is the browser's at login; the console vouches for each
+// call's own with MetadataActor, which identify prefers.
 func consoleIdentity(st *raftstore.State, s *pb.ConsoleSession) (*Identity, error) {
 	addr := s.GetAddress()
 	switch {
