@@ -39,6 +39,7 @@ func consolePost(t *testing.T, hc *http.Client, url, body, csrf string) (*http.R
 	t.Helper()
 	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 	req.Header.Set("X-CSRF-Token", csrf)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -85,10 +85,20 @@ func ActorOf(ctx context.Context) *pb.Actor {
 // no cluster secret or the call has no identity.
 func ForwardMetadata(ctx context.Context, clusterSecret string) metadata.MD {
 	a := ActorOf(ctx)
-	if clusterSecret == "" || a == nil {
+	if a == nil {
 		return nil
 	}
 	a.Rpc = "" // the leader sees the method itself
+	return ActorMetadata(clusterSecret, a)
+}
+
+// ActorMetadata is how a holder of the cluster secret (a node forwarding
+// a write, or its web console) vouches for the address a's user calls
+// from (see MetadataActor); none without a cluster secret.
+func ActorMetadata(clusterSecret string, a *pb.Actor) metadata.MD {
+	if clusterSecret == "" {
+		return nil
+	}
 	b, err := proto.Marshal(a)
 	if err != nil {
 		return nil

@@ -46,6 +46,22 @@ func sessionMAC(clusterSecret string, b []byte) []byte {
 	return m.Sum(nil)
 }
 
+// ConsoleTokenBinding is the Nonce of a local user's session: a
+// fingerprint of the token the user logged in with. The admin API accepts
+// the session only while it is the user's current token, so rotating a
+// (leaked) token ends the sessions opened with it too.
+func ConsoleTokenBinding(token string) []byte {
+	h := raftstore.HashSecret(token)
+	return tokenBinding(h[:])
+}
+
+func tokenBinding(tokenHash []byte) []byte {
+	m := sha256.New()
+	m.Write([]byte("tollgate console token\x00"))
+	m.Write(tokenHash)
+	return m.Sum(nil)[:16]
+}
+
 // SignConsoleSession returns s signed under the cluster secret:
 // base64url(marshalled s) "." base64url(HMAC-SHA256). A session without
 // a nonce gets a random one.
@@ -90,10 +106,12 @@ func OpenConsoleSession(clusterSecret, signed string, now time.Time) (*pb.Consol
 }
 
 // consoleIdentity is the caller a console session stands for: the
-// bootstrap admin; a local user as the replicated state has it now (gone
-// or revoked: refused, so revoking a user ends their sessions at once);
-// or a single sign-on user with the role the console mapped at login.
-// The address is the browser's, as the console saw it.
+// bootstrap admin; a local user as the replicated state has it now (gone,
+// revoked or its token rotated since login: refused, so revoking a user or
+// rotating its token ends their sessions at once); or a single sign-on
+// user with the role the console mapped at login.
+// The address is the browser's at login; the console vouches for each
+// call's own with MetadataActor, which identify prefers.
 func consoleIdentity(st *raftstore.State, s *pb.ConsoleSession) (*Identity, error) {
 	addr := s.GetAddress()
 	switch {
@@ -111,6 +129,9 @@ func consoleIdentity(st *raftstore.State, s *pb.ConsoleSession) (*Identity, erro
 	su := st.User(s.GetUser())
 	if su == nil || su.GetUser().GetRevokedAt() != nil {
 		return nil, errors.New("console session of a user that is revoked or gone")
+	}
+	if !hmac.Equal(s.GetNonce(), tokenBinding(su.GetTokenHash())) {
+		return nil, errors.New("console session of a token that was rotated since; log in again")
 	}
 	return userIdentity(su.GetUser(), addr), nil
 }

@@ -74,7 +74,8 @@ func dialConsoleAt(t *testing.T, addr, session string) *grpc.ClientConn {
 func TestConsoleSessionActsAsTheUserFromItsBrowserAddress(t *testing.T) {
 	e := startConsoleRBAC(t)
 	ctx := ctxT(t)
-	s := signed(t, testClusterSecret, &pb.ConsoleSession{User: "operator-user", Role: raftstore.RoleAdmin, Address: "203.0.113.9:4444"})
+	s := signed(t, testClusterSecret, &pb.ConsoleSession{User: "operator-user", Role: raftstore.RoleAdmin, Address: "203.0.113.9:4444",
+		Nonce: ConsoleTokenBinding(e.tokens[raftstore.RoleOperator])})
 	_, err := teamsAs(t, e, s).CreateTeam(ctx, &pb.CreateTeamRequest{Name: "from-console"})
 	mustOK(t, err)
 	if r := lastAudit(t, e); r.GetUser() != "operator-user" || r.GetRole() != raftstore.RoleOperator || r.GetAddress() != "203.0.113.9:4444" {
@@ -90,7 +91,7 @@ func TestConsoleSessionActsAsTheUserFromItsBrowserAddress(t *testing.T) {
 func TestConsoleSessionRefusedWhenTamperedExpiredOrRevoked(t *testing.T) {
 	e := startConsoleRBAC(t)
 	ctx := ctxT(t)
-	good := signed(t, testClusterSecret, &pb.ConsoleSession{User: "viewer-user"})
+	good := signed(t, testClusterSecret, &pb.ConsoleSession{User: "viewer-user", Nonce: ConsoleTokenBinding(e.tokens[raftstore.RoleViewer])})
 	_, err := teamsAs(t, e, good).ListTeams(ctx, &pb.ListTeamsRequest{})
 	mustOK(t, err)
 	body, mac, _ := strings.Cut(good, ".")
@@ -106,6 +107,7 @@ func TestConsoleSessionRefusedWhenTamperedExpiredOrRevoked(t *testing.T) {
 		"another secret":         signed(t, "guessed-secret", &pb.ConsoleSession{User: "viewer-user"}),
 		"expired":                signed(t, testClusterSecret, &pb.ConsoleSession{User: "viewer-user", ExpiresAt: time.Now().Add(-time.Second).Unix()}),
 		"unknown user":           signed(t, testClusterSecret, &pb.ConsoleSession{User: "nobody"}),
+		"another token's":        signed(t, testClusterSecret, &pb.ConsoleSession{User: "viewer-user", Nonce: ConsoleTokenBinding("tgu-x")}),
 		"oidc without prefix":    bootstrapOIDC,
 		"oidc with no role":      signed(t, testClusterSecret, &pb.ConsoleSession{User: "oidc:a@b", Oidc: true}),
 	} {
@@ -155,7 +157,27 @@ func TestConsoleBootstrapSessionIsAdminButNotInternal(t *testing.T) {
 func TestViewerThroughTheConsoleNeverSeesASecret(t *testing.T) {
 	e := startConsoleRBAC(t)
 	examples, secrets := secretsFixture(t, e)
-	s := signed(t, testClusterSecret, &pb.ConsoleSession{User: "viewer-user"})
+	s := signed(t, testClusterSecret, &pb.ConsoleSession{User: "viewer-user", Nonce: ConsoleTokenBinding(e.tokens[raftstore.RoleViewer])})
 	secrets = append(secrets, s)
 	viewerReadsNoSecret(t, e, dialConsole(t, e, s), examples, secrets)
+}
+
+// A session is bound to the token its user logged in with: once the token
+// is rotated (say, because it leaked) the session is refused, and a
+// session of the new token works.
+func TestConsoleSessionEndsWhenTheUsersTokenIsRotated(t *testing.T) {
+	e := startConsoleRBAC(t)
+	ctx := ctxT(t)
+	listTeams := func(token string) error {
+		s := signed(t, testClusterSecret, &pb.ConsoleSession{User: "operator-user", Nonce: ConsoleTokenBinding(token)})
+		_, err := teamsAs(t, e, s).ListTeams(ctx, &pb.ListTeamsRequest{})
+		return err
+	}
+	mustOK(t, listTeams(e.tokens[raftstore.RoleOperator]))
+	rot, err := pb.NewUserServiceClient(dial(t, e.addr, testBootstrapToken)).RotateUser(ctx, &pb.RotateUserRequest{Name: "operator-user"})
+	mustOK(t, err)
+	if st := wantCode(t, listTeams(e.tokens[raftstore.RoleOperator]), codes.Unauthenticated); !strings.Contains(st.Message(), "rotated") {
+		t.Errorf("refusal %q does not say the token was rotated", st.Message())
+	}
+	mustOK(t, listTeams(rot.GetToken()))
 }

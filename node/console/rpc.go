@@ -98,7 +98,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, session string
 		}
 	}
 	full := "/" + service + "/" + method
-	if err := s.cfg.Admin.Invoke(adminCtx(r.Context(), session), full, req, resp); err != nil {
+	if err := s.cfg.Admin.Invoke(s.adminCtx(r, session), full, req, resp); err != nil {
 		writeStatus(w, err)
 		return
 	}
@@ -125,7 +125,7 @@ func (s *Server) serveSpendCSV(w http.ResponseWriter, r *http.Request, session s
 			*p = n
 		}
 	}
-	rep, err := pb.NewSpendServiceClient(s.cfg.Admin).SpendReport(adminCtx(r.Context(), session), req)
+	rep, err := pb.NewSpendServiceClient(s.cfg.Admin).SpendReport(s.adminCtx(r, session), req)
 	if err != nil {
 		writeStatus(w, err)
 		return

@@ -7,8 +7,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -41,10 +43,17 @@ func csrfToken(clusterSecret, session string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// adminCtx returns ctx with the authorization the admin service takes
-// from the console: the caller's session.
-func adminCtx(ctx context.Context, session string) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, "authorization", admin.ConsoleScheme+" "+session)
+// adminCtx returns the context of r's call to the admin service: the
+// caller's session as the authorization, and the address r comes from,
+// vouched for with the cluster secret, for the audit log (the session's
+// own address is the one it logged in from).
+func (s *Server) adminCtx(r *http.Request, session string) context.Context {
+	md := metadata.Pairs("authorization", admin.ConsoleScheme+" "+session)
+	cs := s.cfg.ClusterSecret()
+	if sess, err := admin.OpenConsoleSession(cs, session, s.now()); err == nil {
+		md = metadata.Join(md, admin.ActorMetadata(cs, &pb.Actor{User: sess.GetUser(), Address: r.RemoteAddr}))
+	}
+	return metadata.NewOutgoingContext(r.Context(), md)
 }
 
 // whoAmI asks the admin service who auth ("Bearer TOKEN" or "Console
@@ -55,6 +64,15 @@ func (s *Server) whoAmI(ctx context.Context, auth string) (*pb.WhoAmIResponse, e
 }
 
 func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
+	// Login is the one POST without a CSRF token. Requiring the JSON
+	// content type keeps other origins out all the same: a form or a
+	// no-cors fetch cannot send it, and a CORS preflight is never granted.
+	if ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || ct != "application/json" {
+		var b errorBody
+		b.Error.Code, b.Error.Message = "UnsupportedMediaType", "the body must be JSON, sent with Content-Type: application/json"
+		writeJSON(w, http.StatusUnsupportedMediaType, b)
+		return
+	}
 	if !s.logins.allow(clientHost(r), s.now()) {
 		writeError(w, codes.ResourceExhausted, "too many login attempts from this address; wait a minute")
 		return
@@ -84,7 +102,12 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, err)
 		return
 	}
-	s.startSession(w, r, &pb.ConsoleSession{User: who.GetUser(), Role: who.GetRole(), TeamId: who.GetTeamId()})
+	sess := &pb.ConsoleSession{User: who.GetUser(), Role: who.GetRole(), TeamId: who.GetTeamId()}
+	if who.GetUser() != raftstore.BootstrapUser {
+		// Bound to this token: rotating it ends the session.
+		sess.Nonce = admin.ConsoleTokenBinding(req.Token)
+	}
+	s.startSession(w, r, sess)
 }
 
 // startSession signs sess, sets it as the cookie and answers with it.
@@ -168,12 +191,18 @@ func (s *Server) withSession(csrf bool, h func(http.ResponseWriter, *http.Reques
 	}
 }
 
-// clientHost is the client's address without its port.
+// clientHost is the client's address without its port, for the login
+// limit: an IPv6 address stands for its /64, which one host commonly holds
+// whole (so it cannot take fresh addresses for fresh attempts).
 func clientHost(r *http.Request) string {
-	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return h
+	h, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
 	}
-	return r.RemoteAddr
+	if a, err := netip.ParseAddr(h); err == nil && a.Is6() && !a.Is4In6() {
+		return netip.PrefixFrom(a.WithZone(""), 64).Masked().String()
+	}
+	return h
 }
 
 // rateLimit allows n events per window per address. It remembers at most

@@ -45,7 +45,9 @@ type ConsoleSession struct {
 	ExpiresAt int64 `protobuf:"varint,7,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	// Logged in through single sign-on.
 	Oidc bool `protobuf:"varint,8,opt,name=oidc,proto3" json:"oidc,omitempty"`
-	// Random: no two sessions sign the same bytes.
+	// For a local user, a fingerprint of the token it logged in with (see
+	// admin.ConsoleTokenBinding): the session ends when the token is
+	// rotated. Otherwise random: no two sessions sign the same bytes.
 	Nonce         []byte `protobuf:"bytes,9,opt,name=nonce,proto3" json:"nonce,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
