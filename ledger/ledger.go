@@ -109,6 +109,22 @@ type Query struct {
 	KeyID, TeamID string
 	Since         time.Time // records at or after Since
 	Limit         int       // at most this many; <= 0 means 100, capped at 10000
+	// Model keeps only records of this model; ErrorsOnly only failed
+	// requests (status 400 or above).
+	Model      string
+	ErrorsOnly bool
+}
+
+// MaxScanned bounds the records (or index entries) one query reads: with
+// filters that match few records it returns the matches among that many
+// of the newest candidates.
+const MaxScanned = 100_000
+
+// keep reports whether rec passes the filters that no index serves.
+func (q Query) keep(rec *pb.SpendRecord) bool {
+	return (q.TeamID == "" || rec.GetTeamId() == q.TeamID) &&
+		(q.Model == "" || rec.GetModel() == q.Model) &&
+		(!q.ErrorsOnly || rec.GetStatus() >= 400)
 }
 
 // Report is one spend report to apply through Raft (SpendReportCommand with

@@ -62,17 +62,18 @@ func (l *Ledger) Query(ctx context.Context, q Query) ([]*pb.SpendRecord, error) 
 	if err := l.ap.waitApplied(ctx); err != nil {
 		return nil, err
 	}
+	q.Limit = limit
 	switch {
 	case q.KeyID != "":
-		return l.queryIndex(ctx, prefixKeyIndex, q.KeyID, q.TeamID, since, limit)
+		return l.queryIndex(ctx, prefixKeyIndex, q.KeyID, since, q)
 	case q.TeamID != "":
-		return l.queryIndex(ctx, prefixTeamIndex, q.TeamID, "", since, limit)
+		return l.queryIndex(ctx, prefixTeamIndex, q.TeamID, since, q)
 	default:
-		return l.queryRecords(ctx, since, limit)
+		return l.queryRecords(ctx, since, q)
 	}
 }
 
-func (l *Ledger) queryRecords(ctx context.Context, since int64, limit int) (out []*pb.SpendRecord, err error) {
+func (l *Ledger) queryRecords(ctx context.Context, since int64, q Query) (out []*pb.SpendRecord, err error) {
 	it, err := l.db.NewIterWithContext(ctx, &pebble.IterOptions{
 		LowerBound: appendRecordKey(nil, since, 0),
 		UpperBound: prefixEnd(prefixRecord),
@@ -81,7 +82,9 @@ func (l *Ledger) queryRecords(ctx context.Context, since int64, limit int) (out 
 		return nil, fmt.Errorf("ledger: query: %w", err)
 	}
 	defer func() { err = errors.Join(err, it.Close()) }()
-	for valid := it.Last(); valid && len(out) < limit; valid = it.Prev() {
+	budget := MaxScanned
+	for valid := it.Last(); valid && len(out) < q.Limit && budget > 0; valid = it.Prev() {
+		budget--
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -96,7 +99,9 @@ func (l *Ledger) queryRecords(ctx context.Context, since int64, limit int) (out 
 		if err := unmarshal.Unmarshal(v, rec); err != nil {
 			return nil, fmt.Errorf("ledger: query: record %q: %w", it.Key(), err)
 		}
-		out = append(out, rec)
+		if q.keep(rec) {
+			out = append(out, rec)
+		}
 	}
 	if err := it.Error(); err != nil {
 		return nil, fmt.Errorf("ledger: query: %w", err)
@@ -106,9 +111,9 @@ func (l *Ledger) queryRecords(ctx context.Context, since int64, limit int) (out 
 
 // queryIndex walks the index entries of id backwards and reads the records
 // they point at with a second iterator. Entries whose record is gone
-// (retention deletes records first) are skipped. A non-empty team filters
-// records found by key.
-func (l *Ledger) queryIndex(ctx context.Context, prefix byte, id, team string, since int64, limit int) (out []*pb.SpendRecord, err error) {
+// (retention deletes records first) are skipped. q's other filters (a team
+// for records found by key, model, errors) apply to the records found.
+func (l *Ledger) queryIndex(ctx context.Context, prefix byte, id string, since int64, q Query) (out []*pb.SpendRecord, err error) {
 	idx, err := l.db.NewIterWithContext(ctx, &pebble.IterOptions{
 		LowerBound: appendIndexKey(nil, prefix, id, since, 0),
 		UpperBound: indexIDEnd(prefix, []byte(id)),
@@ -127,7 +132,9 @@ func (l *Ledger) queryIndex(ctx context.Context, prefix byte, id, team string, s
 	defer func() { err = errors.Join(err, recs.Close()) }()
 
 	var rk []byte
-	for valid := idx.Last(); valid && len(out) < limit; valid = idx.Prev() {
+	budget := MaxScanned
+	for valid := idx.Last(); valid && len(out) < q.Limit && budget > 0; valid = idx.Prev() {
+		budget--
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -150,10 +157,9 @@ func (l *Ledger) queryIndex(ctx context.Context, prefix byte, id, team string, s
 		if err := unmarshal.Unmarshal(v, rec); err != nil {
 			return nil, fmt.Errorf("ledger: query: record %q: %w", rk, err)
 		}
-		if team != "" && rec.TeamId != team {
-			continue
+		if q.keep(rec) {
+			out = append(out, rec)
 		}
-		out = append(out, rec)
 	}
 	if err := idx.Error(); err != nil {
 		return nil, fmt.Errorf("ledger: query: %w", err)

@@ -95,7 +95,7 @@ func ledgerQuery(q *pb.SpendLogsRequest) ledger.Query {
 		limit = 50
 	}
 	limit = min(limit, 10000)
-	lq := ledger.Query{KeyID: q.GetKeyId(), TeamID: q.GetTeamId(), Limit: limit}
+	lq := ledger.Query{KeyID: q.GetKeyId(), TeamID: q.GetTeamId(), Limit: limit, Model: q.GetModel(), ErrorsOnly: q.GetErrorsOnly()}
 	if q.GetSince() > 0 {
 		lq.Since = time.Unix(q.GetSince(), 0)
 	}

@@ -215,6 +215,23 @@ func (s *State) KeysPage(after string, limit int) []*pb.StoredKey {
 	return out
 }
 
+// AscendKeys calls fn for the stored keys whose id is not before from, in
+// id order, until it returns false; with team, for that team's keys only
+// (through the team index). Nothing is copied.
+func (s *State) AscendKeys(team, from string, fn func(*pb.StoredKey) bool) {
+	if team == "" {
+		s.keys.ascendFrom(named[*pb.StoredKey]{k: from}, func(it named[*pb.StoredKey]) bool { return fn(it.v) })
+		return
+	}
+	s.keysByTeam.ascendFrom(teamKeyItem{team: team, id: from}, func(it teamKeyItem) bool {
+		if it.team != team {
+			return false
+		}
+		sk := s.Key(it.id)
+		return sk == nil || fn(sk)
+	})
+}
+
 // Route returns the route named name, or nil.
 func (s *State) Route(name string) *Route { return s.routes[name] }
 

@@ -23,7 +23,7 @@ import (
 const testBootstrapToken = "bootstrap-token-for-tests"
 
 // openStore opens a real single-node Raft store and waits for it to lead.
-func openStore(t *testing.T) *raftstore.Store {
+func openStore(t testing.TB) *raftstore.Store {
 	t.Helper()
 	st, err := raftstore.Open(raftstore.Config{
 		Dir:                t.TempDir(),

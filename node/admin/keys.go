@@ -112,14 +112,22 @@ func (k keyService) CreateKey(ctx context.Context, req *pb.CreateKeyRequest) (*p
 }
 
 func (k keyService) ListKeys(_ context.Context, req *pb.ListKeysRequest) (*pb.ListKeysResponse, error) {
-	var out []*pb.Key
-	for _, sk := range k.s.store.State().Keys() {
-		if sk.GetKey().GetRevokedAt() != nil && !req.GetIncludeRevoked() {
-			continue
-		}
-		out = append(out, publicKey(sk))
+	f, err := newKeyFilter(req)
+	if err != nil {
+		return nil, err
 	}
-	return &pb.ListKeysResponse{Keys: out}, nil
+	st := k.s.store.State()
+	if req.GetPageSize() == 0 {
+		// Every match in one answer, in creation order (tollctl).
+		var out []*pb.Key
+		for _, sk := range st.Keys() {
+			if f.match(sk) {
+				out = append(out, publicKey(sk))
+			}
+		}
+		return &pb.ListKeysResponse{Keys: out, Total: uint32(len(out))}, nil
+	}
+	return f.page(st, int(req.GetPageSize()), &k.s.keyTotals), nil
 }
 
 func (k keyService) GetKey(_ context.Context, req *pb.GetKeyRequest) (*pb.GetKeyResponse, error) {

@@ -37,6 +37,13 @@ func (s *Server) scopeRequest(id *Identity, req any) (any, error) {
 		return r, nil
 	case *pb.UpdateKeyRequest:
 		return r, sc.updateKey(r)
+	case *pb.ListKeysRequest:
+		// Its own team's keys, so that pages and totals count only those.
+		r = proto.Clone(r).(*pb.ListKeysRequest)
+		if r.TeamId == "" {
+			r.TeamId = id.TeamID
+		}
+		return r, sc.team(r.GetTeamId())
 	case *pb.GetKeyRequest:
 		return r, sc.key(r.GetId())
 	case *pb.RevokeKeyRequest:

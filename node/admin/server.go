@@ -62,6 +62,7 @@ type Server struct {
 	prices    func(kind, baseURL, model string, override *pb.Price) (*pb.Price, string)
 	testModel func(ctx context.Context, req *pb.TestModelRequest) (*pb.TestModelResponse, error)
 	now       func() time.Time
+	keyTotals keyTotals // ListKeys totals of the current State
 }
 
 // New returns a Server. cfg.Store must not be nil.

@@ -467,8 +467,17 @@ type ListKeysRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Include revoked keys.
 	IncludeRevoked bool `protobuf:"varint,1,opt,name=include_revoked,json=includeRevoked,proto3" json:"include_revoked,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Keys per page, sorted by id; 0 lists every key in one answer (sorted
+	// by creation time), as before paging existed. At most 1000.
+	PageSize uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous page; empty for the first.
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only keys whose id or name contains this text (case-insensitive).
+	Query string `protobuf:"bytes,4,opt,name=query,proto3" json:"query,omitempty"`
+	// Only the keys of this team.
+	TeamId        string `protobuf:"bytes,5,opt,name=team_id,json=teamId,proto3" json:"team_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListKeysRequest) Reset() {
@@ -508,9 +517,41 @@ func (x *ListKeysRequest) GetIncludeRevoked() bool {
 	return false
 }
 
+func (x *ListKeysRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListKeysRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListKeysRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *ListKeysRequest) GetTeamId() string {
+	if x != nil {
+		return x.TeamId
+	}
+	return ""
+}
+
 type ListKeysResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Keys          []*Key                 `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Keys  []*Key                 `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	// Token of the next page; empty on the last page (and without paging).
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// How many keys match include_revoked, query and team_id, over all pages.
+	Total         uint32 `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -550,6 +591,20 @@ func (x *ListKeysResponse) GetKeys() []*Key {
 		return x.Keys
 	}
 	return nil
+}
+
+func (x *ListKeysResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *ListKeysResponse) GetTotal() uint32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
 }
 
 type GetKeyRequest struct {
@@ -3236,7 +3291,11 @@ type SpendLogsRequest struct {
 	// Default 50, at most 10000.
 	Limit uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
 	// Unix seconds; 0 for any time.
-	Since         int64 `protobuf:"varint,4,opt,name=since,proto3" json:"since,omitempty"`
+	Since int64 `protobuf:"varint,4,opt,name=since,proto3" json:"since,omitempty"`
+	// Only records of this model (as the client asked for it).
+	Model string `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
+	// Only failed requests (HTTP status 400 or above).
+	ErrorsOnly    bool `protobuf:"varint,6,opt,name=errors_only,json=errorsOnly,proto3" json:"errors_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3297,6 +3356,20 @@ func (x *SpendLogsRequest) GetSince() int64 {
 		return x.Since
 	}
 	return 0
+}
+
+func (x *SpendLogsRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *SpendLogsRequest) GetErrorsOnly() bool {
+	if x != nil {
+		return x.ErrorsOnly
+	}
+	return false
 }
 
 type SpendLogsResponse struct {
@@ -3486,11 +3559,18 @@ const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"O\n" +
 	"\x11CreateKeyResponse\x12\"\n" +
 	"\x03key\x18\x01 \x01(\v2\x10.tollgate.v1.KeyR\x03key\x12\x16\n" +
-	"\x06secret\x18\x02 \x01(\tR\x06secret\":\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"\xa5\x01\n" +
 	"\x0fListKeysRequest\x12'\n" +
-	"\x0finclude_revoked\x18\x01 \x01(\bR\x0eincludeRevoked\"8\n" +
+	"\x0finclude_revoked\x18\x01 \x01(\bR\x0eincludeRevoked\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x14\n" +
+	"\x05query\x18\x04 \x01(\tR\x05query\x12\x17\n" +
+	"\ateam_id\x18\x05 \x01(\tR\x06teamId\"v\n" +
 	"\x10ListKeysResponse\x12$\n" +
-	"\x04keys\x18\x01 \x03(\v2\x10.tollgate.v1.KeyR\x04keys\"\x1f\n" +
+	"\x04keys\x18\x01 \x03(\v2\x10.tollgate.v1.KeyR\x04keys\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x14\n" +
+	"\x05total\x18\x03 \x01(\rR\x05total\"\x1f\n" +
 	"\rGetKeyRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\xbd\x01\n" +
 	"\x0eGetKeyResponse\x12\"\n" +
@@ -3697,12 +3777,15 @@ const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"\x12cache_write_tokens\x18\b \x01(\x03R\x10cacheWriteTokens\"y\n" +
 	"\x13SpendReportResponse\x12/\n" +
 	"\x04rows\x18\x01 \x03(\v2\x1b.tollgate.v1.SpendReportRowR\x04rows\x121\n" +
-	"\x05total\x18\x02 \x01(\v2\x1b.tollgate.v1.SpendReportRowR\x05total\"n\n" +
+	"\x05total\x18\x02 \x01(\v2\x1b.tollgate.v1.SpendReportRowR\x05total\"\xa5\x01\n" +
 	"\x10SpendLogsRequest\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x17\n" +
 	"\ateam_id\x18\x02 \x01(\tR\x06teamId\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\rR\x05limit\x12\x14\n" +
-	"\x05since\x18\x04 \x01(\x03R\x05since\"t\n" +
+	"\x05since\x18\x04 \x01(\x03R\x05since\x12\x14\n" +
+	"\x05model\x18\x05 \x01(\tR\x05model\x12\x1f\n" +
+	"\verrors_only\x18\x06 \x01(\bR\n" +
+	"errorsOnly\"t\n" +
 	"\x11SpendLogsResponse\x122\n" +
 	"\arecords\x18\x01 \x03(\v2\x18.tollgate.v1.SpendRecordR\arecords\x12+\n" +
 	"\x11unreachable_nodes\x18\x02 \x03(\tR\x10unreachableNodes\"F\n" +

@@ -1,0 +1,139 @@
+package admin
+
+import (
+	"bytes"
+	"encoding/base64"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+	"github.com/tollgate/tollgate/raftstore"
+)
+
+// ListKeys pages: keys sorted by id, read from the published State's tree
+// by id (or its index by team) starting after the previous page's last id,
+// so a page reads about page_size keys whatever the state's size. The
+// total of matches needs one walk over every key (or the team's); it is
+// remembered for the State it was counted on, so the following pages of
+// the same search do not walk again until the next write.
+
+// maxKeysPage bounds ListKeysRequest.page_size.
+const maxKeysPage = 1000
+
+// keyFilter is what a ListKeys call asks for: which keys, and from where.
+type keyFilter struct {
+	revoked bool
+	query   string // lower case
+	team    string
+	after   string // the last key id of the previous page
+}
+
+func newKeyFilter(req *pb.ListKeysRequest) (keyFilter, error) {
+	f := keyFilter{revoked: req.GetIncludeRevoked(), query: strings.ToLower(strings.TrimSpace(req.GetQuery())), team: req.GetTeamId()}
+	if req.GetPageSize() > maxKeysPage {
+		return f, invalid("page_size %d: at most %d", req.GetPageSize(), maxKeysPage)
+	}
+	if t := req.GetPageToken(); t != "" {
+		b, err := base64.RawURLEncoding.DecodeString(t)
+		if err != nil || len(b) == 0 {
+			return f, invalid("page_token is not one a previous ListKeys answer gave")
+		}
+		f.after = string(b)
+	}
+	return f, nil
+}
+
+func (f keyFilter) match(sk *pb.StoredKey) bool {
+	k := sk.GetKey()
+	if k.GetRevokedAt() != nil && !f.revoked {
+		return false
+	}
+	if f.team != "" && k.GetTeamId() != f.team {
+		return false
+	}
+	return f.query == "" || containsFold(k.GetId(), f.query) || containsFold(k.GetName(), f.query)
+}
+
+// page returns the first size matches after f.after, the token of the
+// next page when there are more, and the total of matches: remembered for
+// st, or counted in the same walk.
+func (f keyFilter) page(st *raftstore.State, size int, totals *keyTotals) *pb.ListKeysResponse {
+	resp := &pb.ListKeysResponse{Keys: make([]*pb.Key, 0, size)}
+	total, known := totals.get(st, f)
+	from := f.after
+	if !known {
+		from = "" // count from the first key
+	}
+	st.AscendKeys(f.team, from, func(sk *pb.StoredKey) bool {
+		if !f.match(sk) {
+			return true
+		}
+		if !known {
+			resp.Total++
+		}
+		if id := sk.GetKey().GetId(); f.after != "" && id <= f.after {
+			return true
+		}
+		if len(resp.Keys) < size {
+			resp.Keys = append(resp.Keys, publicKey(sk))
+		} else if resp.NextPageToken == "" {
+			resp.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(resp.Keys[size-1].GetId()))
+		}
+		return !known || resp.NextPageToken == ""
+	})
+	if known {
+		resp.Total = total
+	} else {
+		totals.put(st, f, resp.Total)
+	}
+	return resp
+}
+
+// keyTotals remembers the totals of the last few searches on one State.
+type keyTotals struct {
+	mu     sync.Mutex
+	st     *raftstore.State
+	counts map[keyFilter]uint32
+}
+
+// maxKeyTotals bounds the searches remembered per State.
+const maxKeyTotals = 64
+
+func (t *keyTotals) get(st *raftstore.State, f keyFilter) (uint32, bool) {
+	f.after = ""
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n, ok := t.counts[f]
+	return n, ok && t.st == st
+}
+
+func (t *keyTotals) put(st *raftstore.State, f keyFilter, n uint32) {
+	f.after = ""
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.st != st || len(t.counts) >= maxKeyTotals {
+		t.st, t.counts = st, map[keyFilter]uint32{}
+	}
+	t.counts[f] = n
+}
+
+// containsFold reports whether s contains lowerSub (lower case), ignoring
+// case; ASCII text of up to 256 bytes is compared without allocating.
+func containsFold(s, lowerSub string) bool {
+	var buf [256]byte
+	if len(s) > len(buf) {
+		return strings.Contains(strings.ToLower(s), lowerSub)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			return strings.Contains(strings.ToLower(s), lowerSub)
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	return bytes.Contains(buf[:len(s)], []byte(lowerSub))
+}
