@@ -140,7 +140,10 @@ async function render() {
   clear(main, loading());
   try {
     const page = await route.render(params, { setParams, reload: () => render() });
-    if (seq === renderSeq) clear(main, page);
+    if (seq === renderSeq) {
+      clear(main, page);
+      performance.mark(`rendered:${route.path}`);
+    }
   } catch (e) {
     if (seq !== renderSeq) return;
     clear(main, h("div.page-head", h("h1", route.title)), h("div.empty", h("p", `This page could not be loaded: ${e.message}`)));

@@ -28,10 +28,10 @@ export function niceTicks(max, count = 5) {
   return ticks;
 }
 
-const W = 800, PAD = { top: 14, right: 16, bottom: 34, left: 64 };
+const PAD = { top: 14, right: 16, bottom: 34, left: 64 };
 
 // frame draws the axes and grid and returns the plot's geometry.
-function frame(svg, labels, top, yFormat, height) {
+function frame(svg, labels, top, yFormat, height, W) {
   const ticks = niceTicks(top);
   const max = ticks[ticks.length - 1];
   const plotW = W - PAD.left - PAD.right, plotH = height - PAD.top - PAD.bottom;
@@ -42,7 +42,7 @@ function frame(svg, labels, top, yFormat, height) {
     grid.append(s("line", { x1: PAD.left, x2: W - PAD.right, y1: y(t), y2: y(t) }),
       s("text", { x: PAD.left - 8, y: y(t) + 4, "text-anchor": "end", class: "tick" }, yFormat(t)));
   }
-  const every = Math.ceil(labels.length / 12);
+  const every = Math.ceil(labels.length / Math.max(4, Math.floor(W / 66)));
   const xaxis = s("g", { class: "xaxis" },
     s("line", { x1: PAD.left, x2: W - PAD.right, y1: y(0), y2: y(0), class: "axis" }));
   labels.forEach((l, i) => {
@@ -69,12 +69,12 @@ function wrap(svg, series, opts) {
 
 // barChart draws series as stacked (default) or grouped bars per label.
 // series: [{name, values: [number per label], color?}].
-export function barChart({ labels, series, stacked = true, yFormat = String, height = 260, title, emptyText, id }) {
+export function barChart({ labels, series, stacked = true, yFormat = String, height = 260, width: W = 800, title, emptyText, id }) {
   const svg = s("svg", { viewBox: `0 0 ${W} ${height}`, class: "chart-svg", role: "img", id });
   const sums = labels.map((_, i) => stacked
     ? series.reduce((a, ser) => a + (ser.values[i] || 0), 0)
     : Math.max(0, ...series.map((ser) => ser.values[i] || 0)));
-  const { y, band } = frame(svg, labels, Math.max(0, ...sums), yFormat, height);
+  const { y, band } = frame(svg, labels, Math.max(0, ...sums), yFormat, height, W);
   const inner = band * 0.72, gap = (band - inner) / 2;
   const bars = s("g", { class: "bars" });
   labels.forEach((label, i) => {
@@ -97,10 +97,10 @@ export function barChart({ labels, series, stacked = true, yFormat = String, hei
 }
 
 // lineChart draws each series as a line with points.
-export function lineChart({ labels, series, yFormat = String, height = 240, title, emptyText, id }) {
+export function lineChart({ labels, series, yFormat = String, height = 240, width: W = 800, title, emptyText, id }) {
   const svg = s("svg", { viewBox: `0 0 ${W} ${height}`, class: "chart-svg", role: "img", id });
   const top = Math.max(0, ...series.flatMap((ser) => ser.values.map((v) => v || 0)));
-  const { y, band } = frame(svg, labels, top, yFormat, height);
+  const { y, band } = frame(svg, labels, top, yFormat, height, W);
   const x = (i) => PAD.left + band * (i + 0.5);
   series.forEach((ser, j) => {
     const color = ser.color || palette[j % palette.length];

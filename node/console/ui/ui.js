@@ -68,7 +68,7 @@ export function dialog({ title, body, actions = [], wide = false, onclose }) {
     onclose?.();
   }
   for (const a of actions) {
-    const b = h(`button.btn.${a.kind || "secondary"}`, { type: a.submit ? "submit" : "button" }, a.label);
+    const b = h(`button.btn.${a.kind || "secondary"}`, { type: a.submit ? "submit" : "button", id: a.id || null }, a.label);
     b.addEventListener("click", async () => {
       if (!a.onclick) return close();
       b.disabled = true;
@@ -99,7 +99,7 @@ export function confirm({ title, text, label = "Confirm", danger = false, run })
       onclose: () => { if (!done) resolve(false); },
       actions: [
         { label: "Cancel" },
-        { label, kind: danger ? "danger" : "primary", onclick: async () => { await run(); done = true; resolve(true); } },
+        { label, id: "confirm-ok", kind: danger ? "danger" : "primary", onclick: async () => { await run(); done = true; resolve(true); } },
       ],
     });
   });
@@ -122,7 +122,7 @@ export function showSecret({ title, label, secret, note }) {
     title,
     body: [h("p", note), h("label.field-label", label), h("div.secret-row", input, copy),
       h("p.warn", "Copy it now: you will not see it again.")],
-    actions: [{ label: "Done", kind: "primary" }],
+    actions: [{ label: "Done", kind: "primary", id: "secret-done" }],
   });
 }
 
@@ -143,8 +143,8 @@ export function card(title, ...children) {
   return h("section.card", title ? h("h3.card-title", title) : null, ...children);
 }
 
-export function stat(label, value, sub) {
-  return h("div.stat", h("div.stat-label", label), h("div.stat-value", value), sub ? h("div.stat-sub", sub) : null);
+export function stat(label, value, sub, id) {
+  return h("div.stat", { id }, h("div.stat-label", label), h("div.stat-value", value), sub ? h("div.stat-sub", sub) : null);
 }
 
 // table renders rows with columns [{title, cell(row) -> node|string, cls}].

@@ -31,12 +31,18 @@ function show(holder, recs, user) {
   const box = h("div");
   clear(holder, box);
   clientPaged(box, [
-    { title: "Time", cell: (r) => h("span.nowrap", whenSeconds(r.time)) },
+    { title: "Time", cell: (r) => h("span", { title: `Raft index ${r.index}` }, whenSeconds(r.time)) },
     { title: "User", cell: (r) => h("div", h("div.strong", r.user), h("div.small.muted", r.role)) },
     { title: "Action", cell: (r) => h("div", h("div", { class: "audit-command" }, r.command), h("div.small.muted.mono", r.rpc.replace(/^\/tollgate\.v1\./, ""))) },
-    { title: "Summary", cell: (r) => h("span.summary", r.summary || "—") },
+    { title: "Summary", cell: (r) => h("span.summary", { title: r.summary }, readable(r.summary) || "—") },
     { title: "Result", cell: (r) => (r.error ? h("span", { title: r.error }, badge("failed", "bad")) : badge("applied", "ok")) },
     { title: "Address", cell: (r) => h("span.mono.small", r.address || "—") },
-    { title: "Index", cls: "num", cell: (r) => h("span.mono.small", r.index) },
   ], recs, { id: "audit" });
+}
+
+// readable turns the record's text form ({team:{id:"t" name:"x"}}) into
+// "team: id: t name: x" for the table; the full text is the cell's title.
+function readable(summary) {
+  return (summary || "").replace(/[{}[\]]/g, " ").replace(/"([^"]*)"/g, "$1").replace(/\s+/g, " ").trim()
+    .replace(/^(\w+): \1:/, "$1:").replace(/:(?=\S)/g, ": ");
 }

@@ -34,8 +34,9 @@ export async function keysPage(params) {
     const total = Number(resp.total || keys.length);
     if (!keys.length) {
       const none = st.query ? `No key matches “${st.query}”.` : "No keys yet — create one.";
-      return clear(holder, empty(none, !st.query && can("keys.write") ? createButton() : null));
+      return clear(holder, empty(none, !st.query && can("keys.write") ? createButton("create-key-empty") : null));
     }
+    performance.mark("keys-table");
     const from = st.index * PAGE + 1;
     clear(holder, table(columns(teamName, load), keys, { id: "keys", rowClass: (k) => (k.revoked_at ? "revoked" : null) }),
       pager({ from, to: from + keys.length - 1, total,
@@ -43,7 +44,7 @@ export async function keysPage(params) {
         onNext: resp.next_page_token ? () => { st.tokens[st.index + 1] = resp.next_page_token; st.index++; load(); } : null }));
   }
 
-  const createButton = () => h("button.btn.primary", { id: "create-key", onclick: () => createKey(teams, load) }, "Create key");
+  const createButton = (id = "create-key") => h("button.btn.primary", { id, onclick: () => createKey(teams, load) }, "Create key");
   const search = h("input.search", { type: "search", id: "key-search", placeholder: "Search by name or id", value: st.query,
     "aria-label": "Search keys",
     oninput: debounce(() => { st.query = search.value.trim(); st.tokens = [""]; st.index = 0; load(); }, 250) });
@@ -57,8 +58,8 @@ export async function keysPage(params) {
 
 function columns(teamName, reload) {
   return [
-    { title: "Name", cell: (k) => h("div", h("div.strong", k.name || "(unnamed)"), h("div.mono.small.muted", k.id)) },
-    { title: "Secret", cell: (k) => h("span.mono", `${k.secret_prefix}…`) },
+    { title: "Name", cell: (k) => h("div", h("div.strong", k.name || "(unnamed)"),
+      h("div.mono.small.muted", { title: "id · start of the secret" }, `${k.id} · ${k.secret_prefix}…`)) },
     { title: "Team", cell: (k) => (k.team_id ? teamName(k.team_id) : h("span.muted", "—")) },
     { title: "Models", cell: (k) => (k.models?.length ? k.models.join(", ") : h("span.muted", "all")) },
     { title: "Budget", cell: (k) => budgetText(k.budget) || h("span.muted", "—") },
@@ -92,7 +93,7 @@ function createKey(teams, reload) {
   dialog({
     title: "Create key", body,
     actions: [{ label: "Cancel" }, {
-      label: "Create key", kind: "primary", submit: true,
+      label: "Create key", kind: "primary", submit: true, id: "create-key-submit",
       onclick: async () => {
         const v = formValues(body);
         if (!v.name) throw new Error("A key needs a name.");

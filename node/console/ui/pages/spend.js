@@ -69,9 +69,9 @@ export async function spendPage(params, { setParams }) {
       stat("Requests", count(totals.total?.requests)),
       stat("Tokens in / out", `${countShort(Number(totals.total?.prompt_tokens || 0))} / ${countShort(Number(totals.total?.completion_tokens || 0))}`),
       stat("Unpriced requests", count(totals.total?.unpriced_requests), "cost unknown")),
-    card(`Cost by ${by}`, barChart({ id: "spend-chart", labels, series, yFormat: moneyShort, emptyText: "No spend in this period yet." })),
+    card(`Cost by ${by}`, barChart({ id: "spend-chart", labels, series, yFormat: moneyShort, width: 1000, height: 300, emptyText: "No spend in this period yet." })),
     h("div.grid-2",
-      card("Requests", lineChart({ id: "spend-requests", labels, series: [{ name: "Requests", values: reqs }], yFormat: countShort,
+      card("Requests", lineChart({ id: "spend-requests", labels, series: [{ name: "Requests", values: reqs }], yFormat: countShort, width: 560,
         emptyText: "No requests in this period yet." })),
       card(`Top ${by}s by cost`, rows.length ? hbars(rows.slice(0, 8).map((r) => ({ name: label(r.group), value: dollarsNumber(r.cost_nanos) })), { format: moneyShort })
         : empty("No spend in this period yet."))),

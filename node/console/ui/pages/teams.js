@@ -9,19 +9,19 @@ export async function teamsPage(params, { reload }) {
   const teams = (await rpc("TeamService", "ListTeams", {})).teams || [];
   const details = await Promise.all(teams.slice(0, 200).map((t) => rpc("TeamService", "GetTeam", { id: t.id }).catch(() => null)));
   const refresh = reload;
-  const createBtn = can("teams.write") ? h("button.btn.primary", { id: "create-team", onclick: () => editTeam(null, refresh) }, "Create team") : null;
+  const createBtn = (id) => (can("teams.write") ? h("button.btn.primary", { id, onclick: () => editTeam(null, refresh) }, "Create team") : null);
   return h("div.page",
-    pageHead("Teams", "A team's budget and rate limits are shared by all of its keys.", createBtn),
+    pageHead("Teams", "A team's budget and rate limits are shared by all of its keys.", createBtn("create-team")),
     teams.length ? table([
       { title: "Team", cell: (t) => h("div", h("div.strong", t.name), h("div.mono.small.muted", t.id)) },
-      { title: "Keys", cls: "num", cell: (t, i) => String(detailOf(t).key_ids?.length ?? "—") },
+      { title: "Keys", cls: "num", cell: (t) => String(detailOf(t).key_ids?.length ?? "—") },
       { title: "Budget", cell: (t) => budgetCell(t, detailOf(t)) },
       { title: "Limits", cell: (t) => limitsText(t.limits) || h("span.muted", "—") },
       { title: "Created", cell: (t) => h("span", { title: when(t.created_at) }, ago(t.created_at)) },
       { title: "", cls: "actions", cell: (t) => (can("teams.write") ? h("div.row-actions",
         h("button.btn.ghost.small", { onclick: () => editTeam(t, refresh) }, "Edit"),
         h("button.btn.ghost.small.danger-text", { onclick: () => deleteTeam(t, refresh) }, "Delete")) : null) },
-    ], teams, { id: "teams" }) : h("section.card", empty("No teams yet — create one to share a budget between keys.", createBtn?.cloneNode(true))));
+    ], teams, { id: "teams" }) : h("section.card", empty("No teams yet — create one to share a budget between keys.", createBtn("create-team-empty"))));
 
   function detailOf(t) { return details[teams.indexOf(t)] || {}; }
 }
@@ -42,7 +42,7 @@ function editTeam(t, refresh) {
   dialog({
     title: t ? `Edit ${t.name}` : "Create team", body,
     actions: [{ label: "Cancel" }, {
-      label: t ? "Save" : "Create team", kind: "primary", submit: true,
+      label: t ? "Save" : "Create team", kind: "primary", submit: true, id: "team-submit",
       onclick: async () => {
         const v = formValues(body);
         if (!v.name) throw new Error("A team needs a name.");

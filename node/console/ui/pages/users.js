@@ -16,11 +16,11 @@ export async function usersPage(params, { setParams, reload }) {
     rpc("TeamService", "ListTeams", {}).then((r) => r.teams || [], () => []),
   ]);
   const refresh = reload;
-  const createBtn = can("users.write") ? h("button.btn.primary", { id: "create-user", onclick: () => createUser(teams, refresh) }, "Create user") : null;
+  const createBtn = (id) => (can("users.write") ? h("button.btn.primary", { id, onclick: () => createUser(teams, refresh) }, "Create user") : null);
   const toggle = checkbox("show_revoked", "Show revoked", showRevoked);
   toggle.querySelector("input").addEventListener("change", (e) => setParams({ revoked: e.target.checked ? "1" : "" }));
   return h("div.page",
-    pageHead("Users", "Who may call the admin API and the console, and with which role.", createBtn),
+    pageHead("Users", "Who may call the admin API and the console, and with which role.", createBtn("create-user")),
     h("div.toolbar", toggle),
     users.length ? table([
       { title: "User", cell: (u) => h("div.strong", u.name) },
@@ -33,7 +33,7 @@ export async function usersPage(params, { setParams, reload }) {
         h("button.btn.ghost.small", { onclick: () => rotateUser(u, refresh) }, "Rotate token"),
         h("button.btn.ghost.small.danger-text", { onclick: () => revokeUser(u, refresh) }, "Revoke")) : null) },
     ], users, { id: "users", rowClass: (u) => (u.revoked_at ? "revoked" : null) })
-      : h("section.card", empty("No users yet — create one so people stop sharing the bootstrap token.", createBtn?.cloneNode(true))));
+      : h("section.card", empty("No users yet — create one so people stop sharing the bootstrap token.", createBtn("create-user-empty"))));
 }
 
 function createUser(teams, refresh) {
@@ -45,7 +45,7 @@ function createUser(teams, refresh) {
   dialog({
     title: "Create user", body,
     actions: [{ label: "Cancel" }, {
-      label: "Create user", kind: "primary", submit: true,
+      label: "Create user", kind: "primary", submit: true, id: "create-user-submit",
       onclick: async () => {
         const v = formValues(body);
         if (!v.name) throw new Error("A user needs a name.");
