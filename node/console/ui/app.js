@@ -67,7 +67,7 @@ export function setParams(params) {
 
 function loginView(message) {
   const tokenInput = h("input", { type: "password", id: "login-token", name: "token", autocomplete: "current-password",
-    placeholder: "tg_user_… or the bootstrap admin token", required: true });
+    placeholder: "tgu-… user token or the bootstrap token", required: true });
   const err = h("p.login-error", { id: "login-error", role: "alert" }, message || "");
   const submit = h("button.btn.primary.block", { type: "submit", id: "login-submit" }, "Sign in");
   const form = h("form.login-form", {

@@ -4,7 +4,7 @@
 import { rpc, can } from "../api.js";
 import { h, clear, table, pager, empty, loading, badge, dialog, confirm, showSecret, showError, toast,
   field, input, formValues, debounce, pageHead, checkbox, progress } from "../ui.js";
-import { budgetText, limitsText, when, ago, money, pct } from "../format.js";
+import { budgetText, limitsText, when, money, pct } from "../format.js";
 import { budgetFields, limitsFields, teamSelect, allowUnpriced, readBudget, readLimits, readList } from "./forms.js";
 
 const PAGE = 50;
@@ -64,8 +64,7 @@ function columns(teamName, reload) {
     { title: "Models", cell: (k) => (k.models?.length ? k.models.join(", ") : h("span.muted", "all")) },
     { title: "Budget", cell: (k) => budgetText(k.budget) || h("span.muted", "—") },
     { title: "Limits", cell: (k) => limitsText(k.limits) || h("span.muted", "—") },
-    { title: "Created", cell: (k) => h("span", { title: when(k.created_at) }, ago(k.created_at)) },
-    { title: "Status", cell: (k) => status(k) },
+    { title: "Status", cell: (k) => h("span", { title: `Created ${when(k.created_at)}` }, status(k)) },
     { title: "", cls: "actions", cell: (k) => actions(k, reload) },
   ];
 }
