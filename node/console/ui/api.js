@@ -99,15 +99,22 @@ const byRole = {
   "team-admin": ["keys.read", "keys.write", "teams.read", "models.read", "spend.read"],
 };
 
+// loadPermissions asks WhoAmI once per session; the answer is kept in
+// sessionStorage under the session's CSRF token, so reloads skip the call.
 async function loadPermissions() {
-  const role = state.session?.role || "";
-  try {
-    const who = await rpc("UserService", "WhoAmI", {});
-    state.perms = new Set(who.permissions || []);
-  } catch {
-    state.perms = new Set(byRole[role] || []);
+  const s = state.session || {};
+  const cacheKey = `tollgate.perms.${s.csrf}`;
+  let perms = JSON.parse(sessionStorage.getItem(cacheKey) || "null");
+  if (!perms) {
+    try {
+      perms = (await rpc("UserService", "WhoAmI", {})).permissions || [];
+      sessionStorage.setItem(cacheKey, JSON.stringify(perms));
+    } catch {
+      perms = byRole[s.role] || [];
+    }
   }
-  if (role === "admin") state.perms.add("*");
+  state.perms = new Set(perms);
+  if (s.role === "admin") state.perms.add("*");
 }
 
 // can tells whether the signed-in user's role grants a permission.

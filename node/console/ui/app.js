@@ -160,8 +160,7 @@ window.addEventListener("hashchange", () => render());
 
 async function boot() {
   try {
-    await loadConfig();
-    await restore();
+    await Promise.all([loadConfig(), restore()]);
   } catch (e) {
     clear(root, h("div.login-page", h("div.login-card", h("h2", "The console is unavailable"), h("p", e.message))));
     return;

@@ -93,7 +93,7 @@ export function barChart({ labels, series, stacked = true, yFormat = String, hei
     });
   });
   svg.append(bars);
-  return wrap(svg, series, { title, emptyText });
+  return wrap(svg, series, { title, emptyText, legend: true });
 }
 
 // lineChart draws each series as a line with points.

@@ -10,17 +10,21 @@ import { budgetFields, limitsFields, teamSelect, allowUnpriced, readBudget, read
 const PAGE = 50;
 
 export async function keysPage(params) {
+  // The first page is asked for at once, with the teams, not after them.
+  const first = rpc("KeyService", "ListKeys", { page_size: PAGE, page_token: "", query: params.get("q") || "", include_revoked: false });
+  first.catch(() => {});
   const teams = (await rpc("TeamService", "ListTeams", {}).catch(() => ({ teams: [] }))).teams || [];
-  const teamName = (id) => teams.find((t) => t.id === id)?.name || id;
+  const byId = new Map(teams.map((t) => [t.id, t.name]));
+  const teamName = (id) => byId.get(id) || id;
   const st = { query: params.get("q") || "", revoked: false, tokens: [""], index: 0 };
   const holder = h("div.table-holder", { id: "keys-table" }, loading());
 
-  async function load() {
+  async function load(pending) {
     const seq = (st.seq = (st.seq || 0) + 1);
     holder.classList.add("busy");
     try {
-      const resp = await rpc("KeyService", "ListKeys", { page_size: PAGE, page_token: st.tokens[st.index],
-        query: st.query, include_revoked: st.revoked });
+      const resp = await (pending || rpc("KeyService", "ListKeys", { page_size: PAGE, page_token: st.tokens[st.index],
+        query: st.query, include_revoked: st.revoked }));
       if (seq === st.seq) show(resp);
     } catch (e) {
       if (seq === st.seq) { clear(holder, empty(`The keys could not be listed: ${e.message}`)); showError(e); }
@@ -50,7 +54,7 @@ export async function keysPage(params) {
     oninput: debounce(() => { st.query = search.value.trim(); st.tokens = [""]; st.index = 0; load(); }, 250) });
   const revoked = checkbox("include_revoked", "Show revoked", false);
   revoked.querySelector("input").addEventListener("change", (e) => { st.revoked = e.target.checked; st.tokens = [""]; st.index = 0; load(); });
-  load();
+  load(first);
   return h("div.page",
     pageHead("Keys", "Virtual API keys: each with its own models, rate limits and budget.", can("keys.write") ? createButton() : null),
     h("div.toolbar", search, revoked), holder);
