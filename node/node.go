@@ -143,6 +143,7 @@ type Config struct {
 	Raft RaftTuning
 	// Telemetry configures traces and request logs (telemetry_wiring.go).
 	Telemetry TelemetryConfig
+	Console   ConsoleConfig // the web console (console_wiring.go)
 
 	// lazyTokenRegistration, for tests: a follower registers its admin
 	// token only when a write carrying it is forwarded.
@@ -234,6 +235,9 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.mountMCP(mux, n.newAdminServer(dataPlane))
+	if err := n.openConsole(); err != nil {
+		return nil, err
+	}
 	ok = true
 	return n, nil
 }
@@ -771,7 +775,7 @@ func (n *Node) Close() {
 		if stopLoops != nil {
 			stopLoops() // before the store, ledger and gossip they use close
 		}
-		_ = n.httpSrv.Close()
+		n.closeHTTP()
 		n.grpcSrv.Stop()
 		n.gossip.shutdown()
 		n.peers.close()

@@ -27,7 +27,7 @@ var defaultLimits = limits{
 	fileLines: 800,
 	funcLines: 80,
 	designDirs: []string{
-		"raftstore", "node", "node/proxy", "routing", "routing/translate", "ledger", "ratelimit",
+		"raftstore", "node", "node/proxy", "routing", "routing/translate", "ledger", "ratelimit", "node/console",
 	},
 }
 

@@ -65,6 +65,7 @@ type options struct {
 	gossipKey, secretsKey, secretsOldKeys string
 	maxBody, attempts                     int64
 	adminInsecure, noSeed, showVersion    bool
+	console                               consoleOptions
 }
 
 func run(args []string, stderr io.Writer) int {
@@ -99,6 +100,10 @@ func run(args []string, stderr io.Writer) int {
 		return 0
 	}
 	if err := o.finish(stderr); err != nil {
+		fmt.Fprintln(stderr, "tollgate:", err)
+		return 2
+	}
+	if err := o.console.finish(&o, fs); err != nil {
 		fmt.Fprintln(stderr, "tollgate:", err)
 		return 2
 	}
@@ -162,6 +167,7 @@ func (o *options) define(fs *flag.FlagSet) {
 	str(&o.secretsKey, "secrets-key", "TOLLGATE_SECRETS_KEY", "", "base64 key of 32 bytes that seals provider credentials in the Raft log and snapshots, the same on every node (openssl rand -base64 32); prefer the environment variable")
 	str(&o.gossipKey, "gossip-key", "TOLLGATE_GOSSIP_KEY", "", "base64 key of 16, 24 or 32 bytes that encrypts gossip, the same on every node (openssl rand -base64 32); prefer the environment variable, flags show in ps")
 	telemetryFlags(fs, &o.cfg.Telemetry)
+	o.console.define(fs)
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 }
 

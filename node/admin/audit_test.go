@@ -198,6 +198,14 @@ func TestAuditRecordForEveryWriteRPC(t *testing.T) {
 // finds no secret, credential value, token or hash in any answer.
 func TestViewerNeverSeesASecret(t *testing.T) {
 	e := startRBAC(t)
+	examples, secrets := secretsFixture(t, e)
+	viewerReadsNoSecret(t, e, dial(t, e.addr, e.tokens[raftstore.RoleViewer]), examples, secrets)
+}
+
+// secretsFixture stores a credential, a deployment using it and a key, and
+// returns example requests about them and every secret in the state.
+func secretsFixture(t *testing.T, e *rbacEnv) (map[string]proto.Message, []string) {
+	t.Helper()
 	ctx := ctxT(t)
 	adm := dial(t, e.addr, testBootstrapToken)
 	_, err := pb.NewCredentialServiceClient(adm).SetCredential(ctx, &pb.SetCredentialRequest{Name: "openai", Value: credValue})
@@ -216,8 +224,15 @@ func TestViewerNeverSeesASecret(t *testing.T) {
 		pb.ModelService_GetModel_FullMethodName: &pb.GetModelRequest{Model: "gpt-4o"},
 		pb.TeamService_GetTeam_FullMethodName:   &pb.GetTeamRequest{Id: e.team},
 	}
+	return examples, secrets
+}
+
+// viewerReadsNoSecret makes, as viewer, every read RPC a viewer may call
+// and checks that no answer holds one of secrets.
+func viewerReadsNoSecret(t *testing.T, e *rbacEnv, viewer *grpc.ClientConn, examples map[string]proto.Message, secrets []string) {
+	t.Helper()
+	ctx := ctxT(t)
 	_, _, served := serveAll(t, e.store)
-	viewer := dial(t, e.addr, e.tokens[raftstore.RoleViewer])
 	calls := 0
 	for m, md := range adminMethods(t) {
 		if _, ok := served[string(md.Parent().FullName())]; !ok || rules[m].write || !allows(raftstore.RoleViewer, rules[m].perm) {

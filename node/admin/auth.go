@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"strings"
 
@@ -209,7 +210,8 @@ func (s *Server) identify(ctx context.Context) (*Identity, error) {
 // token accepts "authorization: Bearer <token>" when the token is the
 // bootstrap token or an admin token registered in the replicated state
 // (user "bootstrap", role admin), an active user's token, or the cluster
-// secret (another node, for its own calls).
+// secret (another node, for its own calls); and "authorization: Console
+// <session>" from the web console (consoleToken).
 func (s *Server) token(ctx context.Context) (*Identity, metadata.MD, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	vals := md.Get("authorization")
@@ -218,6 +220,10 @@ func (s *Server) token(ctx context.Context) (*Identity, metadata.MD, error) {
 	}
 	scheme, token, ok := strings.Cut(strings.TrimSpace(vals[0]), " ")
 	token = strings.TrimSpace(token)
+	if ok && token != "" && scheme == ConsoleScheme {
+		id, err := s.consoleToken(token)
+		return id, md, err
+	}
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return nil, nil, status.Error(codes.Unauthenticated, msgInvalidToken+`: the authorization metadata must be "Bearer <token>"`)
 	}
@@ -249,6 +255,27 @@ func (s *Server) token(ctx context.Context) (*Identity, metadata.MD, error) {
 		}
 	}
 	return nil, nil, status.Error(codes.Unauthenticated, msgInvalidToken)
+}
+
+// consoleToken authenticates a web console session (see
+// ConsoleSession): its MAC under the cluster secret, its expiry, and the
+// user it names as the replicated state has it now.
+func (s *Server) consoleToken(signed string) (*Identity, error) {
+	st := s.store.State()
+	if st == nil {
+		return nil, status.Error(codes.Unauthenticated, msgInvalidToken)
+	}
+	cs, err := OpenConsoleSession(st.ClusterSecret(), signed, s.now())
+	if err == nil {
+		var id *Identity
+		if id, err = consoleIdentity(st, cs); err == nil {
+			return id, nil
+		}
+	}
+	if errors.Is(err, ErrNoClusterKey) {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	return nil, status.Error(codes.Unauthenticated, "invalid console session: "+err.Error())
 }
 
 func bootstrapIdentity(addr string) *Identity {
