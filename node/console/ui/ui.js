@@ -17,6 +17,7 @@ export function h(spec, attrs, ...children) {
     if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
     else if (k === "class") el.className += (el.className ? " " : "") + v;
     else if (k === "dataset") Object.assign(el.dataset, v);
+    else if (k === "style") el.style.cssText = v; // CSSOM: allowed by the console's CSP, a style attribute is not
     else if (k in el && typeof v !== "string") el[k] = v;
     else el.setAttribute(k, v === true ? "" : v);
   }
