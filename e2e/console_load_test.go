@@ -47,6 +47,9 @@ func loadTimes(t *testing.T, b *browser, route, mark string) []float64 {
 		ms = append(ms, eval[float64](b, fmt.Sprintf(`performance.getEntriesByName(%q)[0].startTime`, mark)))
 	}
 	slices.Sort(ms)
+	t.Logf("%s, last load: %s", route, eval[string](b, `performance.getEntriesByType("resource")
+		.map(e => e.name.replace(/^http:\/\/[^/]*\/(api\/)?(rpc\/tollgate\.v1\.)?/, "") +
+		" " + Math.round(e.startTime) + "+" + Math.round(e.duration) + " ms").join(", ")`))
 	return ms
 }
 
