@@ -76,6 +76,11 @@ func (n *Node) openConsole() error {
 }
 
 func (n *Node) startConsole(c *consoleServer, cfg ConsoleConfig) error {
+	if o := cfg.OIDC; o != nil && o.RedirectURL == "" {
+		oc := *o
+		oc.RedirectURL = consoleURL(c.ln.Addr().String(), n.tls != nil) + "/api/oidc/callback"
+		cfg.OIDC = &oc
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // an OIDC issuer's discovery
 	defer cancel()
 	h, err := console.New(ctx, console.Config{
@@ -95,6 +100,20 @@ func (n *Node) startConsole(c *consoleServer, cfg ConsoleConfig) error {
 	}()
 	n.log.Info("console listening", "addr", c.ln.Addr().String())
 	return nil
+}
+
+// consoleURL is the console's URL on addr: https with TLS, localhost for
+// an unspecified host.
+func consoleURL(addr string, tls bool) string {
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); err == nil && (host == "" || (ip != nil && ip.IsUnspecified())) {
+		addr = net.JoinHostPort("localhost", port)
+	}
+	return scheme + "://" + addr
 }
 
 // ConsoleAddr returns the console's bound address ("" without a console).

@@ -83,3 +83,15 @@ func TestConsoleAddressInUse(t *testing.T) {
 		t.Fatalf("console at %s", n.ConsoleAddr())
 	}
 }
+
+func TestConsoleURL(t *testing.T) {
+	for addr, want := range map[string]string{"127.0.0.1:4400": "http://127.0.0.1:4400", "0.0.0.0:4400": "http://localhost:4400",
+		"[::]:4400": "http://localhost:4400", "console.internal:443": "http://console.internal:443"} {
+		if got := consoleURL(addr, false); got != want {
+			t.Errorf("consoleURL(%q) = %q, want %q", addr, got, want)
+		}
+	}
+	if got := consoleURL("10.0.0.5:4400", true); got != "https://10.0.0.5:4400" {
+		t.Errorf("with TLS: %q", got)
+	}
+}

@@ -50,3 +50,27 @@ func TestConsoleAddrBeyondLoopbackNeedsTLSOrInsecure(t *testing.T) {
 		t.Fatalf("run: exit %d, want 2: %s", code, out.String())
 	}
 }
+
+func TestOIDCFlags(t *testing.T) {
+	t.Setenv("TOLLGATE_OIDC_CLIENT_SECRET", "s3cret")
+	o, err := parseConsole(t, "--console-addr", "127.0.0.1:4400", "--oidc-issuer", "https://idp.example.com",
+		"--oidc-client-id", "tg", "--oidc-role-map", "sre=operator,leads=team-admin:team_a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.cfg.Console.OIDC
+	if c == nil || c.ClientSecret != "s3cret" || c.RoleClaim != "groups" || len(c.Roles) != 2 || c.Roles[1].TeamID != "team_a" ||
+		strings.Join(c.Scopes, " ") != "openid email profile groups" {
+		t.Fatalf("OIDC config %+v", c)
+	}
+	for _, args := range [][]string{
+		{"--oidc-issuer", "https://idp", "--oidc-client-id", "tg"},                                                     // no role map
+		{"--oidc-issuer", "https://idp", "--oidc-role-map", "a=admin"},                                                 // no client id
+		{"--oidc-issuer", "https://idp", "--oidc-client-id", "tg", "--oidc-role-map", "a=root"},                        // no such role
+		{"--console-addr", "", "--oidc-issuer", "https://idp", "--oidc-client-id", "tg", "--oidc-role-map", "a=admin"}, // no console
+	} {
+		if _, err := parseConsole(t, args...); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}

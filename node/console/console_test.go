@@ -73,7 +73,7 @@ func TestLoginRefusesBadTokensAndTheClusterSecret(t *testing.T) {
 }
 
 func TestLoginIsRateLimitedPerAddress(t *testing.T) {
-	e := startEnv(t, func(c *Config) { c.LoginsPerMinute = 3 })
+	e := startEnv(t, func(_ string, c *Config) { c.LoginsPerMinute = 3 })
 	c := e.client(t)
 	for i := range 3 {
 		if code, _ := c.do("POST", "/api/login", `{"token":"wrong"}`, nil); code != 401 {

@@ -102,7 +102,9 @@ func startAdmin(t *testing.T, store *raftstore.Store) *grpc.ClientConn {
 	return conn
 }
 
-func startEnv(t *testing.T, mod func(*Config)) *env {
+// startEnv starts a console on loopback; mod, when not nil, adjusts its
+// Config (url is where it is served).
+func startEnv(t *testing.T, mod func(url string, c *Config)) *env {
 	t.Helper()
 	e := &env{store: openStore(t), tokens: map[string]string{raftstore.RoleAdmin: bootToken}}
 	ctx := bootCtx(t)
@@ -118,18 +120,18 @@ func startEnv(t *testing.T, mod func(*Config)) *env {
 		}
 		e.tokens[role] = u.GetToken()
 	}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.srv.ServeHTTP(w, r) }))
+	t.Cleanup(hs.Close)
+	e.url = hs.URL
 	cfg := Config{NodeID: "n1", Admin: e.admin, ClusterSecret: func() string { return e.store.State().ClusterSecret() },
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if mod != nil {
-		mod(&cfg)
+		mod(e.url, &cfg)
 	}
 	var err error
 	if e.srv, err = New(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(e.srv)
-	t.Cleanup(hs.Close)
-	e.url = hs.URL
 	return e
 }
 
