@@ -127,10 +127,20 @@ func (b *browser) open(route string) {
 	b.waitJS(fmt.Sprintf(`performance.getEntriesByName("rendered:%s").length > 0`, page), "the "+page+" page to render")
 }
 
-// waitJS polls a JavaScript predicate until it is true, for up to 30 s.
+// waitJS polls a JavaScript predicate until it is true, for up to 30 s. A
+// navigation while it polls (a redirect) ends the poll with an error about
+// the page's execution context: it polls again in the new page.
 func (b *browser) waitJS(predicate, what string) {
 	b.t.Helper()
-	_, err := chromedp.Run(b.ctx, chromedp.Poll[chromedp.Void](predicate, chromedp.WithPollingTimeout(30*time.Second)))
+	deadline := time.Now().Add(30 * time.Second)
+	var err error
+	for {
+		_, err = chromedp.Run(b.ctx, chromedp.Poll[chromedp.Void](predicate, chromedp.WithPollingTimeout(max(time.Until(deadline), time.Millisecond))))
+		if err == nil || b.ctx.Err() != nil || time.Now().After(deadline) || !strings.Contains(err.Error(), "context") {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	if err != nil {
 		text := eval[string](b, `document.querySelector("#app")?.innerText?.slice(0, 2000) || ""`)
 		b.t.Fatalf("waiting for %s: %v\npage text:\n%s%s", what, err, text, b.pageErrors())

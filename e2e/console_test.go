@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/oauth2-proxy/mockoidc"
 )
 
 // consoleNode is a gateway with its console address.
@@ -66,7 +67,9 @@ func TestConsoleDrivesAThreeNodeCluster(t *testing.T) {
 	chromiumPath(t)
 	const boot = "console-bootstrap-token"
 	mock := mockLLM(t)
-	nodes, leader := startConsoleTrio(t, boot)
+	idp := startMockOIDC(t)
+	nodes, leader := startConsoleTrio(t, boot, "--oidc-issuer", idp.Issuer(), "--oidc-client-id", idp.Config().ClientID,
+		"--oidc-role-map", "console-admins=admin,console-operators=operator")
 	var follower consoleNode
 	for _, n := range nodes {
 		if n.id != leader {
@@ -77,6 +80,9 @@ func TestConsoleDrivesAThreeNodeCluster(t *testing.T) {
 	follower.ctl(t, "model", "add", "gpt-test", "--provider", "openai-compatible", "--base-url", mock,
 		"--upstream-model", "mock-model", "--input-price", "2", "--output-price", "8")
 	aliceToken := follower.createUser(t, "alice", "admin")
+	for _, name := range []string{"billing-service", "search-api", "notebook"} {
+		follower.createKey(t, "--name", name, "--budget", "20", "--period", "month", "--rpm", "120")
+	}
 
 	b := newBrowser(t, "http://"+follower.console)
 	b.do(chromedp.Navigate(b.base + "/"))
@@ -118,11 +124,41 @@ func TestConsoleDrivesAThreeNodeCluster(t *testing.T) {
 	b.open("users")
 	b.waitText("#users", "alice")
 	b.shot("users")
-	b.open("keys")
-	b.shot("keys")
 	b.click("#sign-out")
 	b.waitJS(`!!document.querySelector("#login-token")`, "the login page after sign-out")
 	checkViewer(t, b, follower.createUser(t, "victor", "viewer"))
+	b.checkNoPageErrors()
+	checkSSO(t, newBrowser(t, "http://"+nodes[2].console), idp)
+}
+
+// startMockOIDC runs a test OpenID Connect provider on loopback; the nodes
+// read the client secret from the environment.
+func startMockOIDC(t *testing.T) *mockoidc.MockOIDC {
+	t.Helper()
+	idp, err := mockoidc.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = idp.Shutdown() })
+	t.Setenv("TOLLGATE_OIDC_CLIENT_SECRET", idp.Config().ClientSecret)
+	return idp
+}
+
+// checkSSO signs in through the provider with a fresh browser: the user's
+// group maps to operator, who may write keys but not see users.
+func checkSSO(t *testing.T, b *browser, idp *mockoidc.MockOIDC) {
+	t.Helper()
+	idp.QueueUser(&mockoidc.MockUser{Subject: "ops-1", Email: "ops@example.com", EmailVerified: true,
+		PreferredUsername: "ops", Groups: []string{"engineering", "console-operators"}})
+	b.do(chromedp.Navigate(b.base + "/"))
+	b.click("#login-sso")
+	b.waitJS(`!!document.querySelector("#header-user")`, "the console after single sign-on")
+	if user, role := b.text("#header-user"), b.text("#header-role"); user != "oidc:ops@example.com" || role != "operator" {
+		t.Fatalf("after single sign-on the header shows %q %q, want oidc:ops@example.com operator", user, role)
+	}
+	b.open("keys")
+	b.waitJS(`!!document.querySelector("#create-key") && !document.querySelector("#nav-users")`,
+		"an operator's keys page: create, and no users page")
 	b.checkNoPageErrors()
 }
 
@@ -186,6 +222,7 @@ func createKeyInUI(t *testing.T, b *browser, g *gateway, teamID string) (id, sec
 	b.click("#copy-secret")
 	b.click("#secret-done")
 	b.waitText("#keys", "web-key")
+	b.shot("keys")
 	var keys []struct {
 		ID, Name string
 		TeamID   string `json:"team_id"`
