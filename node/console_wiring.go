@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -91,7 +92,8 @@ func (n *Node) startConsole(c *consoleServer, cfg ConsoleConfig) error {
 		_ = c.conn.Close()
 		return fmt.Errorf("console: %w", err)
 	}
-	c.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 5 * time.Minute}
+	c.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 5 * time.Minute,
+		ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
 	go func() { _ = n.grpcSrv.Serve(c.admin) }() // ends when the admin server stops
 	go func() {
 		if err := c.srv.Serve(c.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"io"
 	"net"
@@ -13,12 +14,15 @@ import (
 	"github.com/tollgate/tollgate/raftstore"
 )
 
-// The console of a node calls the node's own admin server in memory, as
-// the logged-in user: a write is audited with the user and the browser's
-// address.
-func TestConsoleServesTheNodesAdminAPI(t *testing.T) {
+// startConsoleNode starts one node with a console (mod adjusts its
+// configuration) and waits until it can sign sessions.
+func startConsoleNode(t *testing.T, mod func(*Config)) *tnode {
+	t.Helper()
 	cfg := baseConfig(t, "solo", testLogger(t))
 	cfg.Console.Addr = "127.0.0.1:0"
+	if mod != nil {
+		mod(&cfg)
+	}
 	tn := startNode(t, cfg)
 	tn.waitReady(15 * time.Second)
 	eventually(t, 10*time.Second, "the cluster secret", func() error {
@@ -27,32 +31,78 @@ func TestConsoleServesTheNodesAdminAPI(t *testing.T) {
 		}
 		return nil
 	})
-	jar, _ := cookiejar.New(nil)
-	hc := &http.Client{Jar: jar, Timeout: 10 * time.Second}
-	base := "http://" + tn.n.ConsoleAddr()
-	post := func(path, body, csrf string) (int, string) {
-		req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
-		req.Header.Set("X-CSRF-Token", csrf)
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+	return tn
+}
+
+// consolePost posts to the console with hc and returns the answer.
+func consolePost(t *testing.T, hc *http.Client, url, body, csrf string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("X-CSRF-Token", csrf)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
 	}
-	code, body := post("/api/login", `{"token":"`+testAdminToken+`"}`, "")
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// checkConsoleWrite logs in to the console at base with the admin token,
+// creates a team through the RPC bridge and finds it audited as the
+// bootstrap user from the browser's address; it returns the login's
+// answer.
+func checkConsoleWrite(t *testing.T, tn *tnode, hc *http.Client, base string) *http.Response {
+	t.Helper()
+	login, body := consolePost(t, hc, base+"/api/login", `{"token":"`+testAdminToken+`"}`, "")
 	var s struct{ User, Role, CSRF string }
-	if err := json.Unmarshal([]byte(body), &s); err != nil || code != 200 || s.User != raftstore.BootstrapUser || s.Role != raftstore.RoleAdmin {
-		t.Fatalf("login: %d %s", code, body)
+	if err := json.Unmarshal([]byte(body), &s); err != nil || login.StatusCode != 200 || s.User != raftstore.BootstrapUser || s.Role != raftstore.RoleAdmin {
+		t.Fatalf("login: %d %s", login.StatusCode, body)
 	}
-	code, body = post("/api/rpc/tollgate.v1.TeamService/CreateTeam", `{"name":"console-team"}`, s.CSRF)
-	if code != 200 || !strings.Contains(body, `"name":"console-team"`) {
-		t.Fatalf("CreateTeam: %d %s", code, body)
+	resp, body := consolePost(t, hc, base+"/api/rpc/tollgate.v1.TeamService/CreateTeam", `{"name":"console-team"}`, s.CSRF)
+	if resp.StatusCode != 200 || !strings.Contains(body, `"name":"console-team"`) {
+		t.Fatalf("CreateTeam: %d %s", resp.StatusCode, body)
 	}
 	recs := tn.n.Store().State().AuditRecords(raftstore.AuditFilter{Limit: 1})
 	if len(recs) != 1 || recs[0].GetUser() != raftstore.BootstrapUser || !strings.HasPrefix(recs[0].GetAddress(), "127.0.0.1:") {
 		t.Fatalf("audit: %v", recs)
+	}
+	return login
+}
+
+// The console of a node calls the node's own admin server in memory, as
+// the logged-in user: a write is audited with the user and the browser's
+// address.
+func TestConsoleServesTheNodesAdminAPI(t *testing.T) {
+	tn := startConsoleNode(t, nil)
+	jar, _ := cookiejar.New(nil)
+	checkConsoleWrite(t, tn, &http.Client{Jar: jar, Timeout: 10 * time.Second}, "http://"+tn.n.ConsoleAddr())
+}
+
+// With the node's TLS files the console is served over TLS with the
+// node's certificate, its cookie is Secure, and its in-memory calls to the
+// admin server (which speaks TLS) work.
+func TestConsoleOverTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, caFile := testCA(t, dir)
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	tn := startConsoleNode(t, func(c *Config) {
+		c.TLSCert, c.TLSKey = issueFiles(t, ca, dir, c.NodeID)
+		c.TLSCA, c.GossipKey = caFile, key
+	})
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar, Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tn.clientTLS()}}
+	defer hc.CloseIdleConnections()
+	login := checkConsoleWrite(t, tn, hc, "https://"+tn.n.ConsoleAddr())
+	if login.TLS == nil || len(login.Cookies()) != 1 || !login.Cookies()[0].Secure {
+		t.Fatalf("login over TLS: TLS %v, cookies %v", login.TLS != nil, login.Cookies())
+	}
+	if r, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + tn.n.ConsoleAddr() + "/api/config"); err == nil {
+		_ = r.Body.Close()
+		if r.StatusCode == http.StatusOK {
+			t.Fatal("the console answered plain HTTP")
+		}
 	}
 }
 

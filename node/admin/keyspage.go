@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+	"weak"
 
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 	"github.com/tollgate/tollgate/raftstore"
@@ -90,10 +91,11 @@ func (f keyFilter) page(st *raftstore.State, size int, totals *keyTotals) *pb.Li
 	return resp
 }
 
-// keyTotals remembers the totals of the last few searches on one State.
+// keyTotals remembers the totals of the last few searches on one State
+// (weakly: it does not keep a State alive).
 type keyTotals struct {
 	mu     sync.Mutex
-	st     *raftstore.State
+	st     weak.Pointer[raftstore.State]
 	counts map[keyFilter]uint32
 }
 
@@ -105,15 +107,15 @@ func (t *keyTotals) get(st *raftstore.State, f keyFilter) (uint32, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n, ok := t.counts[f]
-	return n, ok && t.st == st
+	return n, ok && t.st.Value() == st
 }
 
 func (t *keyTotals) put(st *raftstore.State, f keyFilter, n uint32) {
 	f.after = ""
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.st != st || len(t.counts) >= maxKeyTotals {
-		t.st, t.counts = st, map[keyFilter]uint32{}
+	if t.st.Value() != st || len(t.counts) >= maxKeyTotals {
+		t.st, t.counts = weak.Make(st), map[keyFilter]uint32{}
 	}
 	t.counts[f] = n
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"weak"
 
 	"google.golang.org/grpc/codes"
 
@@ -71,10 +72,19 @@ func TestListKeysPagesInIDOrderWithTotal(t *testing.T) {
 	if !slices.Equal(got, ids) || total != 23 {
 		t.Fatalf("paged ids %v (total %d), want %v (23)", got, total, ids)
 	}
+	// A write between pages: the next page counts the total again.
+	first, err := env.keys.ListKeys(ctx, &pb.ListKeysRequest{PageSize: 5})
+	mustOK(t, err)
+	importKeys(t, ctx, env.keys, "late", 2, nil)
+	next, err := env.keys.ListKeys(ctx, &pb.ListKeysRequest{PageSize: 5, PageToken: first.GetNextPageToken()})
+	mustOK(t, err)
+	if first.GetTotal() != 23 || next.GetTotal() != 25 || len(next.GetKeys()) != 5 || next.GetKeys()[0].GetId() <= first.GetKeys()[4].GetId() {
+		t.Fatalf("after a write: totals %d then %d, next page %v", first.GetTotal(), next.GetTotal(), next.GetKeys())
+	}
 	// page_size 0: every key in one answer, as before paging.
 	all, err := env.keys.ListKeys(ctx, &pb.ListKeysRequest{})
 	mustOK(t, err)
-	if len(all.GetKeys()) != 23 || all.GetNextPageToken() != "" {
+	if len(all.GetKeys()) != 25 || all.GetNextPageToken() != "" {
 		t.Fatalf("unpaged list: %d keys, token %q", len(all.GetKeys()), all.GetNextPageToken())
 	}
 }
@@ -196,7 +206,7 @@ func BenchmarkListKeysPage(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
 				if c.cold {
-					ks.s.keyTotals.st = nil
+					ks.s.keyTotals.st = weak.Pointer[raftstore.State]{}
 				}
 				if _, err := ks.ListKeys(ctx, c.req); err != nil {
 					b.Fatal(err)

@@ -121,3 +121,34 @@ func TestParseRoleMap(t *testing.T) {
 		}
 	}
 }
+
+// Without an email the user is named by the token's subject.
+func TestOIDCUserWithoutEmailIsNamedBySubject(t *testing.T) {
+	e, m := startOIDC(t)
+	m.QueueUser(&mockoidc.MockUser{Subject: "u-77", Groups: []string{"finance"}})
+	c := e.client(t)
+	resp := c.raw("GET", "/api/oidc/login", "", nil)
+	resp.Body.Close()
+	code, body := c.do("GET", "/api/session", "", nil)
+	if code != 200 || !strings.Contains(body, `"user":"oidc:u-77"`) || !strings.Contains(body, `"role":"viewer"`) {
+		t.Fatalf("session: %d %s", code, body)
+	}
+}
+
+// The provider is asked for its discovery document at the first sign-in:
+// a provider that cannot be reached does not keep the console from
+// starting, and its sign-in page says so.
+func TestOIDCProviderDownAtStart(t *testing.T) {
+	roles, _ := ParseRoleMap("sre=operator")
+	e := startEnv(t, func(u string, c *Config) {
+		c.OIDC = &OIDCConfig{Issuer: "http://127.0.0.1:1/realms/none", ClientID: "tg", RedirectURL: u + "/api/oidc/callback", Roles: roles}
+	})
+	code, body := e.client(t).do("GET", "/api/oidc/login", "", nil)
+	if code != http.StatusBadGateway || !strings.Contains(body, "cannot be reached") {
+		t.Fatalf("sign-in with the provider down: %d %s", code, body)
+	}
+	c := e.login(t, raftstore.RoleViewer) // tokens still work
+	if code, _ := c.do("GET", "/api/session", "", nil); code != 200 {
+		t.Fatalf("token session: %d", code)
+	}
+}
