@@ -66,7 +66,7 @@ func TestRotatingAUsersTokenEndsTheConsoleSessionsOfTheOldToken(t *testing.T) {
 // share one budget: otherwise a single machine could take fresh addresses
 // for unlimited guesses, and fill the limiter's table for everyone else.
 func TestLoginRateLimitCountsAnIPv6SlashSixtyFourAsOneAddress(t *testing.T) {
-	e := startEnv(t, func(c *Config) { c.LoginsPerMinute = 3 })
+	e := startEnv(t, func(_ string, c *Config) { c.LoginsPerMinute = 3 })
 	login := func(remote string) int {
 		req := httptest.NewRequest("POST", "/api/login", strings.NewReader(`{"token":"wrong"}`))
 		req.Header.Set("Content-Type", "application/json")
