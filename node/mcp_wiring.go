@@ -15,6 +15,12 @@ import (
 
 // The MCP admin writes change the replicated state: a follower forwards
 // them to the leader.
+// MCPConfig bounds this node's MCP client sessions (mcp.Config).
+type MCPConfig struct {
+	MaxSessionsPerKey  int           // default 64
+	SessionIdleTimeout time.Duration // default 30m
+}
+
 func init() {
 	for _, m := range []string{pb.McpService_AddMcpServer_FullMethodName, pb.McpService_RemoveMcpServer_FullMethodName,
 		pb.McpService_SetMcpTools_FullMethodName} {
@@ -34,7 +40,7 @@ func (n *Node) mountMCP(mux *http.ServeMux, adm *admin.Server) {
 			}
 		},
 		NodeID: n.cfg.NodeID, Version: n.cfg.Version, Logger: n.log,
-		MaxSessionsPerKey: n.cfg.MCPMaxSessionsPerKey, SessionTimeout: n.cfg.MCPSessionIdleTimeout,
+		MaxSessionsPerKey: n.cfg.MCP.MaxSessionsPerKey, SessionTimeout: n.cfg.MCP.SessionIdleTimeout,
 	})
 	for _, p := range []string{mcpgw.PathMCP, mcpgw.PathMCP + "/", mcpgw.PathMetadata, mcpgw.PathMetadata + "/"} {
 		mux.Handle(p, n.mcp)

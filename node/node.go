@@ -91,10 +91,7 @@ type Config struct {
 	AdminToken string
 	// MaxBodyBytes limits request bodies. Default 8 MiB.
 	MaxBodyBytes int64
-	// MCPMaxSessionsPerKey and MCPSessionIdleTimeout bound this node's MCP
-	// client sessions (mcp.Config); defaults 64 and 30m.
-	MCPMaxSessionsPerKey  int
-	MCPSessionIdleTimeout time.Duration
+	MCP MCPConfig // bounds on this node's MCP client sessions (mcp_wiring.go)
 	// UpstreamTimeout bounds an upstream call, RequestTimeout a request's
 	// attempts together (see proxy.Config).
 	UpstreamTimeout, RequestTimeout time.Duration
@@ -225,14 +222,10 @@ func New(cfg Config) (*Node, error) {
 			n.closeOpened()
 		}
 	}()
-	if err := n.openListeners(); err != nil {
-		return nil, err
-	}
-	if err := n.openControl(); err != nil {
-		return nil, err
-	}
-	if err := n.openSpend(); err != nil {
-		return nil, err
+	for _, open := range []func() error{n.openListeners, n.openControl, n.openSpend} {
+		if err := open(); err != nil {
+			return nil, err
+		}
 	}
 	dataPlane, mux, err := n.newHTTPServer()
 	if err != nil {
