@@ -91,7 +91,7 @@ type Config struct {
 	AdminToken string
 	// MaxBodyBytes limits request bodies. Default 8 MiB.
 	MaxBodyBytes int64
-	MCP MCPConfig // bounds on this node's MCP client sessions (mcp_wiring.go)
+	MCP          MCPConfig // bounds on this node's MCP client sessions (mcp_wiring.go)
 	// UpstreamTimeout bounds an upstream call, RequestTimeout a request's
 	// attempts together (see proxy.Config).
 	UpstreamTimeout, RequestTimeout time.Duration
