@@ -191,7 +191,7 @@ func fastCall(body []byte) (*fastRequest, *fastMeta) {
 		return nil, nil // batches go to the SDK
 	}
 	var req fastRequest
-	if json.Unmarshal(body, &req) != nil || req.JSONRPC != "2.0" || len(req.ID) == 0 || string(req.ID) == "null" {
+	if json.Unmarshal(body, &req) != nil || req.JSONRPC != "2.0" || !validID(req.ID) {
 		return nil, nil
 	}
 	var m fastMeta
@@ -202,6 +202,12 @@ func fastCall(body []byte) (*fastRequest, *fastMeta) {
 		return nil, nil
 	}
 	return &req, &m
+}
+
+// validID reports whether a request id is a string or a number, the ids
+// JSON-RPC allows (the SDK refuses the others).
+func validID(id json.RawMessage) bool {
+	return len(id) > 0 && (id[0] == '"' || id[0] == '-' || id[0] >= '0' && id[0] <= '9')
 }
 
 // fastSDKRequest decodes params into the SDK's request for method, or

@@ -107,3 +107,27 @@ func TestSessionlessRequestFailingChecksLeftToSDK(t *testing.T) {
 		t.Fatalf("records %v", e.records)
 	}
 }
+
+// A request id must be a string or a number (JSON-RPC 2.0; the SDK
+// refuses others with a parse error): a call with an object, array or
+// boolean id is not answered by the fast path, and nothing is forwarded.
+func TestSessionlessCallWithInvalidIDNotForwarded(t *testing.T) {
+	e := newEnv(t, nil)
+	e.addServer("up", e.upstream.url)
+	secret := e.addKey("k1", []string{"*"}, nil)
+	for _, id := range []string{`{"a":1}`, `[1]`, `true`, `false`} {
+		t.Run(id, func(t *testing.T) {
+			resp, body := postSessionless(t, e, secret,
+				`{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"up__echo",`+sessionlessMeta+`}}`,
+				map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "up__echo"})
+			if resp.StatusCode == 200 && !strings.Contains(body, `"error"`) || strings.Contains(body, "echo:") {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+		})
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.records) != 0 {
+		t.Fatalf("records %v", e.records)
+	}
+}
