@@ -131,3 +131,24 @@ func TestSessionlessCallWithInvalidIDNotForwarded(t *testing.T) {
 		t.Fatalf("records %v", e.records)
 	}
 }
+
+// The fast path takes bodies as large as the SDK's handlers do (4 MiB),
+// no larger: a bigger call is refused with 413 like on the SDK's path,
+// not forwarded to an upstream that refuses it in turn, which cooled the
+// upstream down for every key.
+func TestSessionlessCallLargerThanSDKLimitRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	e.addServer("up", e.upstream.url)
+	secret := e.addKey("k1", []string{"*"}, nil)
+	headers := map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "up__echo"}
+	big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up__echo","arguments":{"a":"` +
+		strings.Repeat("x", 5<<20) + `"},` + sessionlessMeta + `}}`
+	if resp, body := postSessionless(t, e, secret, big, headers); resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status %d: %.200s", resp.StatusCode, body)
+	}
+	_, body := postSessionless(t, e, secret,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"up__echo","arguments":{"a":1},`+sessionlessMeta+`}}`, headers)
+	if !strings.Contains(body, `echo:{\"a\":1}`) {
+		t.Fatalf("call after the large one: %s", body)
+	}
+}
