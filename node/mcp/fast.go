@@ -32,9 +32,10 @@ import (
 // writes its own error), another key's or an unknown session — goes to
 // the SDK's handlers unchanged.
 
-// maxFastBody bounds the body the fast path reads; larger requests are
-// refused (413) rather than buffered.
-const maxFastBody = 8 << 20
+// maxFastBody bounds the body the fast path reads, as the SDK's handlers
+// bound theirs; larger requests are refused (413) rather than buffered
+// (and forwarded to an upstream whose SDK would refuse them in turn).
+const maxFastBody = sdk.DefaultMaxRequestBodyBytes
 
 // fastRequest is a JSON-RPC request as the fast path reads it.
 type fastRequest struct {
@@ -68,7 +69,7 @@ func (g *Gateway) serveFast(w http.ResponseWriter, r *http.Request, ti *auth.Tok
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeHTTPError(w, http.StatusRequestEntityTooLarge, "The request body is larger than 8 MiB.")
+			writeHTTPError(w, http.StatusRequestEntityTooLarge, "The request body is larger than 4 MiB.")
 			return true
 		}
 		writeHTTPError(w, http.StatusBadRequest, "Could not read the request body.")
@@ -191,7 +192,7 @@ func fastCall(body []byte) (*fastRequest, *fastMeta) {
 		return nil, nil // batches go to the SDK
 	}
 	var req fastRequest
-	if json.Unmarshal(body, &req) != nil || req.JSONRPC != "2.0" || len(req.ID) == 0 || string(req.ID) == "null" {
+	if json.Unmarshal(body, &req) != nil || req.JSONRPC != "2.0" || !validID(req.ID) {
 		return nil, nil
 	}
 	var m fastMeta
@@ -202,6 +203,12 @@ func fastCall(body []byte) (*fastRequest, *fastMeta) {
 		return nil, nil
 	}
 	return &req, &m
+}
+
+// validID reports whether a request id is a string or a number, the ids
+// JSON-RPC allows (the SDK refuses the others).
+func validID(id json.RawMessage) bool {
+	return len(id) > 0 && (id[0] == '"' || id[0] == '-' || id[0] >= '0' && id[0] <= '9')
 }
 
 // fastSDKRequest decodes params into the SDK's request for method, or

@@ -99,3 +99,26 @@ func TestSessionCancelNotificationCancelsCall(t *testing.T) {
 		t.Fatalf("record %v", r)
 	}
 }
+
+// Only the key that opened a session keeps it from idling: another key's
+// requests naming it (which the SDK refuses with 403) leave it as idle as
+// it was, so a leaked session id cannot keep a session open forever.
+func TestAnotherKeysRequestsDoNotKeepSessionAlive(t *testing.T) {
+	e := newEnv(t, nil)
+	e.addServer("up", e.upstream.url)
+	sid := rawSession(t, e, e.addKey("k1", []string{"*"}, nil))
+	other := e.addKey("k2", []string{"*"}, nil)
+	last := func() time.Time {
+		e.gw.sessions.mu.Lock()
+		defer e.gw.sessions.mu.Unlock()
+		return e.gw.sessions.byID[sid].last
+	}
+	before := last()
+	h := map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Mcp-Session-Id": sid}
+	if resp, body := postSessionless(t, e, other, `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}`, h); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("another key's request: %d %s", resp.StatusCode, body)
+	}
+	if after := last(); !after.Equal(before) {
+		t.Fatalf("another key's request moved the session's last use from %v to %v", before, after)
+	}
+}

@@ -107,3 +107,48 @@ func TestSessionlessRequestFailingChecksLeftToSDK(t *testing.T) {
 		t.Fatalf("records %v", e.records)
 	}
 }
+
+// A request id must be a string or a number (JSON-RPC 2.0; the SDK
+// refuses others with a parse error): a call with an object, array or
+// boolean id is not answered by the fast path, and nothing is forwarded.
+func TestSessionlessCallWithInvalidIDNotForwarded(t *testing.T) {
+	e := newEnv(t, nil)
+	e.addServer("up", e.upstream.url)
+	secret := e.addKey("k1", []string{"*"}, nil)
+	for _, id := range []string{`{"a":1}`, `[1]`, `true`, `false`} {
+		t.Run(id, func(t *testing.T) {
+			resp, body := postSessionless(t, e, secret,
+				`{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"up__echo",`+sessionlessMeta+`}}`,
+				map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "up__echo"})
+			if resp.StatusCode == 200 && !strings.Contains(body, `"error"`) || strings.Contains(body, "echo:") {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+		})
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.records) != 0 {
+		t.Fatalf("records %v", e.records)
+	}
+}
+
+// The fast path takes bodies as large as the SDK's handlers do (4 MiB),
+// no larger: a bigger call is refused with 413 like on the SDK's path,
+// not forwarded to an upstream that refuses it in turn, which cooled the
+// upstream down for every key.
+func TestSessionlessCallLargerThanSDKLimitRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	e.addServer("up", e.upstream.url)
+	secret := e.addKey("k1", []string{"*"}, nil)
+	headers := map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "up__echo"}
+	big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up__echo","arguments":{"a":"` +
+		strings.Repeat("x", 5<<20) + `"},` + sessionlessMeta + `}}`
+	if resp, body := postSessionless(t, e, secret, big, headers); resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status %d: %.200s", resp.StatusCode, body)
+	}
+	_, body := postSessionless(t, e, secret,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"up__echo","arguments":{"a":1},`+sessionlessMeta+`}}`, headers)
+	if !strings.Contains(body, `echo:{\"a\":1}`) {
+		t.Fatalf("call after the large one: %s", body)
+	}
+}

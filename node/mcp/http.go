@@ -75,7 +75,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
-		end := g.sessions.begin(sid)
+		end := g.sessions.begin(sid, ti.UserID)
 		if r.Method == http.MethodGet {
 			end() // a client's open event stream does not keep its session from idling (nor does it in the SDK)
 		} else {

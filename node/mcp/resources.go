@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"net/url"
 	"sort"
 	"strings"
 
@@ -141,7 +142,7 @@ func (g *Gateway) readResource(ctx context.Context, scope string, req *sdk.ReadR
 	}
 	name := resourceName(server, upURI)
 	return g.governed(ctx, req, &request{kind: "resource", model: "mcp-resource:" + sanitize(server), server: server,
-		name: upURI, label: uri, reqBytes: len(uri), allowed: func(pol raftstore.McpPolicy) bool { return pol.Allows(name) },
+		name: upURI, label: uri, reqBytes: len(uri), allowed: func(pol raftstore.McpPolicy) bool { return pol.Allows(name) && !hasDotSegment(upURI) },
 		send: func(ctx context.Context, _ *upstream, sess *sdk.ClientSession) (sdk.Result, error) {
 			res, err := sess.ReadResource(ctx, &sdk.ReadResourceParams{URI: upURI})
 			if err == nil && scope == "" {
@@ -153,6 +154,26 @@ func (g *Gateway) readResource(ctx context.Context, scope string, req *sdk.ReadR
 			}
 			return res, err
 		}})
+}
+
+// hasDotSegment reports whether a URI has a "." or ".." segment, also
+// percent-encoded (up to a few times) or after a backslash: an upstream
+// resolving it could read outside the prefix an allow-list pattern names
+// ("docs__resource:file:///srv/public/*").
+func hasDotSegment(uri string) bool {
+	for range 4 {
+		for _, seg := range strings.FieldsFunc(uri, func(r rune) bool { return strings.ContainsRune("/\\?#;", r) }) {
+			if seg == "." || seg == ".." {
+				return true
+			}
+		}
+		d, err := url.PathUnescape(uri)
+		if err != nil || d == uri {
+			return false
+		}
+		uri = d
+	}
+	return true // still encoded after four rounds
 }
 
 // quote quotes a client-supplied string for a message, at most 256 bytes.

@@ -79,3 +79,29 @@ func TestToolAllowListReachesNoResource(t *testing.T) {
 		t.Fatalf("read: %v, want refused", err)
 	}
 }
+
+// A pattern naming a prefix of URIs cannot be escaped with dot segments
+// ("..", also percent-encoded or after a backslash): an upstream resolving
+// them would read outside the prefix the allow-list names. Such reads are
+// refused and recorded as refused, without reaching the upstream.
+func TestResourceReadWithDotSegmentsRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	e.addServer("up", e.upstream.url)
+	cs := e.connect("/mcp", e.addKey("k1", []string{"up__resource:file:///pub/*"}, nil), "", nil)
+	uris := []string{"tollgate://up/file:///pub/../priv/b.txt", "tollgate://up/file:///pub/%2e%2e/priv/b.txt",
+		"tollgate://up/file:///pub/%2E%2E%2Fpriv%2Fb.txt", "tollgate://up/file:///pub/..\\priv\\b.txt",
+		"tollgate://up/file:///pub/%252e%252e/priv/b.txt", "tollgate://up/file:///pub/./../priv/b.txt"}
+	for _, uri := range uris {
+		if _, err := cs.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: uri}); !isRPCError(err, -32602) {
+			t.Fatalf("read %s: %v, want refused", uri, err)
+		}
+	}
+	for _, r := range e.waitRecords(len(uris)) {
+		if r.GetOutcome() != outcomeRefused {
+			t.Fatalf("record %v, want refused", r)
+		}
+	}
+	if _, err := cs.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: "tollgate://up/file:///pub/a..b.txt"}); err != nil {
+		t.Fatalf("a name with dots is not a dot segment: %v", err)
+	}
+}

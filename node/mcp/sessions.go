@@ -72,13 +72,14 @@ func (r *sessionRegistry) add(key string, ss *sdk.ServerSession) *sdk.ServerSess
 	return oldest.ss
 }
 
-// begin marks the session named by a request as used now and running
-// until the returned func is called.
-func (r *sessionRegistry) begin(id string) func() {
+// begin marks the session named by a request of key as used now and
+// running until the returned func is called; another key's requests
+// (which the SDK refuses) leave it alone.
+func (r *sessionRegistry) begin(id, key string) func() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cs := r.byID[id]
-	if cs == nil {
+	if cs == nil || cs.key != key {
 		return func() {}
 	}
 	cs.last = r.now()
