@@ -8,7 +8,9 @@ package console
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -150,8 +152,19 @@ func (s *Server) serveUI(w http.ResponseWriter, r *http.Request) {
 	if ctype == "" {
 		ctype = "application/octet-stream"
 	}
+	// no-cache with a validator: the browser asks again on every load and
+	// gets a bodyless 304 while the binary's files are the same.
+	sum := sha256.Sum256(b)
+	etag := `"` + hex.EncodeToString(sum[:12]) + `"`
 	w.Header().Set("Content-Type", ctype)
 	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("ETag", etag)
+	for _, t := range strings.Split(r.Header.Get("If-None-Match"), ",") {
+		if t = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(t), "W/")); t == etag || t == "*" {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+	}
 	_, _ = w.Write(b)
 }
 

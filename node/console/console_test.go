@@ -249,6 +249,25 @@ func TestStaticUIAndSecurityHeaders(t *testing.T) {
 			t.Errorf("GET %s: security headers %v", path, resp.Header)
 		}
 	}
+	// A file comes with a validator, and the same file again is a 304
+	// without a body; a changed file (another ETag) is sent whole.
+	first := c.raw("GET", "/app.js", "", nil)
+	first.Body.Close()
+	etag := first.Header.Get("ETag")
+	if etag == "" || first.Header.Get("Cache-Control") != "no-cache" {
+		t.Fatalf("GET /app.js: ETag %q, Cache-Control %q", etag, first.Header.Get("Cache-Control"))
+	}
+	again := c.raw("GET", "/app.js", "", map[string]string{"If-None-Match": etag})
+	b304, _ := io.ReadAll(again.Body)
+	again.Body.Close()
+	if again.StatusCode != http.StatusNotModified || len(b304) != 0 {
+		t.Errorf("GET /app.js with its ETag: %d, %d bytes, want 304 and none", again.StatusCode, len(b304))
+	}
+	other := c.raw("GET", "/style.css", "", map[string]string{"If-None-Match": etag})
+	other.Body.Close()
+	if other.StatusCode != http.StatusOK || other.Header.Get("ETag") == etag {
+		t.Errorf("GET /style.css with app.js's ETag: %d %q, want 200 and its own ETag", other.StatusCode, other.Header.Get("ETag"))
+	}
 	resp := c.raw("GET", "/api/config", "", nil)
 	defer resp.Body.Close()
 	var cfg map[string]any
