@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"io"
 	"net/http"
 	"slices"
@@ -142,7 +141,7 @@ var contentTypeEventStream = []string{"text/event-stream"}
 // reach neither the client nor the ledger.
 func validAnswer(data []byte) bool {
 	b := bytes.TrimLeft(data, " \t\r\n")
-	return len(b) > 0 && b[0] == '{' && json.Valid(b)
+	return len(b) > 0 && b[0] == '{' && routing.ValidJSON(b)
 }
 
 // errBadAnswer: a successful status with a body that is not a whole JSON
