@@ -274,6 +274,10 @@ func printSummary(r *Results, dir string) {
 		fmt.Println("\nAgainst the references (issue 17):")
 	}
 	for _, x := range r.Ratios {
+		if x.Status == "not run" {
+			fmt.Printf("  %-8s vs %-8s %s\n", x.Status, x.Ref, x.Figure)
+			continue
+		}
 		fmt.Printf("  %-8s vs %-8s %s: %s (%s vs %s; target %s)\n", x.Status, x.Ref, x.Figure, x.Shown, x.Tollgate, x.Reference, x.Target)
 	}
 	fmt.Printf("\nReport: %s\n", filepath.Join(dir, "REPORT.md"))

@@ -194,7 +194,7 @@ func (r *Results) mdRatios(b *bytes.Buffer) {
 	for _, ref := range r.Refs {
 		pf("- *%s*: %s, at %s.\n", ref.Name, ref.What, ref.Base)
 	}
-	pf("\n")
+	pf("\nIn the scenario tables below each reference has rows of its own: its req/s and latency, its process's CPU in the *gw CPU* column and its RSS in *gw RSS* (none for a gateway given with -compare), and its latency added to direct.\n\n")
 }
 
 // refRuns are p's reference medians, by name.
