@@ -88,5 +88,9 @@ func (b *bench) profiled(scn string, param float64, rep int, gateway bool, run f
 			b.logf("  (%s) profile: %v", scn, err)
 		}
 	}
+	title := fmt.Sprintf("Tollgate's CPU by hop, (%s) at %.0f clients", scn, param)
+	if err := writeBreakdown(filepath.Join(b.prof.dir, "cpu-"+name+".pprof"), filepath.Join(b.prof.dir, "breakdown-"+name+".md"), title, answersOf(r, d)); err != nil {
+		b.logf("  (%s) profile breakdown: %v", scn, err)
+	}
 	return r
 }
