@@ -61,3 +61,19 @@ func BenchmarkValidJSON(b *testing.B) {
 		}
 	})
 }
+
+// TestValidJSONLongStringsEveryOffset puts each character the string check
+// must stop at (and a few it must not) at every offset of a long string,
+// where it is checked 8 bytes at a time.
+func TestValidJSONLongStringsEveryOffset(t *testing.T) {
+	for _, special := range []string{"\x00", "\x1f", "\n", `"`, `\`, `\"`, `\n`, `\u00e9`, `\u00g9`, "\x20", "\x7f", "\x80", "\xff", "é"} {
+		for off := 0; off < 24; off++ {
+			for _, tail := range []int{0, 3, 17} {
+				s := `{"a":"` + strings.Repeat("x", off) + special + strings.Repeat("y", tail) + `"}`
+				if got, want := validJSON([]byte(s)), json.Valid([]byte(s)); got != want {
+					t.Errorf("validJSON(%q) = %v, encoding/json says %v", s, got, want)
+				}
+			}
+		}
+	}
+}

@@ -66,6 +66,7 @@ type options struct {
 	maxBody, attempts                     int64
 	adminInsecure, noSeed, showVersion    bool
 	console                               consoleOptions
+	memory                                memoryFlags
 }
 
 func run(args []string, stderr io.Writer) int {
@@ -170,6 +171,7 @@ func (o *options) define(fs *flag.FlagSet) {
 	str(&o.gossipKey, "gossip-key", "TOLLGATE_GOSSIP_KEY", "", "base64 key of 16, 24 or 32 bytes that encrypts gossip, the same on every node (openssl rand -base64 32); prefer the environment variable, flags show in ps")
 	telemetryFlags(fs, &o.cfg.Telemetry)
 	o.console.define(fs)
+	o.memory.define(fs)
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 }
 
@@ -184,6 +186,9 @@ func (o *options) finish(stderr io.Writer) error {
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg.Version = version
 	if err := o.checkLimits(); err != nil {
+		return err
+	}
+	if err := o.memory.apply(); err != nil {
 		return err
 	}
 	if err := checkAdminListen(cfg.AdminAddr, cfg.TLSCert != "" && cfg.TLSKey != "" && cfg.TLSCA != "", o.adminInsecure); err != nil {

@@ -202,6 +202,10 @@ func setupSuite(root, tmp string, dev bool, res *Results, stopping *atomic.Bool)
 	if err != nil {
 		return nil, 0, err
 	}
+	refs, prof, err := setupRefs(res, bin, tmp, mockAddr, gw)
+	if err != nil {
+		return nil, 0, err
+	}
 	firstReady, err := gw.Start()
 	if err != nil {
 		return nil, 0, err
@@ -214,7 +218,7 @@ func setupSuite(root, tmp string, dev bool, res *Results, stopping *atomic.Bool)
 	b := &bench{cfg: res.Config, bin: bin, gw: gw, mock: mock, mockBase: "http://" + mockAddr + "/v1", secret: secret,
 		header: http.Header{"Authorization": {"Bearer " + secret}, "Content-Type": {"application/json"}},
 		mon:    &Monitor{Gateway: gw.Pid, Mock: mock.pid(), Interval: time.Second},
-		logf:   logf, interrupted: stopping.Load}
+		logf:   logf, interrupted: stopping.Load, refs: refs, prof: prof, compareHeader: compareHeader()}
 	if err := b.smokeAll(); err != nil {
 		return nil, 0, fmt.Errorf("smoke test: %w\n--- tollgate log:\n%s", err, gw.proc.logTail())
 	}
@@ -242,6 +246,7 @@ func (b *bench) runScenarios(res *Results, firstReady time.Duration, stopping *a
 	if res.Footprint != nil && len(res.Scenarios) > 0 && !stopping.Load() {
 		time.Sleep(2 * time.Second)
 		res.Footprint.RSSAfterLoadMB, _ = rssMB(b.gw.Pid())
+		b.restAfterLoad(res.Footprint, stopping)
 	}
 	if !want("k") {
 		return nil
@@ -267,6 +272,16 @@ func printSummary(r *Results, dir string) {
 	fmt.Println("Targets of issue 7:")
 	for _, c := range r.Targets {
 		fmt.Printf("  %-8s (%s) %s: %s\n", c.Status, c.Scenario, c.Target, c.Measured)
+	}
+	if len(r.Ratios) > 0 {
+		fmt.Println("\nAgainst the references (issue 17):")
+	}
+	for _, x := range r.Ratios {
+		if x.Status == "not run" {
+			fmt.Printf("  %-8s vs %-8s %s\n", x.Status, x.Ref, x.Figure)
+			continue
+		}
+		fmt.Printf("  %-8s vs %-8s %s: %s (%s vs %s; target %s)\n", x.Status, x.Ref, x.Figure, x.Shown, x.Tollgate, x.Reference, x.Target)
 	}
 	fmt.Printf("\nReport: %s\n", filepath.Join(dir, "REPORT.md"))
 }

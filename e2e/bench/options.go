@@ -19,6 +19,7 @@ type options struct {
 	scaleCfg                               ScaleConfig
 	budgets                                int
 	budgetDur                              time.Duration
+	refs, compare, profile                 string          // see refFlags
 	set                                    map[string]bool // the flags given
 }
 
@@ -44,6 +45,7 @@ func parseOptions() (*options, error) {
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir with the binaries, data dir and process logs")
 	flag.BoolVar(&o.devBuild, "dev-build", false, "measure a plain `go build` of tollgate (cgo) instead of the release build of deploy/Dockerfile")
 	o.scaleFlags()
+	o.refFlags()
 	flag.IntVar(&o.budgets, "budgets", 0, "run only the budgets scenario (issue 12) with this many budgeted keys, e.g. 10000 (the issue's figure) or 1000")
 	flag.DurationVar(&o.budgetDur, "budgets-dur", 5*time.Minute, "traffic of the budgets scenario (quick: 1m)")
 	flag.Parse()
@@ -109,6 +111,9 @@ func (o *options) config() (Config, error) {
 		return cfg, fmt.Errorf("-rates: %w", err)
 	}
 	if cfg.Scenarios, err = parseScenarios(o.scenarios); err != nil {
+		return cfg, err
+	}
+	if err := o.refConfig(&cfg); err != nil {
 		return cfg, err
 	}
 	switch {

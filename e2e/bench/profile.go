@@ -67,3 +67,30 @@ func (p *profiler) fetch(path, name string, timeout time.Duration) error {
 	}
 	return f.Close()
 }
+
+// profiled runs run; on the node's first repetition of (c) and of (b) at
+// StreamRatioClients it keeps a CPU profile and an allocation profile
+// (allocs?seconds: only what the run allocated) of the measurement.
+func (b *bench) profiled(scn string, param float64, rep int, gateway bool, run func() *RunResult) *RunResult {
+	if b.prof == nil || !gateway || rep != 0 || !(scn == "c" || scn == "b" && param == StreamRatioClients) {
+		return run()
+	}
+	name := fmt.Sprintf("%s-%.0f", scn, param)
+	d := b.cfg.Warmup + b.cfg.Dur
+	cpu := b.prof.cpu("cpu-"+name+".pprof", d)
+	allocs := make(chan error, 1)
+	go func() {
+		allocs <- b.prof.fetch(fmt.Sprintf("/debug/pprof/allocs?seconds=%d", max(1, int(d/time.Second))), "allocs-"+name+".pprof", d+30*time.Second)
+	}()
+	r := run()
+	for _, c := range []<-chan error{cpu, allocs} {
+		if err := <-c; err != nil {
+			b.logf("  (%s) profile: %v", scn, err)
+		}
+	}
+	title := fmt.Sprintf("Tollgate's CPU by hop, (%s) at %.0f clients", scn, param)
+	if err := writeBreakdown(filepath.Join(b.prof.dir, "cpu-"+name+".pprof"), filepath.Join(b.prof.dir, "breakdown-"+name+".md"), title, answersOf(r, d)); err != nil {
+		b.logf("  (%s) profile breakdown: %v", scn, err)
+	}
+	return r
+}

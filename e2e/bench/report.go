@@ -49,6 +49,10 @@ type Results struct {
 	Soak      *Soak       `json:"soak,omitempty"`
 	Charts    []string    `json:"charts"`
 	Notes     []string    `json:"notes,omitempty"`
+	// Refs are the reference proxies measured beside Tollgate and Ratios
+	// Tollgate's figures against theirs (issue 17; ratios.go).
+	Refs   []*Ref  `json:"refs,omitempty"`
+	Ratios []Ratio `json:"ratios,omitempty"`
 }
 
 func (r *Results) scenario(id string) *Scenario {
@@ -107,6 +111,7 @@ func (r *Results) evaluate() {
 	r.checkOpenLoops(&cs)
 	r.checkFootprint(&cs)
 	r.Targets = cs
+	r.computeRatios()
 	r.annotate()
 }
 
@@ -448,6 +453,7 @@ func (r *Results) markdown(charts map[string]*Chart) []byte {
 	for _, n := range r.Notes {
 		pf("> %s\n\n", n)
 	}
+	r.mdRatios(&b)
 
 	order := []string{"j", "a", "b", "c", "d", "e", "f", "g", "h", "i", "k"}
 	for _, id := range order {
@@ -486,7 +492,7 @@ func (r *Results) mdScenario(b *bytes.Buffer, s *Scenario, charts map[string]*Ch
 	open := s.ID == "d" || s.ID == "e"
 	pf("| point | target | req/s | p50 | p90 | p99 | p99.9 | errors | gw CPU | mock / load CPU | gw RSS |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range s.Points {
-		for _, rr := range []*RunResult{p.Direct, p.Gateway} {
+		for _, rr := range append([]*RunResult{p.Direct, p.Gateway}, p.refRuns()...) {
 			if rr == nil {
 				continue
 			}
@@ -502,6 +508,11 @@ func (r *Results) mdScenario(b *bytes.Buffer, s *Scenario, charts map[string]*Ch
 			a := p.AddedLat
 			pf("| %s | **added / ratio** | **×%.2f** | **%s** | %s | **%s** | %s | | | | |\n", p.Label, p.Ratio,
 				fmtAdded(a.P50), fmtAdded(a.P90), fmtAdded(a.P99), fmtAdded(a.P999))
+			for _, rr := range p.refRuns() {
+				a := diff(rr.Lat, p.Direct.Lat)
+				pf("| %s | %s added / ratio | ×%.2f | %s | %s | %s | %s | | | | |\n", p.Label, rr.Target, rr.Throughput/max(p.Direct.Throughput, 1e-9),
+					fmtAdded(a.P50), fmtAdded(a.P90), fmtAdded(a.P99), fmtAdded(a.P999))
+			}
 		}
 	}
 	pf("\n")
@@ -511,7 +522,10 @@ func (r *Results) mdScenario(b *bytes.Buffer, s *Scenario, charts map[string]*Ch
 			if p.Direct == nil || p.Gateway == nil || p.AddedTTFT == nil {
 				continue
 			}
-			for _, rr := range []*RunResult{p.Direct, p.Gateway} {
+			for _, rr := range append([]*RunResult{p.Direct, p.Gateway}, p.refRuns()...) {
+				if rr.TTFT == nil || rr.Gap == nil {
+					continue
+				}
 				pf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", p.Label, rr.Target, fmtUS(rr.TTFT.P50), fmtUS(rr.TTFT.P90), fmtUS(rr.TTFT.P99),
 					fmtUS(rr.Gap.P50), fmtUS(rr.Gap.P99), fmtUS(rr.Gap.P999))
 			}
@@ -550,7 +564,7 @@ func (r *Results) mdScenario(b *bytes.Buffer, s *Scenario, charts map[string]*Ch
 func mdErrors(b *bytes.Buffer, ps []*Point) {
 	var lines []string
 	for _, p := range ps {
-		for _, rr := range []*RunResult{p.Direct, p.Gateway} {
+		for _, rr := range append([]*RunResult{p.Direct, p.Gateway}, p.refRuns()...) {
 			if rr == nil {
 				continue
 			}
@@ -577,6 +591,9 @@ func (r *Results) mdFootprint(b *bytes.Buffer) {
 	}
 	if fp.RSSAfterLoadMB > 0 {
 		pf("| RSS at rest after all load scenarios | %.1f MB |\n", fp.RSSAfterLoadMB)
+	}
+	if fp.RSSMinuteAfterLoadMB > 0 {
+		pf("| RSS %.0f s after the last load scenario | %.1f MB |\n", fp.RestAfterLoadS, fp.RSSMinuteAfterLoadMB)
 	}
 	pf("| first start to ready (fresh data dir) | %.0f ms |\n", fp.FirstReadyMS)
 	if len(fp.ReadyMS) > 0 {

@@ -28,6 +28,12 @@ type Config struct {
 	MaxRequests int64         `json:"max_requests_per_phase"`
 	MaxWorkers  int           `json:"max_open_loop_workers"`
 	ReadyReps   int           `json:"ready_repetitions"`
+	// Refs are the built-in reference proxies run (refs.go), Compare the
+	// gateways given with -compare, ProfileDir where -profile keeps the
+	// node's profiles.
+	Refs       []string `json:"refs"`
+	Compare    []*Ref   `json:"compare,omitempty"`
+	ProfileDir string   `json:"profile_dir,omitempty"`
 }
 
 // Point is one measured configuration of a scenario (e.g. 10 clients):
@@ -43,6 +49,10 @@ type Point struct {
 	AddedGap    *Percentiles `json:"added_gap,omitempty"`
 	DirectRuns  []*RunResult `json:"direct_runs"`
 	GatewayRuns []*RunResult `json:"tollgate_runs"`
+	// Refs are the reference proxies' medians (HAProxy, Go, -compare), by
+	// name, and RefRuns every repetition of them.
+	Refs    map[string]*RunResult   `json:"refs,omitempty"`
+	RefRuns map[string][]*RunResult `json:"ref_runs,omitempty"`
 }
 
 // Scenario is one lettered scenario of issue 7 and its points.
@@ -65,6 +75,10 @@ type Footprint struct {
 	RSSRestMB        float64   `json:"rss_at_rest_mb"`
 	RSSRestRestartMB float64   `json:"rss_at_rest_after_restart_mb"`
 	RSSAfterLoadMB   float64   `json:"rss_at_rest_after_load_mb"`
+	// RSSMinuteAfterLoadMB is the RSS RestAfterLoadS seconds after the
+	// last load scenario (a minute; 10 s in quick mode).
+	RSSMinuteAfterLoadMB float64 `json:"rss_minute_after_load_mb,omitempty"`
+	RestAfterLoadS       float64 `json:"rest_after_load_s,omitempty"`
 }
 
 // Soak is scenario (k).
@@ -95,6 +109,11 @@ type bench struct {
 	mon         *Monitor
 	logf        func(format string, args ...any)
 	interrupted func() bool
+	// refs are measured beside Tollgate (see refs.go); compareHeader, if
+	// set, replaces the key header for the -compare gateways.
+	refs          []*Ref
+	compareHeader http.Header
+	prof          *profiler // -profile: the node's profiles of (c) and (b)
 }
 
 // padText is filler for request bodies.
@@ -192,30 +211,27 @@ type runner func(t *Target, mon *Monitor) *RunResult
 // (ABBA order so neither always goes first), and reports the medians.
 func (b *bench) compare(scn, label string, param float64, run runner, d, g *Target) *Point {
 	p := &Point{Label: label, Param: param}
+	lineup := b.lineup(scn, d, g)
 	for rep := 0; rep < b.cfg.Reps && !b.interrupted(); rep++ {
-		order := []*Target{d, g}
-		if rep%2 == 1 {
-			order = []*Target{g, d}
-		}
-		for _, t := range order {
+		for _, e := range lineup.order(rep) {
 			if b.interrupted() {
 				break
 			}
-			r := run(t, b.mon)
+			t := e.t
+			r := b.profiled(scn, param, rep, t == g, func() *RunResult { return run(t, e.mon) })
 			b.logf("  (%s) %-12s rep %d/%d %-8s %8.0f req/s  p50 %9s  p99 %9s  errors %d  cpu gw/mock/load %.2f/%.2f/%.2f  gw rss %.1f MB",
 				scn, label, rep+1, b.cfg.Reps, t.Name, r.Throughput, fmtUS(r.Lat.P50), fmtUS(r.Lat.P99), r.Errors,
 				r.Usage.GatewayCPU, r.Usage.MockCPU, r.Usage.LoadCPU, r.Usage.GatewayRSS)
 			for msg, n := range r.ErrSamples {
 				b.logf("      error ×%d: %s", n, msg)
 			}
-			if t == d {
-				p.DirectRuns = append(p.DirectRuns, r)
-			} else {
-				p.GatewayRuns = append(p.GatewayRuns, r)
-			}
+			p.record(t, d, g, r)
 		}
 	}
 	p.Direct, p.Gateway = medianRun(p.DirectRuns), medianRun(p.GatewayRuns)
+	for name, rs := range p.RefRuns {
+		p.Refs[name] = medianRun(rs)
+	}
 	if p.Direct != nil && p.Gateway != nil {
 		if p.Direct.Throughput > 0 {
 			p.Ratio = p.Gateway.Throughput / p.Direct.Throughput
@@ -359,7 +375,11 @@ func (b *bench) runScenario(id string) *Scenario {
 			route, k = "bench-stream", kindStream
 		}
 		d, g := b.pair(route, upstreamOf(route), k, 1024, 50)
-		for _, c := range b.cfg.Clients {
+		levels := b.cfg.Clients
+		if id == "b" {
+			levels = withLevel(levels, StreamRatioClients)
+		}
+		for _, c := range levels {
 			if b.interrupted() {
 				break
 			}

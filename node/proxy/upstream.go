@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"io"
 	"net/http"
 	"slices"
@@ -142,7 +141,7 @@ var contentTypeEventStream = []string{"text/event-stream"}
 // reach neither the client nor the ledger.
 func validAnswer(data []byte) bool {
 	b := bytes.TrimLeft(data, " \t\r\n")
-	return len(b) > 0 && b[0] == '{' && json.Valid(b)
+	return len(b) > 0 && b[0] == '{' && routing.ValidJSON(b)
 }
 
 // errBadAnswer: a successful status with a body that is not a whole JSON
@@ -165,6 +164,7 @@ func (h *Handler) answer(w http.ResponseWriter, rec *Record, d *raftstore.Deploy
 		hdr["Content-Type"] = contentType
 	}
 	hdr["Content-Length"] = []string{strconv.Itoa(len(data))}
+	hdr["Date"] = dateHeader(time.Now())
 	rec.FirstByte = time.Since(rec.Start)
 	h.commit(rec)
 	w.WriteHeader(status)
@@ -176,11 +176,37 @@ func startStream(w http.ResponseWriter, rec *Record, d *raftstore.Deployment, co
 	hdr := w.Header()
 	hdr["X-Tollgate-Deployment"] = []string{d.ID}
 	hdr["Content-Type"] = contentType
-	hdr["Cache-Control"] = []string{"no-cache"}
-	hdr["X-Accel-Buffering"] = []string{"no"}
+	hdr["Cache-Control"] = noCache
+	hdr["X-Accel-Buffering"] = accelNo
+	hdr["Date"] = dateHeader(time.Now())
 	w.WriteHeader(status)
 	rec.Status = status
 	rec.FirstByte = time.Since(rec.Start)
+}
+
+// Header values shared by every response: net/http copies them when it
+// writes the headers, and nothing modifies them.
+var noCache, accelNo = []string{"no-cache"}, []string{"no"}
+
+// httpDate is the Date header of this second. net/http formats one per
+// response when the handler sets none: 1.6% of the node's CPU at 32
+// clients.
+var httpDate atomic.Pointer[dateValue]
+
+type dateValue struct {
+	sec int64
+	v   []string
+}
+
+// dateHeader returns the Date header value for now, formatted once a second.
+func dateHeader(now time.Time) []string {
+	sec := now.Unix()
+	if d := httpDate.Load(); d != nil && d.sec == sec {
+		return d.v
+	}
+	d := &dateValue{sec: sec, v: []string{now.UTC().Format(http.TimeFormat)}}
+	httpDate.Store(d)
+	return d.v
 }
 
 // snippetOf returns the start of a non-JSON error body for a message.
