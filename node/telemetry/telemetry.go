@@ -130,8 +130,9 @@ func New(ctx context.Context, version string, log *slog.Logger) (*Telemetry, err
 			return nil, err
 		}
 		// The sampler comes from OTEL_TRACES_SAMPLER (default: parent
-		// based, always on), the batching from OTEL_BSP_*.
-		t.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+		// based, always on), the batching from OTEL_BSP_* (with a larger
+		// default queue; a full queue drops spans, never blocks requests).
+		t.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, batchOptions(os.Getenv)...), sdktrace.WithResource(res))
 		t.tracer = t.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(version))
 	}
 	if s.LogsProtocol != "" {
@@ -146,14 +147,29 @@ func New(ctx context.Context, version string, log *slog.Logger) (*Telemetry, err
 	return t, nil
 }
 
-func newTraceExporter(ctx context.Context, protocol string) (sdktrace.SpanExporter, error) {
-	var exp sdktrace.SpanExporter
-	var err error
-	if protocol == ProtocolGRPC {
-		exp, err = otlptracegrpc.New(ctx)
-	} else {
-		exp, err = otlptracehttp.New(ctx)
+// DefaultSpanQueue is the span queue of the batch processor unless
+// OTEL_BSP_MAX_QUEUE_SIZE says otherwise: at 10,000 requests a second of
+// two spans each, about 400 ms of spans (the SDK's 2,048 is 100 ms).
+const DefaultSpanQueue = 8192
+
+// batchOptions are the batch span processor's options that differ from
+// the SDK's defaults, for the variables not set (the SDK reads those).
+func batchOptions(getenv func(string) string) []sdktrace.BatchSpanProcessorOption {
+	var o []sdktrace.BatchSpanProcessorOption
+	if getenv("OTEL_BSP_MAX_QUEUE_SIZE") == "" {
+		o = append(o, sdktrace.WithMaxQueueSize(DefaultSpanQueue))
 	}
+	return o
+}
+
+// newTraceExporter is the OTLP exporter of protocol: the upstream client
+// (which reads the OTEL_EXPORTER_OTLP_* variables) under spanExporter.
+func newTraceExporter(ctx context.Context, protocol string) (sdktrace.SpanExporter, error) {
+	client := otlptracehttp.NewClient()
+	if protocol == ProtocolGRPC {
+		client = otlptracegrpc.NewClient()
+	}
+	exp, err := newSpanExporter(ctx, client)
 	if err != nil {
 		return nil, fmt.Errorf("OTLP trace exporter (%s): %w", protocol, err)
 	}

@@ -26,6 +26,7 @@ type Receiver struct {
 
 	mu    sync.Mutex
 	spans []*tracepb.Span
+	rss   []*tracepb.ResourceSpans
 	logs  []*logspb.LogRecord
 	// Resources are the resource attributes of every export, by service.
 	services map[string]bool
@@ -129,6 +130,7 @@ func (rv *Receiver) addSpans(via string, rss []*tracepb.ResourceSpans) {
 	if rv.discard {
 		return
 	}
+	rv.rss = append(rv.rss, rss...)
 	for _, rs := range rss {
 		rv.noteService(rs.GetResource().GetAttributes())
 		for _, ss := range rs.GetScopeSpans() {
@@ -165,6 +167,14 @@ func (rv *Receiver) Spans() []*tracepb.Span {
 	rv.mu.Lock()
 	defer rv.mu.Unlock()
 	return append([]*tracepb.Span(nil), rv.spans...)
+}
+
+// ResourceSpans returns the exports' spans as they were grouped, by
+// resource and scope.
+func (rv *Receiver) ResourceSpans() []*tracepb.ResourceSpans {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	return append([]*tracepb.ResourceSpans(nil), rv.rss...)
 }
 
 // Logs returns the log records received so far.
