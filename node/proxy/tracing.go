@@ -381,23 +381,42 @@ var (
 	}
 )
 
-// responseModel returns the model an answer names in p ("" if none).
+// responseModel returns the model an answer names in p ("" if none). The
+// searches run forward (bytes.Index is vectorized, bytes.LastIndex is
+// not) and the content keys are looked for only before the model.
 func (tw *traceWriter) responseModel(p []byte) string {
 	if tw.keep {
 		v, _ := jsonStringAfter(p, modelKey)
 		return v
 	}
-	if i := bytes.LastIndex(p, modelVersionKey); i >= 0 {
+	if i := lastIndex(p, modelVersionKey); i >= 0 {
 		v, _ := jsonStringAfter(p[i:], modelVersionKey)
 		return v
 	}
+	i := bytes.Index(p, modelKey)
+	if i < 0 {
+		return ""
+	}
 	for _, k := range contentKeys {
-		if i := bytes.Index(p, k); i >= 0 {
-			p = p[:i]
+		if bytes.Contains(p[:i], k) {
+			return "" // the answer's content began: this "model" may be the model's own writing
 		}
 	}
-	v, _ := jsonStringAfter(p, modelKey)
+	v, _ := jsonStringAfter(p[i:], modelKey)
 	return v
+}
+
+// lastIndex is bytes.LastIndex for a key that is rare in p.
+func lastIndex(p, key []byte) int {
+	last := -1
+	for off := 0; ; {
+		i := bytes.Index(p[off:], key)
+		if i < 0 {
+			return last
+		}
+		last = off + i
+		off = last + len(key)
+	}
 }
 
 // jsonStringAfter finds key in p and returns the JSON string that follows

@@ -18,6 +18,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
@@ -44,7 +45,10 @@ func stubSpans(n int) []sdktrace.ReadOnlySpan {
 				attribute.BoolSlice("bs", []bool{true, false}), attribute.Int64Slice("is", []int64{1, -1}),
 				attribute.Float64Slice("fs", []float64{1.5}), attribute.ByteSlice("b", []byte{0, 1}),
 				attribute.Slice("sl", attribute.IntValue(3), attribute.StringValue("x")),
-				attribute.Map("m", attribute.String("k", "v"), attribute.Int("n", 2)), attribute.StringSlice("none", nil)},
+				attribute.Map("m", attribute.String("k", "v"), attribute.Int("n", 2)), attribute.StringSlice("none", nil),
+				// lengths of two and three bytes, in nested messages
+				attribute.String("long", strings.Repeat("x", 300)), attribute.Map("lm", attribute.String("k", strings.Repeat("y", 20000))),
+				attribute.StringSlice("ls", []string{strings.Repeat("z", 200), "a"})},
 			Events: []sdktrace.Event{{Name: "tollgate.retry", Time: at.Add(time.Microsecond), Attributes: []attribute.KeyValue{attribute.Int64("ms", 5)},
 				DroppedAttributeCount: 2}, {Name: "bare"}},
 			Links:  []sdktrace.Link{{SpanContext: remote, Attributes: []attribute.KeyValue{attribute.String("l", "v")}, DroppedAttributeCount: 1}},
@@ -127,6 +131,68 @@ func TestSpanExporterSendsWhatTheUpstreamExporterSends(t *testing.T) {
 					}
 				}
 			}
+		})
+	}
+}
+
+// marshalClient is an otlptrace.Client that marshals what it is given, as
+// both OTLP clients do, and sends nothing.
+type marshalClient struct{ bytes int }
+
+func (*marshalClient) Start(context.Context) error { return nil }
+func (*marshalClient) Stop(context.Context) error  { return nil }
+func (c *marshalClient) UploadTraces(_ context.Context, rss []*tracepb.ResourceSpans) error {
+	b, err := proto.Marshal(&coltrace.ExportTraceServiceRequest{ResourceSpans: rss})
+	c.bytes = len(b)
+	return err
+}
+
+// BenchmarkSpanExport: a batch of 512 spans like the gateway's (a server
+// span of 22 attributes and a client span of 14), converted and marshalled
+// by the upstream exporter and by spanExporter; per span.
+func BenchmarkSpanExport(b *testing.B) {
+	tid := trace.TraceID{1, 2, 3}
+	attrs := func(n int) []attribute.KeyValue {
+		a := []attribute.KeyValue{attribute.StringSlice("gen_ai.response.finish_reasons", []string{"stop"}),
+			attribute.Float64("tollgate.cost_usd", 0.000123), attribute.Bool("tollgate.stream", true)}
+		for i := len(a); i < n; i++ {
+			a = append(a, attribute.String(fmt.Sprintf("gen_ai.attribute_%d", i), "a value of some length"))
+		}
+		return a
+	}
+	stubs := make(tracetest.SpanStubs, 512)
+	for i := range stubs {
+		n := 22
+		if i%2 == 1 {
+			n = 14
+		}
+		stubs[i] = tracetest.SpanStub{Name: "chat bench", SpanKind: trace.SpanKindServer, StartTime: time.Now(), EndTime: time.Now(),
+			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{byte(i)}, TraceFlags: trace.FlagsSampled}),
+			Attributes:  attrs(n), Resource: resource.Default(), InstrumentationScope: instrumentation.Scope{Name: "tollgate"}}
+	}
+	spans := stubs.Snapshots()
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		new  func(otlptrace.Client) (sdktrace.SpanExporter, error)
+	}{
+		{"upstream", func(cl otlptrace.Client) (sdktrace.SpanExporter, error) { return otlptrace.New(ctx, cl) }},
+		{"ours", func(cl otlptrace.Client) (sdktrace.SpanExporter, error) { return newSpanExporter(ctx, cl) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			mc := &marshalClient{}
+			exp, err := c.new(mc)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := exp.ExportSpans(ctx, spans); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(spans)), "ns/span")
+			b.ReportMetric(float64(mc.bytes)/float64(len(spans)), "B/span-wire")
 		})
 	}
 }

@@ -52,24 +52,27 @@ func appendSpan(b []byte, sd sdktrace.ReadOnlySpan) []byte {
 	b = appendFixed64Field(b, spanEnd, unixNano(sd.EndTime().UnixNano()))
 	b = appendKeyValues(b, spanAttributes, sd.Attributes())
 	b = appendVarintField(b, spanDroppedAttributes, uint64(clampUint32(sd.DroppedAttributes())))
+	var at int
 	for _, ev := range sd.Events() {
-		b = protowire.AppendTag(b, spanEvents, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(eventSize(ev)))
-		b = appendEvent(b, ev)
+		b, at = beginMsg(b, spanEvents)
+		b = appendFixed64Field(b, eventTime, unixNano(ev.Time.UnixNano()))
+		b = appendStringField(b, eventName, ev.Name)
+		b = appendKeyValues(b, eventAttributes, ev.Attributes)
+		b = appendVarintField(b, eventDroppedAttributes, uint64(clampUint32(ev.DroppedAttributeCount)))
+		b = endMsg(b, at)
 	}
 	b = appendVarintField(b, spanDroppedEvents, uint64(clampUint32(sd.DroppedEvents())))
 	for _, l := range sd.Links() {
-		b = protowire.AppendTag(b, spanLinks, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(linkSize(l)))
+		b, at = beginMsg(b, spanLinks)
 		b = appendLink(b, l)
+		b = endMsg(b, at)
 	}
 	b = appendVarintField(b, spanDroppedLinks, uint64(clampUint32(sd.DroppedLinks())))
 	st := sd.Status()
-	code := uint64(statusCode(st.Code))
-	b = protowire.AppendTag(b, spanStatus, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(stringFieldSize(statusMessage, st.Description)+varintFieldSize(statusCodeField, code)))
+	b, at = beginMsg(b, spanStatus)
 	b = appendStringField(b, statusMessage, st.Description)
-	b = appendVarintField(b, statusCodeField, code)
+	b = appendVarintField(b, statusCodeField, uint64(statusCode(st.Code)))
+	b = endMsg(b, at)
 	if f := spanFlags(sc.TraceFlags(), sd.Parent()); f != 0 {
 		b = protowire.AppendTag(b, spanFlagsField, protowire.Fixed32Type)
 		b = protowire.AppendFixed32(b, f)
@@ -79,22 +82,27 @@ func appendSpan(b []byte, sd sdktrace.ReadOnlySpan) []byte {
 
 func unixNano(n int64) uint64 { return uint64(max(0, n)) }
 
-func eventSize(ev sdktrace.Event) int {
-	return fixed64FieldSize(unixNano(ev.Time.UnixNano())) + stringFieldSize(eventName, ev.Name) +
-		keyValuesSize(ev.Attributes) + varintFieldSize(eventDroppedAttributes, uint64(clampUint32(ev.DroppedAttributeCount)))
+// beginMsg appends the tag of a message field num and one byte for its
+// length, and returns where that byte is, for endMsg.
+func beginMsg(b []byte, num protowire.Number) ([]byte, int) {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return append(b, 0), len(b)
 }
 
-func appendEvent(b []byte, ev sdktrace.Event) []byte {
-	b = appendFixed64Field(b, eventTime, unixNano(ev.Time.UnixNano()))
-	b = appendStringField(b, eventName, ev.Name)
-	b = appendKeyValues(b, eventAttributes, ev.Attributes)
-	return appendVarintField(b, eventDroppedAttributes, uint64(clampUint32(ev.DroppedAttributeCount)))
-}
-
-func linkSize(l sdktrace.Link) int {
-	const ids, flags = 1 + 1 + 16 + 1 + 1 + 8, 1 + 4 // trace id, span id (always written), flags
-	return ids + stringFieldSize(linkTraceState, l.SpanContext.TraceState().String()) + keyValuesSize(l.Attributes) +
-		varintFieldSize(linkDroppedAttributes, uint64(clampUint32(l.DroppedAttributeCount))) + flags
+// endMsg writes the length of the message that began at the length byte at:
+// in place when it is under 128 bytes (most), else moving the message to
+// make room for a longer varint. One pass, no size computed beforehand.
+func endMsg(b []byte, at int) []byte {
+	n := len(b) - at - 1
+	if n < 0x80 {
+		b[at] = byte(n)
+		return b
+	}
+	k := protowire.SizeVarint(uint64(n))
+	b = append(b, make([]byte, k-1)...)
+	copy(b[at+k:], b[at+1:at+1+n])
+	protowire.AppendVarint(b[at:at], uint64(n))
+	return b
 }
 
 func appendLink(b []byte, l sdktrace.Link) []byte {
@@ -110,58 +118,20 @@ func appendLink(b []byte, l sdktrace.Link) []byte {
 
 // appendKeyValues appends attrs as repeated KeyValue messages of field num.
 func appendKeyValues(b []byte, num protowire.Number, attrs []attribute.KeyValue) []byte {
+	var at, vat int
 	for _, kv := range attrs {
-		b = protowire.AppendTag(b, num, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(keyValueSize(kv)))
+		b, at = beginMsg(b, num)
 		b = appendStringField(b, kvKey, string(kv.Key))
-		b = protowire.AppendTag(b, kvValue, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(valueSize(kv.Value)))
+		b, vat = beginMsg(b, kvValue)
 		b = appendValue(b, kv.Value)
+		b = endMsg(b, vat)
+		b = endMsg(b, at)
 	}
 	return b
 }
 
-// keyValuesSize is the size of attrs as appendKeyValues writes them (with
-// a one-byte tag).
-func keyValuesSize(attrs []attribute.KeyValue) int {
-	n := 0
-	for _, kv := range attrs {
-		n += 1 + protowire.SizeBytes(keyValueSize(kv))
-	}
-	return n
-}
-
-func keyValueSize(kv attribute.KeyValue) int {
-	return stringFieldSize(kvKey, string(kv.Key)) + 1 + protowire.SizeBytes(valueSize(kv.Value))
-}
-
-// valueSize is the size of the AnyValue message of v. Its one-of member is
-// written even at its zero value.
-func valueSize(v attribute.Value) int {
-	switch v.Type() {
-	case attribute.BOOL:
-		return 2
-	case attribute.INT64:
-		return 1 + protowire.SizeVarint(uint64(v.AsInt64()))
-	case attribute.FLOAT64:
-		return 1 + 8
-	case attribute.STRING:
-		return 1 + protowire.SizeBytes(len(v.AsString()))
-	case attribute.BYTESLICE:
-		return 1 + protowire.SizeBytes(len(v.AsByteSlice()))
-	case attribute.MAP:
-		return 1 + protowire.SizeBytes(keyValuesSize(v.AsMap()))
-	}
-	if elems, ok := sliceElems(v); ok {
-		n := 0
-		for _, e := range elems {
-			n += 1 + protowire.SizeBytes(valueSize(e))
-		}
-		return 1 + protowire.SizeBytes(n)
-	}
-	return 1 + protowire.SizeBytes(len("INVALID"))
-}
-
+// appendValue appends the one-of member of v's AnyValue: written even at
+// its zero value, as one-of members are.
 func appendValue(b []byte, v attribute.Value) []byte {
 	switch v.Type() {
 	case attribute.BOOL:
@@ -180,24 +150,17 @@ func appendValue(b []byte, v attribute.Value) []byte {
 		b = protowire.AppendTag(b, anyBytes, protowire.BytesType)
 		return protowire.AppendBytes(b, v.AsByteSlice())
 	case attribute.MAP:
-		kvs := v.AsMap()
-		b = protowire.AppendTag(b, anyKvlist, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(keyValuesSize(kvs)))
-		return appendKeyValues(b, listValues, kvs)
+		b, at := beginMsg(b, anyKvlist)
+		return endMsg(appendKeyValues(b, listValues, v.AsMap()), at)
 	}
 	if elems, ok := sliceElems(v); ok {
-		n := 0
+		b, at := beginMsg(b, anyArray)
 		for _, e := range elems {
-			n += 1 + protowire.SizeBytes(valueSize(e))
+			var eat int
+			b, eat = beginMsg(b, listValues)
+			b = endMsg(appendValue(b, e), eat)
 		}
-		b = protowire.AppendTag(b, anyArray, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(n))
-		for _, e := range elems {
-			b = protowire.AppendTag(b, listValues, protowire.BytesType)
-			b = protowire.AppendVarint(b, uint64(valueSize(e)))
-			b = appendValue(b, e)
-		}
-		return b
+		return endMsg(b, at)
 	}
 	b = protowire.AppendTag(b, anyString, protowire.BytesType)
 	return protowire.AppendString(b, "INVALID")
@@ -246,13 +209,6 @@ func appendStringField(b []byte, num protowire.Number, v string) []byte {
 	return protowire.AppendString(b, v)
 }
 
-func stringFieldSize(num protowire.Number, v string) int {
-	if v == "" {
-		return 0
-	}
-	return protowire.SizeTag(num) + protowire.SizeBytes(len(v))
-}
-
 func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
 	if v == 0 {
 		return b
@@ -261,25 +217,10 @@ func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
 	return protowire.AppendVarint(b, v)
 }
 
-func varintFieldSize(num protowire.Number, v uint64) int {
-	if v == 0 {
-		return 0
-	}
-	return protowire.SizeTag(num) + protowire.SizeVarint(v)
-}
-
 func appendFixed64Field(b []byte, num protowire.Number, v uint64) []byte {
 	if v == 0 {
 		return b
 	}
 	b = protowire.AppendTag(b, num, protowire.Fixed64Type)
 	return protowire.AppendFixed64(b, v)
-}
-
-// fixed64FieldSize is the size of a fixed64 field with a one-byte tag.
-func fixed64FieldSize(v uint64) int {
-	if v == 0 {
-		return 0
-	}
-	return 1 + 8
 }
