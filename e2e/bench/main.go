@@ -67,6 +67,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	if o.tracing.on || o.tracing.sink != "" {
+		return mainTracing(start, o)
+	}
 	if o.budgets > 0 {
 		return mainBudgets(start, BudgetsConfig{Keys: o.budgets, Dur: o.budgetDur, Clients: 16, Sample: 10 * time.Second, MaxRequests: o.maxReq}, o.out, o.devBuild)
 	}
