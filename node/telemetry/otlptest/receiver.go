@@ -1,6 +1,6 @@
 // Package otlptest is an in-process OTLP receiver for tests: it takes
-// traces and logs over gRPC and over HTTP/protobuf on loopback listeners
-// and keeps what it received.
+// traces, logs and metrics over gRPC and over HTTP/protobuf on loopback
+// listeners and keeps what it received.
 package otlptest
 
 import (
@@ -12,8 +12,10 @@ import (
 	"testing"
 
 	collogs "go.opentelemetry.io/proto/otlp/collector/logs/v1"
+	colmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	logspb "go.opentelemetry.io/proto/otlp/logs/v1"
+	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -28,6 +30,8 @@ type Receiver struct {
 	spans []*tracepb.Span
 	rss   []*tracepb.ResourceSpans
 	logs  []*logspb.LogRecord
+	// metrics are the exports' metrics, each export's in its own slice.
+	metrics [][]*metricspb.Metric
 	// Resources are the resource attributes of every export, by service.
 	services map[string]bool
 	posts    map[string]int // exports by transport ("grpc", "http")
@@ -58,6 +62,7 @@ func Start(t testing.TB) *Receiver {
 	gs := grpc.NewServer()
 	coltrace.RegisterTraceServiceServer(gs, traceService{rv: rv})
 	collogs.RegisterLogsServiceServer(gs, logsService{rv: rv})
+	colmetrics.RegisterMetricsServiceServer(gs, metricsService{rv: rv})
 	go func() { _ = gs.Serve(gl) }()
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/traces", func(w http.ResponseWriter, r *http.Request) {
@@ -75,6 +80,14 @@ func Start(t testing.TB) *Receiver {
 		}
 		rv.addLogs("http", req.GetResourceLogs())
 		writeProto(w, &collogs.ExportLogsServiceResponse{})
+	})
+	mux.HandleFunc("POST /v1/metrics", func(w http.ResponseWriter, r *http.Request) {
+		var req colmetrics.ExportMetricsServiceRequest
+		if !readProto(w, r, &req) {
+			return
+		}
+		rv.addMetrics("http", req.GetResourceMetrics())
+		writeProto(w, &colmetrics.ExportMetricsServiceResponse{})
 	})
 	hs := &http.Server{Handler: mux}
 	go func() { _ = hs.Serve(hl) }()
@@ -121,6 +134,47 @@ type logsService struct {
 func (s logsService) Export(_ context.Context, req *collogs.ExportLogsServiceRequest) (*collogs.ExportLogsServiceResponse, error) {
 	s.rv.addLogs("grpc", req.GetResourceLogs())
 	return &collogs.ExportLogsServiceResponse{}, nil
+}
+
+type metricsService struct {
+	colmetrics.UnimplementedMetricsServiceServer
+	rv *Receiver
+}
+
+func (s metricsService) Export(_ context.Context, req *colmetrics.ExportMetricsServiceRequest) (*colmetrics.ExportMetricsServiceResponse, error) {
+	s.rv.addMetrics("grpc", req.GetResourceMetrics())
+	return &colmetrics.ExportMetricsServiceResponse{}, nil
+}
+
+func (rv *Receiver) addMetrics(via string, rms []*metricspb.ResourceMetrics) {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	rv.posts[via+" metrics"]++
+	if rv.discard {
+		return
+	}
+	var ms []*metricspb.Metric
+	for _, rm := range rms {
+		rv.noteService(rm.GetResource().GetAttributes())
+		for _, sm := range rm.GetScopeMetrics() {
+			ms = append(ms, sm.GetMetrics()...)
+		}
+	}
+	rv.metrics = append(rv.metrics, ms)
+}
+
+// LastMetrics returns the metrics of the last export that had any, by
+// name (cumulative metrics: the totals so far).
+func (rv *Receiver) LastMetrics() map[string]*metricspb.Metric {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	out := map[string]*metricspb.Metric{}
+	for i := len(rv.metrics) - 1; i >= 0 && len(out) == 0; i-- {
+		for _, m := range rv.metrics[i] {
+			out[m.GetName()] = m
+		}
+	}
+	return out
 }
 
 func (rv *Receiver) addSpans(via string, rss []*tracepb.ResourceSpans) {
