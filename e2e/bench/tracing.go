@@ -3,8 +3,9 @@ package main
 // The tracing-cost scenario (issue 16): scenario (c) — 32 closed-loop
 // clients flat out, non-streaming chat completions — through nodes that
 // differ only in their OTEL_* environment: tracing off, traces on at 100%
-// sampling, and traces plus request logs on, exported over OTLP/HTTP to a
-// receiver that discards what it gets.
+// sampling, and everything on (traces, request logs and the GenAI
+// metrics), exported over OTLP/HTTP to a receiver that discards what it
+// gets.
 //
 // The receiver is this harness binary again, started as a child process
 // with -otlp-sink: a process of its own, so its CPU is neither the
@@ -36,7 +37,7 @@ type tracingOptions struct {
 
 // tracingFlags defines them.
 func (o *options) tracingFlags() {
-	flag.BoolVar(&o.tracing.on, "tracing", false, "run only the tracing-cost scenario (issue 16): (c) direct and through nodes with tracing off, traces on (100% sampled), and traces plus request logs on, exported over OTLP/HTTP to a discarding receiver; -reps rounds of -dur each, alternating")
+	flag.BoolVar(&o.tracing.on, "tracing", false, "run only the tracing-cost scenario (issue 16): (c) direct and through nodes with tracing off, traces on (100% sampled), and traces, request logs and metrics on, exported over OTLP/HTTP to a discarding receiver; -reps rounds of -dur each, alternating")
 	flag.BoolVar(&o.tracing.profile, "tracing-profile", true, "with -tracing: after the rounds, keep a CPU and a heap profile of each node (pprof) in the results folder")
 	flag.StringVar(&o.tracing.sink, "otlp-sink", "", "internal: serve as the discarding OTLP/HTTP receiver on this loopback address")
 }
@@ -49,14 +50,21 @@ type tracingMode struct {
 
 // TracingRow is the medians of one target over the rounds.
 type TracingRow struct {
-	Target        string       `json:"target"`
-	Env           []string     `json:"env,omitempty"`
-	Median        *RunResult   `json:"median"`
-	GatewayUSPerR float64      `json:"gateway_cpu_us_per_request"`
-	SinkCPU       float64      `json:"otlp_sink_cpu_cores"`
-	VsOff         float64      `json:"throughput_vs_off"`
-	Runs          []*RunResult `json:"runs"`
-	sink          []float64
+	Target string     `json:"target"`
+	Env    []string   `json:"env,omitempty"`
+	Median *RunResult `json:"median"`
+	// GatewayUSPerR is the gateway's CPU per request, BoxUSPerR that of
+	// every process of the run (gateway, mock, load generator, receiver):
+	// medians of each round's.
+	GatewayUSPerR float64 `json:"gateway_cpu_us_per_request"`
+	BoxUSPerR     float64 `json:"all_processes_cpu_us_per_request"`
+	SinkCPU       float64 `json:"otlp_sink_cpu_cores"`
+	VsOff         float64 `json:"throughput_vs_off"`
+	// CPUVsOff is the throughput the box would have, CPU-bound and alone,
+	// relative to the node with tracing off: off's BoxUSPerR / this one's.
+	CPUVsOff float64      `json:"cpu_bound_throughput_vs_off"`
+	Runs     []*RunResult `json:"runs"`
+	sink     []float64
 }
 
 // TracingResults is what the scenario writes.
@@ -120,8 +128,10 @@ func runTracing(bin *Binaries, tmp, dir string, o *options, res *TracingResults,
 		return err
 	}
 	otlp := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + sinkAddr, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf", "OTEL_SERVICE_NAME=tollgate-bench"}
-	modes := []tracingMode{{Name: "off"}, {Name: "traces", Env: append([]string{"OTEL_LOGS_EXPORTER=none"}, otlp...)},
-		{Name: "traces+logs", Env: otlp}}
+	// "all" is what one OTEL_EXPORTER_OTLP_ENDPOINT turns on: traces,
+	// request logs and the GenAI metrics.
+	modes := []tracingMode{{Name: "off"}, {Name: "traces", Env: append([]string{"OTEL_LOGS_EXPORTER=none", "OTEL_METRICS_EXPORTER=none"}, otlp...)},
+		{Name: "all", Env: otlp}}
 	direct := &tracingNode{mode: tracingMode{Name: "direct"}}
 	direct.t = &Target{Name: "direct", URL: mockBase + "/chat/completions", Body: chatBody(upstreamOf("bench"), false, 1024), Shape: "choices",
 		MinBytes: 1000, Header: http.Header{"Content-Type": {"application/json"}}}
@@ -259,24 +269,33 @@ func measureTracing(cl ClosedLoop, n *tracingNode, mock, sink *child) (*RunResul
 // summarizeTracing fills each row's medians and its throughput against
 // the node with tracing off.
 func summarizeTracing(rows []*TracingRow) {
-	var off float64
+	var off *TracingRow
 	for _, row := range rows {
 		row.Median = medianRun(row.Runs)
 		if row.Median == nil {
 			continue
 		}
 		row.SinkCPU = median(row.sink)
-		if row.Median.Throughput > 0 {
-			row.GatewayUSPerR = row.Median.Usage.GatewayCPU / row.Median.Throughput * 1e6
+		var gw, box []float64
+		for i, r := range row.Runs {
+			if r.Throughput <= 0 {
+				continue
+			}
+			u := r.Usage
+			gw = append(gw, u.GatewayCPU/r.Throughput*1e6)
+			box = append(box, (u.GatewayCPU+u.MockCPU+u.LoadCPU+row.sink[i])/r.Throughput*1e6)
 		}
+		row.GatewayUSPerR, row.BoxUSPerR = median(gw), median(box)
 		if row.Target == "off" {
-			off = row.Median.Throughput
+			off = row
 		}
 	}
 	for _, row := range rows {
-		if row.Median != nil && off > 0 {
-			row.VsOff = row.Median.Throughput / off
+		if row.Median == nil || off == nil || off.Median.Throughput <= 0 || row.BoxUSPerR <= 0 {
+			continue
 		}
+		row.VsOff = row.Median.Throughput / off.Median.Throughput
+		row.CPUVsOff = off.BoxUSPerR / row.BoxUSPerR
 	}
 }
 
@@ -324,14 +343,14 @@ func runSink(addr string) error {
 
 // sink counts OTLP exports and their bytes by signal.
 type sink struct {
-	exports, bytes [2]atomic.Int64 // traces, logs
+	exports, bytes [3]atomic.Int64 // traces, logs, metrics
 }
 
 // handler reads every POST to its end and answers it with an empty (valid)
 // OTLP response; GET /stats counts them.
 func (s *sink) handler() http.Handler {
 	mux := http.NewServeMux()
-	for i, path := range []string{"/v1/traces", "/v1/logs"} {
+	for i, path := range []string{"/v1/traces", "/v1/logs", "/v1/metrics"} {
 		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) {
 			n, _ := io.Copy(io.Discard, io.LimitReader(r.Body, 256<<20))
 			s.exports[i].Add(1)
@@ -345,7 +364,8 @@ func (s *sink) handler() http.Handler {
 
 func (s *sink) stats() map[string]int64 {
 	return map[string]int64{"trace_exports": s.exports[0].Load(), "trace_bytes": s.bytes[0].Load(),
-		"log_exports": s.exports[1].Load(), "log_bytes": s.bytes[1].Load()}
+		"log_exports": s.exports[1].Load(), "log_bytes": s.bytes[1].Load(),
+		"metric_exports": s.exports[2].Load(), "metric_bytes": s.bytes[2].Load()}
 }
 
 // write saves results.json and README.md (the table and the command).
@@ -365,20 +385,25 @@ func (r *TracingResults) write(dir string) error {
 		"after %.1f s of warm-up, targets in alternating order (ABCD DCBA …); medians. Every node is a fresh single-node "+
 		"cluster with the same routes and key; only its OTEL_* environment differs. The OTLP receiver is a process of its own "+
 		"that reads and discards every export.\n\n", r.Rounds, r.Dur, r.Warmup)
-	sb.WriteString("| target | req/s | vs off | p50 | p99 | errors | gw CPU (cores) | gw CPU µs/request | mock / load / receiver CPU |\n")
-	sb.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	sb.WriteString("| target | req/s | vs off | p50 | p99 | errors | gw CPU (cores) | mock / load / receiver CPU | gw CPU µs/req | all CPU µs/req | CPU-bound vs off |\n")
+	sb.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, row := range r.Rows {
 		m := row.Median
 		if m == nil {
 			continue
 		}
-		vs, gw := "", ""
+		vs, gw, gwUS, cpuVs := "", "", "", ""
 		if row.Target != "direct" {
-			vs, gw = fmt.Sprintf("%.1f%%", row.VsOff*100), fmt.Sprintf("%.2f", m.Usage.GatewayCPU)
+			vs, gw, gwUS = fmt.Sprintf("%.1f%%", row.VsOff*100), fmt.Sprintf("%.2f", m.Usage.GatewayCPU), fmt.Sprintf("%.1f", row.GatewayUSPerR)
+			cpuVs = fmt.Sprintf("%.1f%%", row.CPUVsOff*100)
 		}
-		fmt.Fprintf(&sb, "| %s | %.0f | %s | %s | %s | %d | %s | %.1f | %.2f / %.2f / %.2f |\n", row.Target, m.Throughput, vs,
-			fmtUS(m.Lat.P50), fmtUS(m.Lat.P99), m.Errors, gw, row.GatewayUSPerR, m.Usage.MockCPU, m.Usage.LoadCPU, row.SinkCPU)
+		fmt.Fprintf(&sb, "| %s | %.0f | %s | %s | %s | %d | %s | %.2f / %.2f / %.2f | %s | %.1f | %s |\n", row.Target, m.Throughput, vs,
+			fmtUS(m.Lat.P50), fmtUS(m.Lat.P99), m.Errors, gw, m.Usage.MockCPU, m.Usage.LoadCPU, row.SinkCPU, gwUS, row.BoxUSPerR, cpuVs)
 	}
+	sb.WriteString("\n*vs off* is the median throughput against the node with tracing off. On a machine shared with other " +
+		"work it swings with whatever else runs; *CPU-bound vs off* is steadier: the CPU every process of the run spent " +
+		"per request (gateway, mock, load generator, receiver; median of the rounds) with tracing off, divided by the same " +
+		"with it on: the throughput ratio of a box the run has to itself and saturates.\n")
 	sb.WriteString("\nPer round (req/s):\n\n| target | rounds |\n|---|---|\n")
 	for _, row := range r.Rows {
 		var rs []string

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -54,5 +55,9 @@ func TestSummarizeTracingComparesEachNodeWithTracingOff(t *testing.T) {
 	}
 	if on.GatewayUSPerR != 0.6/1800*1e6 || on.SinkCPU != 0.02 {
 		t.Errorf("traces: %v µs of gateway CPU per request, receiver %v cores", on.GatewayUSPerR, on.SinkCPU)
+	}
+	// per round, all processes: off 500, 166.7, 250 µs; on 338.9, 370.6, 68.9 µs
+	if want := 250 / ((0.6 + 0.01) / 1800 * 1e6); math.Abs(on.CPUVsOff-want) > 1e-9 {
+		t.Errorf("CPU-bound throughput vs off %v, want %v", on.CPUVsOff, want)
 	}
 }
