@@ -181,23 +181,37 @@ func outcomeAttrs(a []attribute.KeyValue, rec *Record) []attribute.KeyValue {
 
 // tryTraced is try inside a client span of its own: one per attempt, so
 // retries and fallbacks show as the request's children. Its attributes
-// are set once, when it ends.
-func (h *Handler) tryTraced(w http.ResponseWriter, r *http.Request, rec *Record, rt *raftstore.Route, d *raftstore.Deployment, x *exchange) *failure {
+// are set once, when it ends; it ends also when try panics (a broken
+// stream aborts the handler), as a failed attempt.
+func (h *Handler) tryTraced(w http.ResponseWriter, r *http.Request, rec *Record, rt *raftstore.Route, d *raftstore.Deployment, x *exchange) (f *failure) {
 	if !rec.recording() {
 		return h.try(w, r, rec, rt, d, x)
 	}
-	op, model := operationName(rec.Endpoint), upstreamModel(d, x.req.Model)
-	attempt, cooling := rec.Attempts+1, h.coolingNow(d)
-	ctx, span := h.cfg.Tracer.Start(r.Context(), op+" "+model, clientKind)
-	f := h.try(w, r.WithContext(ctx), rec, rt, d, x)
+	at := attemptInfo{op: operationName(rec.Endpoint), model: upstreamModel(d, x.req.Model), number: rec.Attempts + 1,
+		cooling: h.coolingNow(d), fallback: rec.Model != "" && rt.Name != rec.Model}
+	ctx, span := h.cfg.Tracer.Start(r.Context(), at.op+" "+at.model, clientKind)
+	defer func() { endAttempt(span, rec, rt, d, &at, f) }()
+	return h.try(w, r.WithContext(ctx), rec, rt, d, x)
+}
+
+// attemptInfo is what an attempt's span notes of it before it runs.
+type attemptInfo struct {
+	op, model         string
+	number            int
+	cooling, fallback bool
+}
+
+// endAttempt sets an attempt's attributes and status and ends its span: f
+// is its failure, nil when it answered (or panicked: then rec says how).
+func endAttempt(span trace.Span, rec *Record, rt *raftstore.Route, d *raftstore.Deployment, at *attemptInfo, f *failure) {
 	setAttrs(span, func(a []attribute.KeyValue) []attribute.KeyValue {
-		a = append(a, attribute.String("gen_ai.operation.name", op), attribute.String("gen_ai.provider.name", providerName(d)),
-			attribute.String("gen_ai.request.model", model), attribute.String("tollgate.deployment", d.ID),
-			attribute.String("tollgate.route", rt.Name), attribute.Int("tollgate.attempt", attempt))
-		if rec.Model != "" && rt.Name != rec.Model {
+		a = append(a, attribute.String("gen_ai.operation.name", at.op), attribute.String("gen_ai.provider.name", providerName(d)),
+			attribute.String("gen_ai.request.model", at.model), attribute.String("tollgate.deployment", d.ID),
+			attribute.String("tollgate.route", rt.Name), attribute.Int("tollgate.attempt", at.number))
+		if at.fallback {
 			a = append(a, attribute.Bool("tollgate.fallback", true))
 		}
-		if cooling {
+		if at.cooling {
 			a = append(a, attribute.Bool("tollgate.cooling", true))
 		}
 		if f == nil {
@@ -225,7 +239,6 @@ func (h *Handler) tryTraced(w http.ResponseWriter, r *http.Request, rec *Record,
 		setStatus(span, rec.Status)
 	}
 	span.End()
-	return f
 }
 
 // coolingNow reports whether d is in its cooldown (without claiming a
