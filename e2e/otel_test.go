@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,20 +13,22 @@ import (
 	"testing"
 	"time"
 
+	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/tollgate/tollgate/cmd/mockllm/mock"
 	"github.com/tollgate/tollgate/node/telemetry/otlptest"
 )
 
-// TestOpenTelemetryExport runs a node that exports traces and request logs
-// to an in-process OTLP receiver, once with traces over gRPC and logs over
-// HTTP and once the other way round. A streamed request whose route's only
+// TestOpenTelemetryExport runs a node that exports traces, request logs
+// and the GenAI metrics to an in-process OTLP receiver, once with traces
+// over gRPC and logs and metrics over HTTP and once the other way round. A streamed request whose route's only
 // deployment fails (three attempts) and whose fallback serves must show as
 // one server span continuing the client's trace with four client spans
 // under it; the mock upstream must have seen the serving attempt's
 // traceparent; and every request in the ledger must have exactly one log
-// record (and one access-log line) with its fields.
+// record (and one access-log line) with its fields; and the four GenAI
+// histograms must count the two requests with their attributes.
 func TestOpenTelemetryExport(t *testing.T) {
 	for _, c := range []struct{ traces, logs string }{{"grpc", "http/protobuf"}, {"http/protobuf", "grpc"}} {
 		t.Run("traces-"+strings.ReplaceAll(c.traces, "/", "-"), func(t *testing.T) {
@@ -37,13 +40,16 @@ func TestOpenTelemetryExport(t *testing.T) {
 				return "http://" + rv.HTTPAddr + path
 			}
 			for k, v := range map[string]string{
-				"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint(c.traces, "/v1/traces"),
-				"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": c.traces,
-				"OTEL_EXPORTER_OTLP_LOGS_ENDPOINT":   endpoint(c.logs, "/v1/logs"),
-				"OTEL_EXPORTER_OTLP_LOGS_PROTOCOL":   c.logs,
-				"OTEL_SERVICE_NAME":                  "tollgate-e2e",
-				"OTEL_BSP_SCHEDULE_DELAY":            "100",
-				"OTEL_BLRP_SCHEDULE_DELAY":           "100",
+				"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT":  endpoint(c.traces, "/v1/traces"),
+				"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL":  c.traces,
+				"OTEL_EXPORTER_OTLP_LOGS_ENDPOINT":    endpoint(c.logs, "/v1/logs"),
+				"OTEL_EXPORTER_OTLP_LOGS_PROTOCOL":    c.logs,
+				"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": endpoint(c.logs, "/v1/metrics"),
+				"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": c.logs,
+				"OTEL_METRIC_EXPORT_INTERVAL":         "100",
+				"OTEL_SERVICE_NAME":                   "tollgate-e2e",
+				"OTEL_BSP_SCHEDULE_DELAY":             "100",
+				"OTEL_BLRP_SCHEDULE_DELAY":            "100",
 			} {
 				t.Setenv(k, v) // the node inherits the environment
 			}
@@ -164,6 +170,99 @@ func checkOTelExport(t *testing.T, rv *otlptest.Receiver) {
 	if b, _ := os.ReadFile(accessLog); strings.Contains(string(b), secret) {
 		t.Error("the access log holds the key's secret")
 	}
+	checkGenAIMetrics(t, rv, ledger)
+}
+
+// checkGenAIMetrics checks the GenAI histograms over OTLP against the
+// ledger's two requests: the stream on otel-main that otel-backup's
+// deployment served, and the plain one on otel-backup.
+func checkGenAIMetrics(t *testing.T, rv *otlptest.Receiver, ledger []spendRecord) {
+	t.Helper()
+	var last map[string]*metricspb.Metric
+	waitFor(t, 20*time.Second, "the GenAI metrics of both requests", func() bool {
+		last = rv.LastMetrics()
+		return histCount(last["gen_ai.server.request.duration"], nil) == 2
+	})
+	var stream, plain spendRecord
+	for _, r := range ledger {
+		if r.Stream {
+			stream = r
+		} else {
+			plain = r
+		}
+	}
+	base := func(model string) map[string]string {
+		dep := "backup"
+		if model == "otel-main" {
+			dep = "otel-backup/backup" // the fallback route's deployment
+		}
+		return map[string]string{"gen_ai.operation.name": "chat", "gen_ai.request.model": model,
+			"tollgate.deployment": dep, "gen_ai.provider.name": "openai-compatible"}
+	}
+	with := func(m map[string]string, k, v string) map[string]string { m[k] = v; return m }
+	type want struct {
+		metric, unit string
+		attrs        map[string]string
+		count        uint64
+		sum          float64 // -1: any positive sum
+	}
+	wants := []want{
+		{"gen_ai.server.request.duration", "s", base("otel-main"), 1, -1},
+		{"gen_ai.server.request.duration", "s", base("otel-backup"), 1, -1},
+		{"gen_ai.client.token.usage", "{token}", with(base("otel-main"), "gen_ai.token.type", "input"), 1, float64(stream.PromptTokens)},
+		{"gen_ai.client.token.usage", "{token}", with(base("otel-main"), "gen_ai.token.type", "output"), 1, float64(stream.CompletionTokens)},
+		{"gen_ai.client.token.usage", "{token}", with(base("otel-backup"), "gen_ai.token.type", "input"), 1, float64(plain.PromptTokens)},
+		{"gen_ai.client.token.usage", "{token}", with(base("otel-backup"), "gen_ai.token.type", "output"), 1, float64(plain.CompletionTokens)},
+		{"gen_ai.server.time_to_first_token", "s", base("otel-main"), 1, -1},
+		{"gen_ai.server.time_per_output_token", "s", base("otel-main"), 1, -1},
+	}
+	for _, w := range wants {
+		m := last[w.metric]
+		if m == nil {
+			t.Errorf("no %s exported (got %d metrics)", w.metric, len(last))
+			continue
+		}
+		if m.GetUnit() != w.unit {
+			t.Errorf("%s unit %q, want %q", w.metric, m.GetUnit(), w.unit)
+		}
+		p := histPoint(m, w.attrs)
+		switch {
+		case p == nil:
+			var got []map[string]string
+			for _, p := range m.GetHistogram().GetDataPoints() {
+				got = append(got, otlptest.Attrs(p.GetAttributes()))
+			}
+			t.Errorf("%s: no data point with attributes %v (got %v)", w.metric, w.attrs, got)
+		case p.GetCount() != w.count || (w.sum < 0 && p.GetSum() <= 0) || (w.sum >= 0 && p.GetSum() != w.sum):
+			t.Errorf("%s %v: count %d sum %v, want %d and %v", w.metric, w.attrs, p.GetCount(), p.GetSum(), w.count, w.sum)
+		}
+	}
+	if n := histCount(last["gen_ai.server.time_to_first_token"], nil); n != 1 {
+		t.Errorf("time to first token counts %d requests, want the one stream", n)
+	}
+}
+
+// histPoint returns the data point of histogram m whose attributes are
+// exactly attrs.
+func histPoint(m *metricspb.Metric, attrs map[string]string) *metricspb.HistogramDataPoint {
+	for _, p := range m.GetHistogram().GetDataPoints() {
+		if maps.Equal(otlptest.Attrs(p.GetAttributes()), attrs) {
+			return p
+		}
+	}
+	return nil
+}
+
+// histCount is the count of m's data points (all of them when attrs is
+// nil).
+func histCount(m *metricspb.Metric, attrs map[string]string) uint64 {
+	var n uint64
+	for _, p := range m.GetHistogram().GetDataPoints() {
+		if attrs == nil || maps.Equal(otlptest.Attrs(p.GetAttributes()), attrs) {
+			n += p.GetCount()
+		}
+	}
+	return n
 }
 
 // sendTraced posts body with traceparent (when set), reads the whole

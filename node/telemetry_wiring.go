@@ -11,9 +11,10 @@ import (
 	"github.com/tollgate/tollgate/node/telemetry"
 )
 
-// TelemetryConfig configures traces and request logs. Where they are
-// exported to comes from the standard OTEL_* environment variables (see
-// package telemetry); with none set, nothing is traced.
+// TelemetryConfig configures traces, request logs and the GenAI metrics
+// over OTLP. Where they are exported to comes from the standard OTEL_*
+// environment variables (see package telemetry); with none set, nothing is
+// traced nor exported.
 type TelemetryConfig struct {
 	// TraceContent puts prompts and answers, truncated, on the spans.
 	TraceContent bool
@@ -45,6 +46,13 @@ func (n *Node) wireTelemetry(pc *proxy.Config) error {
 	}
 	if access != nil || tel.Logger() != nil {
 		pc.Recorders = append(pc.Recorders, proxy.NewRequestLog(n.cfg.NodeID, tel.Logger(), access))
+	}
+	if meter := tel.Meter(); meter != nil {
+		m, err := proxy.NewGenAIOTLP(meter)
+		if err != nil {
+			return err
+		}
+		pc.Recorders = append(pc.Recorders, m)
 	}
 	return nil
 }

@@ -70,6 +70,9 @@ func run() error {
 	if *mcpRounds > 0 {
 		return mainMCP(start, o.out, o.devBuild)
 	}
+	if o.tracing.on || o.tracing.sink != "" {
+		return mainTracing(start, o)
+	}
 	if o.budgets > 0 {
 		return mainBudgets(start, BudgetsConfig{Keys: o.budgets, Dur: o.budgetDur, Clients: 16, Sample: 10 * time.Second, MaxRequests: o.maxReq}, o.out, o.devBuild)
 	}

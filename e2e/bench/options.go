@@ -21,6 +21,7 @@ type options struct {
 	budgetDur                              time.Duration
 	refs, compare, profile                 string          // see refFlags
 	set                                    map[string]bool // the flags given
+	tracing                                tracingOptions  // tracing.go
 }
 
 // parseOptions reads the flags, with the -quick defaults for those not
@@ -46,6 +47,7 @@ func parseOptions() (*options, error) {
 	flag.BoolVar(&o.devBuild, "dev-build", false, "measure a plain `go build` of tollgate (cgo) instead of the release build of deploy/Dockerfile")
 	o.scaleFlags()
 	o.refFlags()
+	o.tracingFlags()
 	flag.IntVar(&o.budgets, "budgets", 0, "run only the budgets scenario (issue 12) with this many budgeted keys, e.g. 10000 (the issue's figure) or 1000")
 	flag.DurationVar(&o.budgetDur, "budgets-dur", 5*time.Minute, "traffic of the budgets scenario (quick: 1m)")
 	flag.Parse()

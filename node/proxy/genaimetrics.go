@@ -44,29 +44,44 @@ func (m *genAIMetrics) record(rec *Record) {
 	if rec.Status >= 400 {
 		errType = statusLabel(rec.Status)
 	}
-	observe(m.duration.WithLabelValues(op, rec.Model, dep, errType), rec.Latency.Seconds(), rec)
+	ex := exemplar(rec)
+	observeEx(m.duration.WithLabelValues(op, rec.Model, dep, errType), rec.Latency.Seconds(), ex)
 	if u := rec.Usage; u.Present {
-		observe(m.tokens.WithLabelValues(op, rec.Model, dep, "input"), float64(u.PromptTokens), rec)
-		observe(m.tokens.WithLabelValues(op, rec.Model, dep, "output"), float64(u.CompletionTokens), rec)
+		observeEx(m.tokens.WithLabelValues(op, rec.Model, dep, "input"), float64(u.PromptTokens), ex)
+		observeEx(m.tokens.WithLabelValues(op, rec.Model, dep, "output"), float64(u.CompletionTokens), ex)
 	}
 	if !rec.Stream || rec.FirstByte <= 0 || rec.Status >= 400 {
 		return
 	}
-	observe(m.ttft.WithLabelValues(op, rec.Model, dep), rec.FirstByte.Seconds(), rec)
+	observeEx(m.ttft.WithLabelValues(op, rec.Model, dep), rec.FirstByte.Seconds(), ex)
 	if n := rec.Usage.CompletionTokens; n > 1 && rec.Latency > rec.FirstByte {
-		observe(m.tpot.WithLabelValues(op, rec.Model, dep), (rec.Latency-rec.FirstByte).Seconds()/float64(n-1), rec)
+		observeEx(m.tpot.WithLabelValues(op, rec.Model, dep), (rec.Latency-rec.FirstByte).Seconds()/float64(n-1), ex)
 	}
+}
+
+// exemplar is the request's trace, when its span is sampled, made once for
+// all its observations (the histograms copy the labels); nil otherwise.
+func exemplar(rec *Record) prometheus.Labels {
+	if rec.span == nil {
+		return nil
+	}
+	sc := rec.span.SpanContext()
+	if !sc.IsSampled() {
+		return nil
+	}
+	return prometheus.Labels{"trace_id": sc.TraceID().String(), "span_id": sc.SpanID().String()}
 }
 
 // observe records v, with the request's trace as the exemplar when its
 // span is sampled, so a dashboard can jump from a slow bucket to a trace.
-func observe(o prometheus.Observer, v float64, rec *Record) {
-	if rec.span != nil {
-		if sc := rec.span.SpanContext(); sc.IsSampled() {
-			if eo, ok := o.(prometheus.ExemplarObserver); ok {
-				eo.ObserveWithExemplar(v, prometheus.Labels{"trace_id": sc.TraceID().String(), "span_id": sc.SpanID().String()})
-				return
-			}
+func observe(o prometheus.Observer, v float64, rec *Record) { observeEx(o, v, exemplar(rec)) }
+
+// observeEx records v, with ex as the exemplar when there is one.
+func observeEx(o prometheus.Observer, v float64, ex prometheus.Labels) {
+	if ex != nil {
+		if eo, ok := o.(prometheus.ExemplarObserver); ok {
+			eo.ObserveWithExemplar(v, ex)
+			return
 		}
 	}
 	o.Observe(v)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -73,25 +74,61 @@ func (rec *Record) traceEvent(name string, attrs ...attribute.KeyValue) {
 	}
 }
 
+// attrPool holds the slices a span's attributes are built in: the SDK
+// copies them in SetAttributes, so one slice serves request after request.
+var attrPool = sync.Pool{New: func() any { s := make([]attribute.KeyValue, 0, 32); return &s }}
+
+// setAttrs builds a span's attributes with build into a pooled slice and
+// sets them in one call.
+func setAttrs(span trace.Span, build func([]attribute.KeyValue) []attribute.KeyValue) {
+	p := attrPool.Get().(*[]attribute.KeyValue)
+	a := build((*p)[:0])
+	span.SetAttributes(a...)
+	clear(a) // drop the strings for the collector
+	*p = a[:0]
+	attrPool.Put(p)
+}
+
 // endSpan sets what the finished request came to and ends its span.
+// Booleans that are false and the route when it is the requested model
+// are left out: every attribute costs the span's copies, its
+// de-duplication and the export, request after request.
 func (h *Handler) endSpan(rec *Record) {
 	span := rec.span
 	if !rec.recording() {
 		span.End()
 		return
 	}
+	op := operationName(rec.Endpoint)
 	if rec.Model != "" {
-		span.SetName(operationName(rec.Endpoint) + " " + rec.Model)
+		span.SetName(op + " " + rec.Model)
 	}
+	setAttrs(span, func(a []attribute.KeyValue) []attribute.KeyValue { return h.serverAttrs(a, rec, op) })
+	setStatus(span, rec.Status)
+	span.End()
+}
+
+// serverAttrs appends the request span's attributes to a.
+func (h *Handler) serverAttrs(a []attribute.KeyValue, rec *Record, op string) []attribute.KeyValue {
 	tw := rec.tw
-	a := append(outcomeAttrs(make([]attribute.KeyValue, 0, 28), rec),
-		attribute.String("gen_ai.operation.name", operationName(rec.Endpoint)),
+	a = append(outcomeAttrs(a, rec), attribute.String("gen_ai.operation.name", op),
 		attribute.String("tollgate.request_id", rec.RequestID), attribute.String("url.path", tw.path),
-		attribute.String("gen_ai.request.model", tw.requestModel), attribute.Bool("tollgate.stream", rec.Stream),
+		attribute.String("gen_ai.request.model", tw.requestModel),
 		attribute.String("tollgate.key_id", rec.KeyID), attribute.String("tollgate.team_id", rec.TeamID),
-		attribute.String("tollgate.model", rec.Model), attribute.Int("tollgate.attempts", rec.Attempts),
-		attribute.String("tollgate.deployment", rec.Deployment),
-		attribute.Float64("tollgate.cost_usd", float64(rec.CostNanos)/1e9), attribute.Bool("tollgate.unpriced", rec.Unpriced))
+		attribute.Int("tollgate.attempts", rec.Attempts), attribute.String("tollgate.deployment", rec.Deployment),
+		attribute.Float64("tollgate.cost_usd", float64(rec.CostNanos)/1e9))
+	if rec.FirstByte > 0 {
+		a = append(a, attribute.Float64("gen_ai.server.time_to_first_token", rec.FirstByte.Seconds()))
+	}
+	if rec.Model != tw.requestModel {
+		a = append(a, attribute.String("tollgate.model", rec.Model))
+	}
+	if rec.Stream {
+		a = append(a, attribute.Bool("tollgate.stream", true))
+	}
+	if rec.Unpriced {
+		a = append(a, attribute.Bool("tollgate.unpriced", true))
+	}
 	if rec.dep != nil {
 		a = append(a, attribute.String("gen_ai.provider.name", providerName(rec.dep)))
 	}
@@ -112,14 +149,12 @@ func (h *Handler) endSpan(rec *Record) {
 	if len(tw.content) > 0 {
 		a = append(a, attribute.String("gen_ai.completion", truncateUTF8(tw.content, contentLimit)))
 	}
-	span.SetAttributes(a...)
-	setStatus(span, rec.Status)
-	span.End()
+	return a
 }
 
 // outcomeAttrs appends to a the attributes of the answer: its status,
-// model, usage, finish reasons and time to first token. The server span
-// and the attempt that answered share them.
+// model, usage and finish reasons. The server span and the attempt that
+// answered share them.
 func outcomeAttrs(a []attribute.KeyValue, rec *Record) []attribute.KeyValue {
 	a = append(a, attribute.Int("http.response.status_code", rec.Status))
 	if rec.tw.model != "" {
@@ -138,9 +173,6 @@ func outcomeAttrs(a []attribute.KeyValue, rec *Record) []attribute.KeyValue {
 			a = append(a, attribute.Int64("gen_ai.usage.cache_creation.input_tokens", u.CacheWriteTokens))
 		}
 	}
-	if rec.FirstByte > 0 {
-		a = append(a, attribute.Float64("gen_ai.server.time_to_first_token", rec.FirstByte.Seconds()))
-	}
 	if rec.Status >= 400 {
 		a = append(a, attribute.String("error.type", statusLabel(rec.Status)))
 	}
@@ -148,36 +180,65 @@ func outcomeAttrs(a []attribute.KeyValue, rec *Record) []attribute.KeyValue {
 }
 
 // tryTraced is try inside a client span of its own: one per attempt, so
-// retries and fallbacks show as the request's children.
-func (h *Handler) tryTraced(w http.ResponseWriter, r *http.Request, rec *Record, rt *raftstore.Route, d *raftstore.Deployment, x *exchange) *failure {
+// retries and fallbacks show as the request's children. Its attributes
+// are set once, when it ends; it ends also when try panics (a broken
+// stream aborts the handler), as a failed attempt.
+func (h *Handler) tryTraced(w http.ResponseWriter, r *http.Request, rec *Record, rt *raftstore.Route, d *raftstore.Deployment, x *exchange) (f *failure) {
 	if !rec.recording() {
 		return h.try(w, r, rec, rt, d, x)
 	}
-	model := upstreamModel(d, x.req.Model)
-	ctx, span := h.cfg.Tracer.Start(r.Context(), operationName(rec.Endpoint)+" "+model, clientKind,
-		trace.WithAttributes(attribute.String("gen_ai.operation.name", operationName(rec.Endpoint)),
-			attribute.String("gen_ai.provider.name", providerName(d)), attribute.String("gen_ai.request.model", model),
-			attribute.String("tollgate.deployment", d.ID), attribute.String("tollgate.route", rt.Name),
-			attribute.Bool("tollgate.fallback", rec.Model != "" && rt.Name != rec.Model),
-			attribute.Int("tollgate.attempt", rec.Attempts+1), attribute.Bool("tollgate.cooling", h.coolingNow(d))))
-	defer span.End()
-	f := h.try(w, r.WithContext(ctx), rec, rt, d, x)
-	if f == nil {
-		span.SetAttributes(outcomeAttrs(make([]attribute.KeyValue, 0, 10), rec)...)
+	at := attemptInfo{op: operationName(rec.Endpoint), model: upstreamModel(d, x.req.Model), number: rec.Attempts + 1,
+		cooling: h.coolingNow(d), fallback: rec.Model != "" && rt.Name != rec.Model}
+	ctx, span := h.cfg.Tracer.Start(r.Context(), at.op+" "+at.model, clientKind)
+	defer func() { endAttempt(span, rec, rt, d, &at, f) }()
+	return h.try(w, r.WithContext(ctx), rec, rt, d, x)
+}
+
+// attemptInfo is what an attempt's span notes of it before it runs.
+type attemptInfo struct {
+	op, model         string
+	number            int
+	cooling, fallback bool
+}
+
+// endAttempt sets an attempt's attributes and status and ends its span: f
+// is its failure, nil when it answered (or panicked: then rec says how).
+func endAttempt(span trace.Span, rec *Record, rt *raftstore.Route, d *raftstore.Deployment, at *attemptInfo, f *failure) {
+	setAttrs(span, func(a []attribute.KeyValue) []attribute.KeyValue {
+		a = append(a, attribute.String("gen_ai.operation.name", at.op), attribute.String("gen_ai.provider.name", providerName(d)),
+			attribute.String("gen_ai.request.model", at.model), attribute.String("tollgate.deployment", d.ID),
+			attribute.String("tollgate.route", rt.Name), attribute.Int("tollgate.attempt", at.number))
+		if at.fallback {
+			a = append(a, attribute.Bool("tollgate.fallback", true))
+		}
+		if at.cooling {
+			a = append(a, attribute.Bool("tollgate.cooling", true))
+		}
+		if f == nil {
+			return outcomeAttrs(a, rec)
+		}
+		code := f.err.Code
+		if code == "" {
+			code = statusLabel(f.err.Status)
+		}
+		a = append(a, attribute.String("error.type", code), attribute.Int("http.response.status_code", f.err.Status))
+		if f.cools {
+			a = append(a, attribute.Bool("tollgate.cools", true))
+		}
+		if f.retry {
+			a = append(a, attribute.Bool("tollgate.retryable", true))
+		}
+		if f.rateLimited != "" {
+			a = append(a, attribute.String("tollgate.rate_limited", f.rateLimited))
+		}
+		return a
+	})
+	if f != nil {
+		span.SetStatus(codes.Error, f.err.Message)
+	} else {
 		setStatus(span, rec.Status)
-		return nil
 	}
-	code := f.err.Code
-	if code == "" {
-		code = statusLabel(f.err.Status)
-	}
-	span.SetAttributes(attribute.String("error.type", code), attribute.Int("http.response.status_code", f.err.Status),
-		attribute.Bool("tollgate.cools", f.cools), attribute.Bool("tollgate.retryable", f.retry))
-	if f.rateLimited != "" {
-		span.SetAttributes(attribute.String("tollgate.rate_limited", f.rateLimited))
-	}
-	span.SetStatus(codes.Error, f.err.Message)
-	return f
+	span.End()
 }
 
 // coolingNow reports whether d is in its cooldown (without claiming a
@@ -333,23 +394,42 @@ var (
 	}
 )
 
-// responseModel returns the model an answer names in p ("" if none).
+// responseModel returns the model an answer names in p ("" if none). The
+// searches run forward (bytes.Index is vectorized, bytes.LastIndex is
+// not) and the content keys are looked for only before the model.
 func (tw *traceWriter) responseModel(p []byte) string {
 	if tw.keep {
 		v, _ := jsonStringAfter(p, modelKey)
 		return v
 	}
-	if i := bytes.LastIndex(p, modelVersionKey); i >= 0 {
+	if i := lastIndex(p, modelVersionKey); i >= 0 {
 		v, _ := jsonStringAfter(p[i:], modelVersionKey)
 		return v
 	}
+	i := bytes.Index(p, modelKey)
+	if i < 0 {
+		return ""
+	}
 	for _, k := range contentKeys {
-		if i := bytes.Index(p, k); i >= 0 {
-			p = p[:i]
+		if bytes.Contains(p[:i], k) {
+			return "" // the answer's content began: this "model" may be the model's own writing
 		}
 	}
-	v, _ := jsonStringAfter(p, modelKey)
+	v, _ := jsonStringAfter(p[i:], modelKey)
 	return v
+}
+
+// lastIndex is bytes.LastIndex for a key that is rare in p.
+func lastIndex(p, key []byte) int {
+	last := -1
+	for off := 0; ; {
+		i := bytes.Index(p[off:], key)
+		if i < 0 {
+			return last
+		}
+		last = off + i
+		off = last + len(key)
+	}
 }
 
 // jsonStringAfter finds key in p and returns the JSON string that follows

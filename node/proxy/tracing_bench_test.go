@@ -8,32 +8,37 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/cmd/mockllm/mock"
 	"github.com/tollgate/tollgate/node/proxy"
+	"github.com/tollgate/tollgate/node/telemetry"
 )
 
-// benchTracer is a tracer that samples every request and exports over
-// OTLP/HTTP, batched as in a node, to an in-process collector that drops
-// the bodies unread: the gateway's side of exporting, not a collector's.
-func benchTracer(b *testing.B, sampler sdktrace.Sampler) trace.Tracer {
+// benchTracer is the tracer a node makes (package telemetry, configured by
+// the OTEL_* variables) with sampler, exporting over OTLP/HTTP to an
+// in-process collector that drops the bodies unread: the gateway's side of
+// exporting, not a collector's.
+func benchTracer(b *testing.B, sampler, arg string) trace.Tracer {
 	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/x-protobuf")
 	}))
 	b.Cleanup(sink.Close)
-	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(sink.URL+"/v1/traces"))
+	b.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", sink.URL+"/v1/traces")
+	b.Setenv("OTEL_TRACES_SAMPLER", sampler)
+	b.Setenv("OTEL_TRACES_SAMPLER_ARG", arg)
+	tel, err := telemetry.New(context.Background(), "bench", nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithSampler(sampler))
-	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	return tp.Tracer("bench")
+	b.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	return tel.Tracer()
 }
 
 // discardExporter drops the spans: the cost of making them, alone.
@@ -52,8 +57,8 @@ func tracingModes(b *testing.B, bench func(b *testing.B, tr trace.Tracer)) {
 		b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 		bench(b, tp.Tracer("bench"))
 	})
-	b.Run("on-otlp", func(b *testing.B) { bench(b, benchTracer(b, sdktrace.AlwaysSample())) })
-	b.Run("on-otlp-10pct", func(b *testing.B) { bench(b, benchTracer(b, sdktrace.TraceIDRatioBased(0.1))) })
+	b.Run("on-otlp", func(b *testing.B) { bench(b, benchTracer(b, "always_on", "")) })
+	b.Run("on-otlp-10pct", func(b *testing.B) { bench(b, benchTracer(b, "traceidratio", "0.1")) })
 }
 
 // BenchmarkTracingHandlerStream: the gateway's own cost of relaying a
@@ -77,6 +82,7 @@ func BenchmarkTracingHandlerStream(b *testing.B) {
 		req.Header.Set("Authorization", "Bearer "+secret)
 		w := &discardWriter{h: http.Header{}}
 		b.ReportAllocs()
+		cpu := startCPU(b)
 		for b.Loop() {
 			rd.Reset(body)
 			req.Body = io.NopCloser(rd)
@@ -84,6 +90,7 @@ func BenchmarkTracingHandlerStream(b *testing.B) {
 			clear(w.h)
 			h.ServeHTTP(w, req)
 		}
+		cpu.report()
 	})
 }
 
@@ -106,6 +113,7 @@ func benchTracingProxy(b *testing.B, extra ...string) {
 		g.client.Transport.(*http.Transport).MaxIdleConnsPerHost = 64
 		body := []byte(chatBody(route, extra...))
 		b.ReportAllocs()
+		cpu := startCPU(b)
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				req, _ := http.NewRequest(http.MethodPost, g.URL+"/v1/chat/completions", bytes.NewReader(body))
@@ -113,5 +121,31 @@ func benchTracingProxy(b *testing.B, extra ...string) {
 				drain(b, g, req)
 			}
 		})
+		cpu.report()
 	})
+}
+
+// cpuMeter reports the CPU time of the whole process per operation
+// (cpu-ns/op): every goroutine's, the batch span processor's and the
+// garbage collector's among them. On a shared, busy machine it is steadier
+// than ns/op, which counts the time spent waiting for a core.
+type cpuMeter struct {
+	b     *testing.B
+	start time.Duration
+}
+
+func startCPU(b *testing.B) cpuMeter { return cpuMeter{b: b, start: processCPU(b)} }
+
+func (m cpuMeter) report() {
+	if n := m.b.N; n > 0 {
+		m.b.ReportMetric(float64(processCPU(m.b)-m.start)/float64(n), "cpu-ns/op")
+	}
+}
+
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -246,3 +246,38 @@ func TestTracingWithoutContentKeepsToolArgumentsOut(t *testing.T) {
 		}
 	}
 }
+
+// A stream that breaks mid-way aborts the handler (a panic): its attempt's
+// client span must still end, failed, with the 502 the request got.
+func TestTracingEndsTheAttemptOfABrokenStream(t *testing.T) {
+	t.Parallel()
+	_, url := startMock(t, mock.Options{})
+	_, secret := newKey(t)
+	tr, exp := tracer(t)
+	g := startGateway(t, proxy.Config{Tracer: tr})
+	route := newRoute(t, "midreset-traced", dep(uniq("dep"), url, "m?chunks=10&fault=reset-mid-stream"))
+	resp, sse := g.openStream(t, context.Background(), "/v1/chat/completions", secret, chatBody(route, `"stream":true`))
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	_, _ = sse.all() // cut short
+	var client, server sdktrace.ReadOnlySpan
+	waitFor(t, "the request's two spans", func() bool {
+		for _, s := range exp.GetSpans().Snapshots() {
+			switch s.SpanKind() {
+			case trace.SpanKindClient:
+				client = s
+			case trace.SpanKindServer:
+				server = s
+			}
+		}
+		return client != nil && server != nil
+	})
+	ca := attrMap(client.Attributes())
+	if client.Status().Code != codes.Error || ca["http.response.status_code"] != "502" || ca["tollgate.attempt"] != "1" {
+		t.Errorf("the broken attempt's span: status %v, attributes %v", client.Status(), ca)
+	}
+	if client.Parent().SpanID() != server.SpanContext().SpanID() {
+		t.Error("the attempt's span is not the request's child")
+	}
+}

@@ -1,19 +1,23 @@
-// Package telemetry sets up OpenTelemetry for a node: traces and request
-// logs exported over OTLP (gRPC or HTTP/protobuf), configured only by the
-// standard OTEL_* environment variables. With no OTLP endpoint set it is
-// off: Tracer and Logger return nil, and the data plane then does no
-// tracing work at all.
+// Package telemetry sets up OpenTelemetry for a node: traces, request logs
+// and the GenAI metrics exported over OTLP (gRPC or HTTP/protobuf),
+// configured only by the standard OTEL_* environment variables. With no
+// OTLP endpoint set it is off: Tracer, Logger and Meter return nil, and
+// the data plane then does no such work at all.
 //
 // Variables read (the exporters and the SDK read the rest of theirs):
 //
 //	OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
-//	OTEL_EXPORTER_OTLP_LOGS_ENDPOINT     where to export; none: off
-//	OTEL_EXPORTER_OTLP_PROTOCOL (and _TRACES_/_LOGS_PROTOCOL)
+//	OTEL_EXPORTER_OTLP_LOGS_ENDPOINT,
+//	OTEL_EXPORTER_OTLP_METRICS_ENDPOINT  where to export; none: off
+//	OTEL_EXPORTER_OTLP_PROTOCOL (and _TRACES_/_LOGS_/_METRICS_PROTOCOL)
 //	                                     grpc or http/protobuf (default)
-//	OTEL_EXPORTER_OTLP_HEADERS (and _TRACES_/_LOGS_HEADERS)
+//	OTEL_EXPORTER_OTLP_HEADERS (and _TRACES_/_LOGS_/_METRICS_HEADERS)
 //	OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
 //	OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG
-//	OTEL_SDK_DISABLED=true, OTEL_TRACES_EXPORTER=none, OTEL_LOGS_EXPORTER=none
+//	OTEL_BSP_*, OTEL_BLRP_*, OTEL_METRIC_EXPORT_INTERVAL (and _TIMEOUT)
+//	OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE
+//	OTEL_SDK_DISABLED=true, OTEL_TRACES_EXPORTER=none,
+//	OTEL_LOGS_EXPORTER=none, OTEL_METRICS_EXPORTER=none
 package telemetry
 
 import (
@@ -28,10 +32,14 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploggrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otellog "go.opentelemetry.io/otel/log"
+	"go.opentelemetry.io/otel/metric"
 	sdklog "go.opentelemetry.io/otel/sdk/log"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -48,12 +56,15 @@ const (
 
 // Settings is what the environment asks for.
 type Settings struct {
-	// TracesProtocol and LogsProtocol are "" when that signal is off.
-	TracesProtocol, LogsProtocol string
+	// TracesProtocol, LogsProtocol and MetricsProtocol are "" when that
+	// signal is off.
+	TracesProtocol, LogsProtocol, MetricsProtocol string
 }
 
 // Off reports whether nothing is exported.
-func (s Settings) Off() bool { return s.TracesProtocol == "" && s.LogsProtocol == "" }
+func (s Settings) Off() bool {
+	return s.TracesProtocol == "" && s.LogsProtocol == "" && s.MetricsProtocol == ""
+}
 
 // SettingsFrom reads the settings from getenv (os.Getenv in a node).
 func SettingsFrom(getenv func(string) string) (Settings, error) {
@@ -68,10 +79,13 @@ func SettingsFrom(getenv func(string) string) (Settings, error) {
 	if s.LogsProtocol, err = signal(getenv, "LOGS"); err != nil {
 		return Settings{}, err
 	}
+	if s.MetricsProtocol, err = signal(getenv, "METRICS"); err != nil {
+		return Settings{}, err
+	}
 	return s, nil
 }
 
-// signal returns the protocol one signal ("TRACES", "LOGS") is exported
+// signal returns the protocol one signal ("TRACES", "LOGS", "METRICS") is exported
 // with, "" when it is not.
 func signal(getenv func(string) string, name string) (string, error) {
 	switch exp := strings.TrimSpace(getenv("OTEL_" + name + "_EXPORTER")); exp {
@@ -97,13 +111,15 @@ func signal(getenv func(string) string, name string) (string, error) {
 	return "", fmt.Errorf("OTLP protocol %q for %s: want grpc or http/protobuf", p, strings.ToLower(name))
 }
 
-// Telemetry holds a node's tracer and logger providers. The zero value
-// and nil are off.
+// Telemetry holds a node's tracer, logger and meter providers. The zero
+// value and nil are off.
 type Telemetry struct {
 	tp     *sdktrace.TracerProvider
 	lp     *sdklog.LoggerProvider
+	mp     *sdkmetric.MeterProvider
 	tracer trace.Tracer
 	logger otellog.Logger
+	meter  metric.Meter
 }
 
 // New sets up what the environment asks for; log receives export errors.
@@ -130,8 +146,9 @@ func New(ctx context.Context, version string, log *slog.Logger) (*Telemetry, err
 			return nil, err
 		}
 		// The sampler comes from OTEL_TRACES_SAMPLER (default: parent
-		// based, always on), the batching from OTEL_BSP_*.
-		t.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+		// based, always on), the batching from OTEL_BSP_* (with a larger
+		// default queue; a full queue drops spans, never blocks requests).
+		t.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, batchOptions(os.Getenv)...), sdktrace.WithResource(res))
 		t.tracer = t.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(version))
 	}
 	if s.LogsProtocol != "" {
@@ -140,38 +157,79 @@ func New(ctx context.Context, version string, log *slog.Logger) (*Telemetry, err
 			_ = t.Shutdown(ctx)
 			return nil, err
 		}
-		t.lp = sdklog.NewLoggerProvider(sdklog.WithProcessor(sdklog.NewBatchProcessor(exp)), sdklog.WithResource(res))
+		// The request log's attributes are unique by construction: the
+		// SDK's de-duplication (a map per record) would only cost.
+		t.lp = sdklog.NewLoggerProvider(sdklog.WithProcessor(sdklog.NewBatchProcessor(exp)), sdklog.WithResource(res),
+			sdklog.WithAllowKeyDuplication())
 		t.logger = t.lp.Logger(ScopeName, otellog.WithInstrumentationVersion(version))
+	}
+	if s.MetricsProtocol != "" {
+		exp, err := newMetricExporter(ctx, s.MetricsProtocol)
+		if err != nil {
+			_ = t.Shutdown(ctx)
+			return nil, err
+		}
+		// The export interval comes from OTEL_METRIC_EXPORT_INTERVAL
+		// (default 60 s), the temporality from the exporter's variable.
+		t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)), sdkmetric.WithResource(res))
+		t.meter = t.mp.Meter(ScopeName, metric.WithInstrumentationVersion(version))
 	}
 	return t, nil
 }
 
-func newTraceExporter(ctx context.Context, protocol string) (sdktrace.SpanExporter, error) {
-	var exp sdktrace.SpanExporter
-	var err error
-	if protocol == ProtocolGRPC {
-		exp, err = otlptracegrpc.New(ctx)
-	} else {
-		exp, err = otlptracehttp.New(ctx)
+// DefaultSpanQueue is the span queue of the batch processor unless
+// OTEL_BSP_MAX_QUEUE_SIZE says otherwise: at 10,000 requests a second of
+// two spans each, about 400 ms of spans (the SDK's 2,048 is 100 ms).
+const DefaultSpanQueue = 8192
+
+// batchOptions are the batch span processor's options that differ from
+// the SDK's defaults, for the variables not set (the SDK reads those).
+func batchOptions(getenv func(string) string) []sdktrace.BatchSpanProcessorOption {
+	var o []sdktrace.BatchSpanProcessorOption
+	if getenv("OTEL_BSP_MAX_QUEUE_SIZE") == "" {
+		o = append(o, sdktrace.WithMaxQueueSize(DefaultSpanQueue))
 	}
+	return o
+}
+
+// newTraceExporter is the OTLP exporter of protocol: the upstream client
+// (which reads the OTEL_EXPORTER_OTLP_* variables) under spanExporter.
+func newTraceExporter(ctx context.Context, protocol string) (sdktrace.SpanExporter, error) {
+	client := otlptracehttp.NewClient()
+	if protocol == ProtocolGRPC {
+		client = otlptracegrpc.NewClient()
+	}
+	exp, err := newSpanExporter(ctx, client)
 	if err != nil {
 		return nil, fmt.Errorf("OTLP trace exporter (%s): %w", protocol, err)
 	}
 	return exp, nil
 }
 
-func newLogExporter(ctx context.Context, protocol string) (sdklog.Exporter, error) {
-	var exp sdklog.Exporter
-	var err error
+// newExporter makes a signal's OTLP exporter for protocol (the exporters
+// read the rest of their OTEL_EXPORTER_OTLP_* variables themselves).
+func newExporter[E any](ctx context.Context, signal, protocol string, viaGRPC, viaHTTP func(context.Context) (E, error)) (E, error) {
+	create := viaHTTP
 	if protocol == ProtocolGRPC {
-		exp, err = otlploggrpc.New(ctx)
-	} else {
-		exp, err = otlploghttp.New(ctx)
+		create = viaGRPC
 	}
+	exp, err := create(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("OTLP log exporter (%s): %w", protocol, err)
+		return exp, fmt.Errorf("OTLP %s exporter (%s): %w", signal, protocol, err)
 	}
 	return exp, nil
+}
+
+func newLogExporter(ctx context.Context, protocol string) (sdklog.Exporter, error) {
+	return newExporter(ctx, "log", protocol,
+		func(ctx context.Context) (sdklog.Exporter, error) { return otlploggrpc.New(ctx) },
+		func(ctx context.Context) (sdklog.Exporter, error) { return otlploghttp.New(ctx) })
+}
+
+func newMetricExporter(ctx context.Context, protocol string) (sdkmetric.Exporter, error) {
+	return newExporter(ctx, "metric", protocol,
+		func(ctx context.Context) (sdkmetric.Exporter, error) { return otlpmetricgrpc.New(ctx) },
+		func(ctx context.Context) (sdkmetric.Exporter, error) { return otlpmetrichttp.New(ctx) })
 }
 
 // Tracer returns the tracer of the data plane; nil when traces are off.
@@ -191,8 +249,17 @@ func (t *Telemetry) Logger() otellog.Logger {
 	return t.logger
 }
 
-// Shutdown exports what is still queued and stops the exporters, within
-// ctx.
+// Meter returns the meter the GenAI metrics are recorded with; nil when
+// metrics are off.
+func (t *Telemetry) Meter() metric.Meter {
+	if t == nil {
+		return nil
+	}
+	return t.meter
+}
+
+// Shutdown exports what is still queued (and the metrics' last values) and
+// stops the exporters, within ctx.
 func (t *Telemetry) Shutdown(ctx context.Context) error {
 	if t == nil {
 		return nil
@@ -203,6 +270,9 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 	}
 	if t.lp != nil {
 		errs = append(errs, t.lp.Shutdown(ctx))
+	}
+	if t.mp != nil {
+		errs = append(errs, t.mp.Shutdown(ctx))
 	}
 	return errors.Join(errs...)
 }

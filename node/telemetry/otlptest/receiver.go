@@ -1,6 +1,6 @@
 // Package otlptest is an in-process OTLP receiver for tests: it takes
-// traces and logs over gRPC and over HTTP/protobuf on loopback listeners
-// and keeps what it received.
+// traces, logs and metrics over gRPC and over HTTP/protobuf on loopback
+// listeners and keeps what it received.
 package otlptest
 
 import (
@@ -12,8 +12,10 @@ import (
 	"testing"
 
 	collogs "go.opentelemetry.io/proto/otlp/collector/logs/v1"
+	colmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	logspb "go.opentelemetry.io/proto/otlp/logs/v1"
+	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -26,7 +28,10 @@ type Receiver struct {
 
 	mu    sync.Mutex
 	spans []*tracepb.Span
+	rss   []*tracepb.ResourceSpans
 	logs  []*logspb.LogRecord
+	// metrics are the exports' metrics, each export's in its own slice.
+	metrics [][]*metricspb.Metric
 	// Resources are the resource attributes of every export, by service.
 	services map[string]bool
 	posts    map[string]int // exports by transport ("grpc", "http")
@@ -57,6 +62,7 @@ func Start(t testing.TB) *Receiver {
 	gs := grpc.NewServer()
 	coltrace.RegisterTraceServiceServer(gs, traceService{rv: rv})
 	collogs.RegisterLogsServiceServer(gs, logsService{rv: rv})
+	colmetrics.RegisterMetricsServiceServer(gs, metricsService{rv: rv})
 	go func() { _ = gs.Serve(gl) }()
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/traces", func(w http.ResponseWriter, r *http.Request) {
@@ -74,6 +80,14 @@ func Start(t testing.TB) *Receiver {
 		}
 		rv.addLogs("http", req.GetResourceLogs())
 		writeProto(w, &collogs.ExportLogsServiceResponse{})
+	})
+	mux.HandleFunc("POST /v1/metrics", func(w http.ResponseWriter, r *http.Request) {
+		var req colmetrics.ExportMetricsServiceRequest
+		if !readProto(w, r, &req) {
+			return
+		}
+		rv.addMetrics("http", req.GetResourceMetrics())
+		writeProto(w, &colmetrics.ExportMetricsServiceResponse{})
 	})
 	hs := &http.Server{Handler: mux}
 	go func() { _ = hs.Serve(hl) }()
@@ -122,6 +136,47 @@ func (s logsService) Export(_ context.Context, req *collogs.ExportLogsServiceReq
 	return &collogs.ExportLogsServiceResponse{}, nil
 }
 
+type metricsService struct {
+	colmetrics.UnimplementedMetricsServiceServer
+	rv *Receiver
+}
+
+func (s metricsService) Export(_ context.Context, req *colmetrics.ExportMetricsServiceRequest) (*colmetrics.ExportMetricsServiceResponse, error) {
+	s.rv.addMetrics("grpc", req.GetResourceMetrics())
+	return &colmetrics.ExportMetricsServiceResponse{}, nil
+}
+
+func (rv *Receiver) addMetrics(via string, rms []*metricspb.ResourceMetrics) {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	rv.posts[via+" metrics"]++
+	if rv.discard {
+		return
+	}
+	var ms []*metricspb.Metric
+	for _, rm := range rms {
+		rv.noteService(rm.GetResource().GetAttributes())
+		for _, sm := range rm.GetScopeMetrics() {
+			ms = append(ms, sm.GetMetrics()...)
+		}
+	}
+	rv.metrics = append(rv.metrics, ms)
+}
+
+// LastMetrics returns the metrics of the last export that had any, by
+// name (cumulative metrics: the totals so far).
+func (rv *Receiver) LastMetrics() map[string]*metricspb.Metric {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	out := map[string]*metricspb.Metric{}
+	for i := len(rv.metrics) - 1; i >= 0 && len(out) == 0; i-- {
+		for _, m := range rv.metrics[i] {
+			out[m.GetName()] = m
+		}
+	}
+	return out
+}
+
 func (rv *Receiver) addSpans(via string, rss []*tracepb.ResourceSpans) {
 	rv.mu.Lock()
 	defer rv.mu.Unlock()
@@ -129,6 +184,7 @@ func (rv *Receiver) addSpans(via string, rss []*tracepb.ResourceSpans) {
 	if rv.discard {
 		return
 	}
+	rv.rss = append(rv.rss, rss...)
 	for _, rs := range rss {
 		rv.noteService(rs.GetResource().GetAttributes())
 		for _, ss := range rs.GetScopeSpans() {
@@ -165,6 +221,14 @@ func (rv *Receiver) Spans() []*tracepb.Span {
 	rv.mu.Lock()
 	defer rv.mu.Unlock()
 	return append([]*tracepb.Span(nil), rv.spans...)
+}
+
+// ResourceSpans returns the exports' spans as they were grouped, by
+// resource and scope.
+func (rv *Receiver) ResourceSpans() []*tracepb.ResourceSpans {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	return append([]*tracepb.ResourceSpans(nil), rv.rss...)
 }
 
 // Logs returns the log records received so far.

@@ -1,0 +1,198 @@
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tollgate/tollgate/node/telemetry/otlptest"
+)
+
+// stubSpans are spans with every kind of field and attribute value, in two
+// resources and two scopes; n of them (n ≤ 4), so that a smaller second
+// batch shows whether reused buffers leak the first one's bytes.
+func stubSpans(n int) []sdktrace.ReadOnlySpan {
+	resA := resource.NewSchemaless(attribute.String("service.name", "a"), attribute.Int("n", 1))
+	resB := resource.NewWithAttributes("https://opentelemetry.io/schemas/1.26.0", attribute.String("service.name", "b"))
+	tid := trace.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	ts, _ := trace.ParseTraceState("vendor=x,other=y")
+	remote := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{9, 9}, TraceFlags: trace.FlagsSampled, Remote: true})
+	at := time.Unix(1_700_000_000, 123456789)
+	all := []tracetest.SpanStub{
+		{
+			Name: "chat gpt", SpanKind: trace.SpanKindServer, Parent: remote, StartTime: at, EndTime: at.Add(time.Millisecond),
+			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{1}, TraceFlags: trace.FlagsSampled, TraceState: ts}),
+			Attributes: []attribute.KeyValue{attribute.String("s", "ü"), attribute.String("empty", ""), attribute.Bool("f", false),
+				attribute.Bool("t", true), attribute.Int64("i", -7), attribute.Int64("zero", 0), attribute.Int64("big", math.MaxInt64),
+				attribute.Float64("d", 0.25), attribute.Float64("dz", 0), attribute.StringSlice("ss", []string{"stop", ""}),
+				attribute.BoolSlice("bs", []bool{true, false}), attribute.Int64Slice("is", []int64{1, -1}),
+				attribute.Float64Slice("fs", []float64{1.5}), attribute.ByteSlice("b", []byte{0, 1}),
+				attribute.Slice("sl", attribute.IntValue(3), attribute.StringValue("x")),
+				attribute.Map("m", attribute.String("k", "v"), attribute.Int("n", 2)), attribute.StringSlice("none", nil),
+				// lengths of two and three bytes, in nested messages
+				attribute.String("long", strings.Repeat("x", 300)), attribute.Map("lm", attribute.String("k", strings.Repeat("y", 20000))),
+				attribute.StringSlice("ls", []string{strings.Repeat("z", 200), "a"})},
+			Events: []sdktrace.Event{{Name: "tollgate.retry", Time: at.Add(time.Microsecond), Attributes: []attribute.KeyValue{attribute.Int64("ms", 5)},
+				DroppedAttributeCount: 2}, {Name: "bare"}},
+			Links:  []sdktrace.Link{{SpanContext: remote, Attributes: []attribute.KeyValue{attribute.String("l", "v")}, DroppedAttributeCount: 1}},
+			Status: sdktrace.Status{Code: codes.Error, Description: "upstream 500"}, DroppedAttributes: 3, DroppedEvents: 1, DroppedLinks: 2,
+			Resource: resA, InstrumentationScope: instrumentation.Scope{Name: "tollgate", Version: "1"},
+		},
+		{
+			Name: "chat m", SpanKind: trace.SpanKindClient, StartTime: at, EndTime: at.Add(time.Second),
+			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled}),
+			Parent:      trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{1}}),
+			Attributes:  []attribute.KeyValue{attribute.Int("tollgate.attempt", 1)}, Status: sdktrace.Status{Code: codes.Ok},
+			Resource: resA, InstrumentationScope: instrumentation.Scope{Name: "tollgate", Version: "1"},
+		},
+		{
+			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{3}}),
+			Resource:    resB, InstrumentationScope: instrumentation.Scope{Name: "other", SchemaURL: "https://x/s"},
+		},
+		{
+			Name: "internal", SpanKind: trace.SpanKindInternal, StartTime: at, EndTime: at,
+			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{4}, TraceFlags: trace.FlagsSampled}),
+			Resource:    resA, InstrumentationScope: instrumentation.Scope{Name: "other"},
+		},
+	}
+	return tracetest.SpanStubs(all[:n]).Snapshots()
+}
+
+// received flattens what rv got into "resource|scope|schemas" → spans.
+func received(rv *otlptest.Receiver) map[string][]*tracepb.Span {
+	out := map[string][]*tracepb.Span{}
+	for _, rs := range rv.ResourceSpans() {
+		for _, ss := range rs.GetScopeSpans() {
+			k := strings.Join([]string{fmt.Sprint(otlptest.Attrs(rs.GetResource().GetAttributes())), ss.GetScope().String(),
+				rs.GetSchemaUrl(), ss.GetSchemaUrl()}, "|")
+			out[k] = append(out[k], ss.GetSpans()...)
+		}
+	}
+	return out
+}
+
+func TestSpanExporterSendsWhatTheUpstreamExporterSends(t *testing.T) {
+	ctx := context.Background()
+	for _, protocol := range []string{ProtocolHTTP, ProtocolGRPC} {
+		t.Run(strings.ReplaceAll(protocol, "/", "-"), func(t *testing.T) {
+			want, got := otlptest.Start(t), otlptest.Start(t)
+			upstream := otlptracehttp.NewClient(otlptracehttp.WithEndpoint(want.HTTPAddr), otlptracehttp.WithInsecure())
+			ours := otlptracehttp.NewClient(otlptracehttp.WithEndpoint(got.HTTPAddr), otlptracehttp.WithInsecure())
+			if protocol == ProtocolGRPC {
+				upstream = otlptracegrpc.NewClient(otlptracegrpc.WithEndpoint(want.GRPCAddr), otlptracegrpc.WithInsecure())
+				ours = otlptracegrpc.NewClient(otlptracegrpc.WithEndpoint(got.GRPCAddr), otlptracegrpc.WithInsecure())
+			}
+			ref, err := otlptrace.New(ctx, upstream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			exp, err := newSpanExporter(ctx, ours)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = ref.Shutdown(ctx); _ = exp.Shutdown(ctx) })
+			for _, n := range []int{4, 1, 4} { // reused buffers: a big batch, a small one, a big one
+				for _, e := range []sdktrace.SpanExporter{ref, exp} {
+					if err := e.ExportSpans(ctx, stubSpans(n)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			w, g := received(want), received(got)
+			if len(w) != 3 || len(g) != len(w) {
+				t.Fatalf("groups by resource and scope: upstream %d, ours %d (want 3)", len(w), len(g))
+			}
+			for k, ws := range w {
+				gs := g[k]
+				if len(gs) != len(ws) {
+					t.Errorf("group %s: %d spans, upstream %d", k, len(gs), len(ws))
+					continue
+				}
+				for i := range ws {
+					if !proto.Equal(ws[i], gs[i]) {
+						t.Errorf("group %s span %d:\n ours     %v\n upstream %v", k, i, gs[i], ws[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+// marshalClient is an otlptrace.Client that marshals what it is given, as
+// both OTLP clients do, and sends nothing.
+type marshalClient struct{ bytes int }
+
+func (*marshalClient) Start(context.Context) error { return nil }
+func (*marshalClient) Stop(context.Context) error  { return nil }
+func (c *marshalClient) UploadTraces(_ context.Context, rss []*tracepb.ResourceSpans) error {
+	b, err := proto.Marshal(&coltrace.ExportTraceServiceRequest{ResourceSpans: rss})
+	c.bytes = len(b)
+	return err
+}
+
+// BenchmarkSpanExport: a batch of 512 spans like the gateway's (a server
+// span of 22 attributes and a client span of 14), converted and marshalled
+// by the upstream exporter and by spanExporter; per span.
+func BenchmarkSpanExport(b *testing.B) {
+	tid := trace.TraceID{1, 2, 3}
+	attrs := func(n int) []attribute.KeyValue {
+		a := []attribute.KeyValue{attribute.StringSlice("gen_ai.response.finish_reasons", []string{"stop"}),
+			attribute.Float64("tollgate.cost_usd", 0.000123), attribute.Bool("tollgate.stream", true)}
+		for i := len(a); i < n; i++ {
+			a = append(a, attribute.String(fmt.Sprintf("gen_ai.attribute_%d", i), "a value of some length"))
+		}
+		return a
+	}
+	stubs := make(tracetest.SpanStubs, 512)
+	for i := range stubs {
+		n := 22
+		if i%2 == 1 {
+			n = 14
+		}
+		stubs[i] = tracetest.SpanStub{Name: "chat bench", SpanKind: trace.SpanKindServer, StartTime: time.Now(), EndTime: time.Now(),
+			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{byte(i)}, TraceFlags: trace.FlagsSampled}),
+			Attributes:  attrs(n), Resource: resource.Default(), InstrumentationScope: instrumentation.Scope{Name: "tollgate"}}
+	}
+	spans := stubs.Snapshots()
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		new  func(otlptrace.Client) (sdktrace.SpanExporter, error)
+	}{
+		{"upstream", func(cl otlptrace.Client) (sdktrace.SpanExporter, error) { return otlptrace.New(ctx, cl) }},
+		{"ours", func(cl otlptrace.Client) (sdktrace.SpanExporter, error) { return newSpanExporter(ctx, cl) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			mc := &marshalClient{}
+			exp, err := c.new(mc)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := exp.ExportSpans(ctx, spans); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(spans)), "ns/span")
+			b.ReportMetric(float64(mc.bytes)/float64(len(spans)), "B/span-wire")
+		})
+	}
+}
