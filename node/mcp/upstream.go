@@ -66,7 +66,9 @@ func (u *upstream) session() (*sdk.ClientSession, string) {
 		return u.sess, ""
 	}
 	if u.lastErr != "" {
-		return nil, u.lastErr
+		// Not the error itself: it may quote the server's URL, query and
+		// all, which is the operators' (tollctl mcp get shows it).
+		return nil, "it failed and is cooling down"
 	}
 	return nil, "not connected yet"
 }

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -55,5 +56,27 @@ func TestSessionlessUpstreamGoneIsCooledDown(t *testing.T) {
 	e.waitState("up", stateCooling)
 	if r := e.waitRecords(1)[0]; r.GetOutcome() != outcomeUpstream {
 		t.Fatalf("record %v", r)
+	}
+}
+
+// A client told that a server is unavailable is not shown the server's
+// error, which may quote its URL with a token in the query.
+func TestUnavailableServerErrorHidesItsURL(t *testing.T) {
+	up := newTestUpstreamServing(t, sessionlessOnly)
+	e := &env{t: t, store: openStore(t), upstream: up}
+	e.start(Config{})
+	e.addServer("up", up.url+"?token=s3cret-in-query")
+	cs := e.connect("/mcp", e.addKey("k1", []string{"*"}, nil), "", nil)
+	up.srv.CloseClientConnections()
+	up.srv.Close()
+	for i := 0; i < 2; i++ { // the failing call, then one while cooling
+		_, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "up__echo"})
+		if !isRPCError(err, codeGateway) {
+			t.Fatalf("call %d to a server that is gone: %v", i, err)
+		}
+		if strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "127.0.0.1") {
+			t.Fatalf("call %d: the client sees the server's URL: %v", i, err)
+		}
+		e.waitState("up", stateCooling)
 	}
 }
