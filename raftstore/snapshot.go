@@ -127,14 +127,9 @@ func readSnapshot(r *bufio.Reader, b *stateBuilder) (*State, error) {
 		}
 		switch {
 		case n == 0 && kind == recordHeader:
-			var h pb.SnapshotHeader
-			if err := proto.Unmarshal(data, &h); err != nil {
-				return nil, fmt.Errorf("decode snapshot header: %w", err)
+			if b.st.Index, err = decodeHeader(data); err != nil {
+				return nil, err
 			}
-			if h.GetFormatVersion() != snapshotFormat {
-				return nil, fmt.Errorf("snapshot format %d: this release reads %d: %w", h.GetFormatVersion(), snapshotFormat, ErrInvalid)
-			}
-			b.st.Index = h.GetIndex()
 		case n > 0 && kind == recordPart:
 			var part pb.Snapshot
 			if err := proto.Unmarshal(data, &part); err != nil {
@@ -152,22 +147,27 @@ func readSnapshot(r *bufio.Reader, b *stateBuilder) (*State, error) {
 }
 
 func readRecord(r *bufio.Reader) (byte, []byte, error) {
-	kind, err := r.ReadByte()
+	kind, size, err := recordHead(r)
 	if err != nil {
-		return 0, nil, noEOF(err)
-	}
-	size, err := binary.ReadUvarint(r)
-	if err != nil {
-		return 0, nil, noEOF(err)
-	}
-	if size > maxRecordBytes {
-		return 0, nil, fmt.Errorf("record of %d bytes: %w", size, ErrInvalid)
+		return 0, nil, err
 	}
 	data := make([]byte, size)
 	if _, err := io.ReadFull(r, data); err != nil {
 		return 0, nil, noEOF(err)
 	}
 	return kind, data, nil
+}
+
+// decodeHeader decodes a header record and returns the snapshot's index.
+func decodeHeader(data []byte) (uint64, error) {
+	var h pb.SnapshotHeader
+	if err := proto.Unmarshal(data, &h); err != nil {
+		return 0, fmt.Errorf("decode snapshot header: %w", err)
+	}
+	if h.GetFormatVersion() != snapshotFormat {
+		return 0, fmt.Errorf("snapshot format %d: this release reads %d: %w", h.GetFormatVersion(), snapshotFormat, ErrInvalid)
+	}
+	return h.GetIndex(), nil
 }
 
 // noEOF reports a stream that ends before its end record as truncated.

@@ -98,6 +98,7 @@ type Store struct {
 	fsm       *fsm
 	transport *raft.NetworkTransport
 	boltStore *raftboltdb.BoltStore
+	snaps     *formatSnapshots
 	fresh     bool
 	// completeAtOpen: the node was the only voter and every command on
 	// disk was in the snapshot it restored, so its state was complete
@@ -159,10 +160,12 @@ func Open(cfg Config) (*Store, error) {
 			s.closeResources()
 		}
 	}()
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, logger)
+	files, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, logger)
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: snapshot store: %w", err)
 	}
+	snaps := &formatSnapshots{SnapshotStore: files}
+	s.snaps = snaps
 	if s.transport, err = openTransport(cfg, logger); err != nil {
 		return nil, err
 	}
@@ -374,17 +377,7 @@ func (s *Store) Apply(ctx context.Context, cmd *pb.Command) (proto.Message, erro
 
 // WaitForIndex blocks until the published state has reached index idx.
 func (s *Store) WaitForIndex(ctx context.Context, idx uint64) error {
-	for {
-		ch := s.fsm.changedCh()
-		if s.State().Index >= idx {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return s.fsm.waitIndex(ctx, idx)
 }
 
 // WaitReady blocks until this node can serve from an up-to-date state: at
