@@ -36,6 +36,8 @@ type fsm struct {
 	// is the reason. Both are used on Raft's apply goroutine only.
 	onFatal func(error)
 	failed  error
+	// meter, when set, counts the bytes applied for snapshots by size.
+	meter *logMeter
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every publish

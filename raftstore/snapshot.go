@@ -44,14 +44,21 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if f.failed != nil {
 		return nil, f.failed
 	}
-	return &fsmSnapshot{st: f.state.Load()}, nil
+	if f.meter != nil {
+		f.meter.snapshotTaken()
+	}
+	return &fsmSnapshot{st: f.state.Load(), meter: f.meter}, nil
 }
 
-type fsmSnapshot struct{ st *State }
+type fsmSnapshot struct {
+	st    *State
+	meter *logMeter
+}
 
 // Persist streams the state into sink.
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	w := bufio.NewWriterSize(sink, 64<<10)
+	cs := &countingSink{SnapshotSink: sink}
+	w := bufio.NewWriterSize(cs, 64<<10)
 	err := writeSnapshot(w, s.st)
 	if err == nil {
 		err = w.Flush()
@@ -59,6 +66,9 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	if err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("persist snapshot: %w", err)
+	}
+	if s.meter != nil {
+		s.meter.persisted(cs.n)
 	}
 	return sink.Close()
 }
