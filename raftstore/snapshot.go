@@ -130,28 +130,60 @@ func readSnapshot(r *bufio.Reader, b *stateBuilder) (*State, error) {
 		return readLegacySnapshot(r, b)
 	}
 	_, _ = r.Discard(len(snapshotMagic))
+	// One goroutine reads and decodes the records while this one builds
+	// the state from them: a restart restores in about the time of the
+	// larger of the two rather than their sum.
+	parts := make(chan *pb.Snapshot, 4)
+	stop := make(chan struct{})
+	var index uint64
+	decoded := make(chan error, 1)
+	go func() {
+		defer close(parts)
+		decoded <- decodeRecords(r, &index, parts, stop)
+	}()
+	for part := range parts {
+		if err := b.add(part); err != nil {
+			close(stop)
+			for range parts { // let the decoder finish before the reader closes
+			}
+			return nil, err
+		}
+	}
+	if err := <-decoded; err != nil {
+		return nil, err
+	}
+	b.st.Index = index
+	return b.finish(), nil
+}
+
+// decodeRecords reads a streamed snapshot's records (after the magic),
+// sets *index from the header and sends the decoded parts, until the end
+// record, an error, or stop.
+func decodeRecords(r *bufio.Reader, index *uint64, parts chan<- *pb.Snapshot, stop <-chan struct{}) error {
 	for n := 0; ; n++ {
 		kind, data, err := readRecord(r)
 		if err != nil {
-			return nil, fmt.Errorf("read snapshot record %d: %w", n, err)
+			return fmt.Errorf("read snapshot record %d: %w", n, err)
 		}
 		switch {
 		case n == 0 && kind == recordHeader:
-			if b.st.Index, err = decodeHeader(data); err != nil {
-				return nil, err
+			if *index, err = decodeHeader(data); err != nil {
+				return err
 			}
 		case n > 0 && kind == recordPart:
-			var part pb.Snapshot
-			if err := proto.Unmarshal(data, &part); err != nil {
-				return nil, fmt.Errorf("decode snapshot record %d: %w", n, err)
+			part := &pb.Snapshot{}
+			if err := proto.Unmarshal(data, part); err != nil {
+				return fmt.Errorf("decode snapshot record %d: %w", n, err)
 			}
-			if err := b.add(&part); err != nil {
-				return nil, err
+			select {
+			case parts <- part:
+			case <-stop:
+				return nil
 			}
 		case n > 0 && kind == recordEnd:
-			return b.finish(), nil
+			return nil
 		default:
-			return nil, fmt.Errorf("snapshot record %d has kind %q: %w", n, kind, ErrInvalid)
+			return fmt.Errorf("snapshot record %d has kind %q: %w", n, kind, ErrInvalid)
 		}
 	}
 }
@@ -340,7 +372,9 @@ func (b *stateBuilder) add(part *pb.Snapshot) error {
 		if _, err := hash32(k.GetSecretHash()); err != nil {
 			return fmt.Errorf("snapshot key %q: %w", k.GetKey().GetId(), err)
 		}
-		b.keys.put(k)
+	}
+	if err := b.keys.putNew(part.GetKeys()); err != nil {
+		return err
 	}
 	for _, h := range part.GetAdminTokenHashes() {
 		h, err := hash32(h)
