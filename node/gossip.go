@@ -40,6 +40,9 @@ type memberMeta struct {
 	// applies (see commandsMeta). Empty from older releases.
 	Version string `json:"ver,omitempty"`
 	Cmds    string `json:"cmds,omitempty"`
+	// Snap is the newest snapshot format the node reads (see
+	// snapshotFormatOf); zero from older releases.
+	Snap int `json:"snap,omitempty"`
 }
 
 // member is a node as gossip last described it.

@@ -309,7 +309,8 @@ func (n *Node) openControl() error {
 	advHost, _, _ := net.SplitHostPort(adv)
 	n.meta = memberMeta{ID: n.cfg.NodeID, HTTP: reachable(n.httpLn.Addr().String(), advHost),
 		Admin: reachable(n.adminLn.Addr().String(), advHost), Raft: n.store.Addr(),
-		Expect: cfg.BootstrapExpect, Fresh: n.store.Fresh(), Version: cfg.Version, Cmds: commandsMeta()}
+		Expect: cfg.BootstrapExpect, Fresh: n.store.Fresh(), Version: cfg.Version, Cmds: commandsMeta(),
+		Snap: raftstore.StreamedSnapshotFormat}
 	n.fresh.Store(n.meta.Fresh)
 	n.bootstrapPending.Store(n.store.Fresh() && cfg.BootstrapExpect > 1)
 	n.limiter = ratelimit.New(ratelimit.Config{NodeID: n.cfg.NodeID})
@@ -413,6 +414,7 @@ func (n *Node) newHTTPServer() (*proxy.Handler, *http.ServeMux, error) {
 // services behind authentication and forwarding to the leader.
 func (n *Node) newAdminServer(dataPlane *proxy.Handler) *admin.Server {
 	n.store.SetProposeGate(n.commandGate)
+	n.store.SetPeerSnapshotFormat(n.peerSnapshotFormat)
 	adm := admin.New(admin.Config{Store: n.store, BootstrapToken: n.adminToken, Logger: n.cfg.Logger,
 		Prices: n.pricing.apiPrice, TestModel: dataPlane.TestModel})
 	opts := []grpc.ServerOption{

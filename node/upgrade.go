@@ -104,3 +104,45 @@ func releaseOf(m memberMeta) string {
 	}
 	return m.Version
 }
+
+// snapshotFormatOf returns the newest Raft snapshot format a member whose
+// gossip metadata is m reads. The streamed format and the advertised
+// command types came in the same release (merged at 80f7482 and 8e80811,
+// landed together), so a member that advertises its commands but no
+// format reads the streamed one; a member that advertises nothing reads
+// only the single message.
+func snapshotFormatOf(m memberMeta) int {
+	switch {
+	case m.Snap > 0:
+		return m.Snap
+	case m.Cmds != "":
+		return raftstore.StreamedSnapshotFormat
+	}
+	return raftstore.SingleMessageSnapshotFormat
+}
+
+// peerSnapshotFormat (raftstore's SetPeerSnapshotFormat) returns the
+// newest snapshot format every other Raft member reads; a member whose
+// release gossip has not told counts as the oldest.
+func (n *Node) peerSnapshotFormat() int {
+	servers, err := n.store.Servers()
+	if err != nil {
+		return raftstore.SingleMessageSnapshotFormat
+	}
+	return lowestSnapshotFormat(n.cfg.NodeID, servers, n.gossip.snapshot())
+}
+
+func lowestSnapshotFormat(self string, servers []raftstore.Server, ms map[string]member) int {
+	low := raftstore.StreamedSnapshotFormat
+	for _, s := range servers {
+		if s.ID == self {
+			continue
+		}
+		m, ok := ms[s.ID]
+		if !ok || !m.parsed {
+			return raftstore.SingleMessageSnapshotFormat
+		}
+		low = min(low, snapshotFormatOf(m.meta))
+	}
+	return low
+}

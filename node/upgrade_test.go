@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+	"github.com/tollgate/tollgate/raftstore"
 )
 
 // The leader proposes a command type only when every member applies it:
@@ -28,7 +29,12 @@ func TestLeaderProposesOnlyWhatEveryMemberApplies(t *testing.T) {
 		return err
 	}
 	advertise := func(version, cmds string) {
-		old.n.gossip.changeMeta(func(m *memberMeta) { m.Version, m.Cmds = version, cmds })
+		old.n.gossip.changeMeta(func(m *memberMeta) {
+			m.Version, m.Cmds, m.Snap = version, cmds, raftstore.StreamedSnapshotFormat
+			if cmds == "" { // a release before the advertisements
+				m.Snap = 0
+			}
+		})
 		eventually(t, 10*time.Second, "the leader to hear "+old.id+"'s release", func() error {
 			if m := leader.n.gossip.snapshot()[old.id].meta; m.Version != version || m.Cmds != cmds {
 				return fmt.Errorf("leader sees %q %q", m.Version, m.Cmds)
@@ -50,6 +56,12 @@ func TestLeaderProposesOnlyWhatEveryMemberApplies(t *testing.T) {
 		if n := keysNamed(leader, "imported"); n != 0 {
 			t.Fatalf("%d keys imported", n)
 		}
+		if got, want := leader.n.peerSnapshotFormat(), snapshotFormatOf(memberMeta{Cmds: tc.cmds}); got != want {
+			t.Errorf("snapshot format for %s advertising %q: %d, want %d", old.id, tc.cmds, got, want)
+		}
+	}
+	if got := leader.n.peerSnapshotFormat(); got != raftstore.SingleMessageSnapshotFormat {
+		t.Errorf("snapshot format with a member of a release before the advertisements: %d", got)
 	}
 	// Commands every release applies still go through.
 	createKey(t, followers[1], "legacy-command")
@@ -58,11 +70,43 @@ func TestLeaderProposesOnlyWhatEveryMemberApplies(t *testing.T) {
 	if err := importKeys(); err != nil {
 		t.Fatalf("import once every member applies it: %v", err)
 	}
+	if got := leader.n.peerSnapshotFormat(); got != raftstore.StreamedSnapshotFormat {
+		t.Errorf("snapshot format once every member advertises it: %d", got)
+	}
 	st, err := leader.cluster().Status(adminCtx(t), &pb.StatusRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m := memberByID(st, old.id); m.GetVersion() != "v1.0" {
 		t.Errorf("Status shows %s's release as %q, want v1.0", old.id, m.GetVersion())
+	}
+}
+
+// The snapshot format a leader sends is the newest every other member
+// reads: what a member advertises; the streamed one for a release that
+// advertises its commands but no format (they came together); the single
+// message for a release that advertises neither, or a member gossip has
+// not described yet.
+func TestSnapshotFormatIsTheOldestMembersNewest(t *testing.T) {
+	const single, streamed = raftstore.SingleMessageSnapshotFormat, raftstore.StreamedSnapshotFormat
+	servers := []raftstore.Server{{ID: "self"}, {ID: "a"}, {ID: "b"}}
+	meta := func(cmds string, snap int) member {
+		return member{parsed: true, meta: memberMeta{Cmds: cmds, Snap: snap}}
+	}
+	for _, tc := range []struct {
+		name string
+		ms   map[string]member
+		want int
+	}{
+		{"all advertise it", map[string]member{"a": meta("1,2", streamed), "b": meta("1,2", streamed)}, streamed},
+		{"commands without a format", map[string]member{"a": meta("1,2", 0), "b": meta("1,2", streamed)}, streamed},
+		{"a release before both", map[string]member{"a": meta("", 0), "b": meta("1,2", streamed)}, single},
+		{"a newer reader", map[string]member{"a": meta("1,2", streamed+1), "b": meta("1,2", streamed)}, streamed},
+		{"not in gossip", map[string]member{"a": meta("1,2", streamed)}, single},
+		{"not decoded", map[string]member{"a": meta("1,2", streamed), "b": {}}, single},
+	} {
+		if got := lowestSnapshotFormat("self", servers, tc.ms); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
 	}
 }

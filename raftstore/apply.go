@@ -29,6 +29,9 @@ func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
 // change nothing, and onFatal is told. Skipping it would let this replica
 // silently diverge from the ones that applied it.
 func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
+	if f.meter != nil {
+		f.meter.add(logs)
+	}
 	out := make([]any, len(logs))
 	cur := f.state.Load()
 	next := cur // a private copy once anything changed

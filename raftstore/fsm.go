@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -35,6 +36,8 @@ type fsm struct {
 	// is the reason. Both are used on Raft's apply goroutine only.
 	onFatal func(error)
 	failed  error
+	// meter, when set, counts the bytes applied for snapshots by size.
+	meter *logMeter
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every publish
@@ -72,6 +75,21 @@ func (f *fsm) changedCh() <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.changed
+}
+
+// waitIndex blocks until the published state has reached index idx.
+func (f *fsm) waitIndex(ctx context.Context, idx uint64) error {
+	for {
+		ch := f.changedCh()
+		if f.state.Load().Index >= idx {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 func hash32(b []byte) ([32]byte, error) {

@@ -195,8 +195,7 @@ type views struct {
 
 func copyKeyView(k *Key) Key {
 	c := *k
-	c.exact = slices.Clone(k.exact)
-	c.patterns = slices.Clone(k.patterns)
+	c.models = slices.Clone(k.models)
 	return c
 }
 

@@ -105,3 +105,50 @@ func TestFollowerSnapshotsAtShutdown(t *testing.T) {
 		t.Fatalf("follower snapshot files: %v", snaps)
 	}
 }
+
+// A snapshot that holds a key id twice is refused, whether the second
+// comes in the same part or a later one (the decoder then stops with
+// records still unread), and the old state stays.
+func TestRestoreRefusesKeyTwice(t *testing.T) {
+	key := func(id, secret string) *pb.StoredKey {
+		return &pb.StoredKey{Key: &pb.Key{Id: id, Name: id}, SecretHash: hashOf(secret)}
+	}
+	stream := func(parts ...*pb.Snapshot) []byte {
+		var buf bytes.Buffer
+		buf.WriteString(snapshotMagic)
+		if err := writeRecord(&buf, recordHeader, &pb.SnapshotHeader{FormatVersion: snapshotFormat, Index: 9}); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range parts {
+			if err := writeRecord(&buf, recordPart, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := writeRecord(&buf, recordEnd, nil); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	filler := make([]*pb.Snapshot, 20)
+	for i := range filler {
+		filler[i] = &pb.Snapshot{Keys: []*pb.StoredKey{key("f"+strconv.Itoa(i), "fs"+strconv.Itoa(i))}}
+	}
+	for name, data := range map[string][]byte{
+		"one part":  stream(&pb.Snapshot{Keys: []*pb.StoredKey{key("k1", "a"), key("k1", "b")}}),
+		"two parts": stream(append([]*pb.Snapshot{{Keys: []*pb.StoredKey{key("k1", "a")}}, {Keys: []*pb.StoredKey{key("k1", "b")}}}, filler...)...),
+	} {
+		h := rich(t)
+		before := freeze(h.state())
+		if err := h.f.Restore(io.NopCloser(bytes.NewReader(data))); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: Restore: %v, want ErrInvalid", name, err)
+		}
+		if h.state() != before.st {
+			t.Errorf("%s: the state was replaced", name)
+		}
+		before.checkUnchanged(t)
+	}
+	good := stream(filler...)
+	if st := restored(t, good); st.KeyCount() != len(filler) || st.Index != 9 {
+		t.Errorf("restored %d keys at index %d, want %d at 9", st.KeyCount(), st.Index, len(filler))
+	}
+}

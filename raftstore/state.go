@@ -59,11 +59,15 @@ type Key struct {
 	// Budget is the key's own budget, nil for none.
 	Budget *Limit
 	// Limits are the key's own rate limits, nil for none.
-	Limits   *RateLimits
-	hash     [32]byte // of the secret
+	Limits *RateLimits
+	hash   [32]byte // of the secret
+	// models are the names the key allows, exact names before nExact and
+	// patterns from it: few, so a scan beats a map and costs far less
+	// memory. (A million views are held: the fields are ordered so the
+	// struct fits a 144-byte size class.)
+	models   []string
+	nExact   int32
 	allowAll bool
-	exact    []string // few: a scan beats a map, and costs far less memory
-	patterns []string
 }
 
 // Allows reports whether the key may use the model route named model.
@@ -71,12 +75,12 @@ func (k *Key) Allows(model string) bool {
 	if k.allowAll {
 		return true
 	}
-	for _, m := range k.exact {
+	for _, m := range k.models[:k.nExact] {
 		if m == model {
 			return true
 		}
 	}
-	for _, p := range k.patterns {
+	for _, p := range k.models[k.nExact:] {
 		if MatchPattern(p, model) {
 			return true
 		}
@@ -324,8 +328,13 @@ func MatchPattern(pattern, name string) bool {
 
 func newKeyView(sk *pb.StoredKey) *Key {
 	k := sk.GetKey()
-	v := &Key{ID: k.GetId(), Name: k.GetName(), Revoked: k.GetRevokedAt() != nil,
-		TeamID: k.GetTeamId(), Budget: limitOf(KeyBudgetID(k.GetId()), k.GetBudget()), Limits: rateLimitsOf("key:"+k.GetId(), k.GetLimits())}
+	v := &Key{ID: k.GetId(), Name: k.GetName(), Revoked: k.GetRevokedAt() != nil, TeamID: k.GetTeamId()}
+	if b := k.GetBudget(); b != nil { // the id's string only when it is used
+		v.Budget = limitOf(KeyBudgetID(k.GetId()), b)
+	}
+	if l := k.GetLimits(); rateLimitsOf("", l) != nil {
+		v.Limits = rateLimitsOf("key:"+k.GetId(), l)
+	}
 	v.hash, _ = hash32(sk.GetSecretHash()) // checked before a key is stored
 	if e := k.GetExpiresAt(); e != nil {
 		v.ExpiresAt = e.AsTime().UnixNano()
@@ -334,21 +343,39 @@ func newKeyView(sk *pb.StoredKey) *Key {
 		v.allowAll = true
 		return v
 	}
-	if !slices.ContainsFunc(k.GetModels(), func(m string) bool { return strings.IndexByte(m, '*') >= 0 }) {
-		v.exact = k.GetModels() // shared: neither is ever modified
-		return v
-	}
-	for _, m := range k.GetModels() {
-		if m == "*" {
-			v.allowAll = true
+	models := k.GetModels()
+	isPattern := func(m string) bool { return strings.IndexByte(m, '*') >= 0 }
+	v.allowAll = slices.Contains(models, "*")
+	switch n := countFunc(models, func(m string) bool { return !isPattern(m) }); {
+	case !slices.ContainsFunc(models[:n], isPattern):
+		// Exact names already come first: share the slice, which
+		// neither side ever modifies.
+		v.models, v.nExact = models, int32(n)
+	default:
+		v.models = make([]string, 0, len(models))
+		for _, m := range models {
+			if !isPattern(m) {
+				v.models = append(v.models, m)
+			}
 		}
-		if strings.IndexByte(m, '*') >= 0 {
-			v.patterns = append(v.patterns, m)
-		} else {
-			v.exact = append(v.exact, m)
+		for _, m := range models {
+			if isPattern(m) {
+				v.models = append(v.models, m)
+			}
 		}
+		v.nExact = int32(n)
 	}
 	return v
+}
+
+func countFunc(s []string, f func(string) bool) int {
+	n := 0
+	for _, m := range s {
+		if f(m) {
+			n++
+		}
+	}
+	return n
 }
 
 func newRouteView(r *pb.ModelRoute, creds map[string]*pb.StoredCredential, sealer *Sealer) *Route {

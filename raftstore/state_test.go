@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -208,5 +209,29 @@ func TestStateListings(t *testing.T) {
 	empty := emptyState()
 	if len(empty.Keys()) != 0 || len(empty.RouteNames()) != 0 || len(empty.RouteConfigs()) != 0 || empty.AdminTokenCount() != 0 {
 		t.Error("empty state is not empty")
+	}
+}
+
+// A key's allow-list works whatever the order of exact names and
+// patterns, and the view never reorders the stored list.
+func TestKeyAllowsWhateverTheOrderOfItsModels(t *testing.T) {
+	for _, models := range [][]string{
+		{"o1", "gpt-4o", "*-mini", "claude-*"},
+		{"*-mini", "o1", "claude-*", "gpt-4o"},
+		{"claude-*", "*-mini", "gpt-4o", "o1"},
+	} {
+		stored := slices.Clone(models)
+		k := newKeyView(&pb.StoredKey{Key: &pb.Key{Id: "k", Models: stored}, SecretHash: hashOf("s")})
+		for m, want := range map[string]bool{"o1": true, "gpt-4o": true, "gpt-4o-mini": true, "claude-3": true, "o1-pro": false, "gpt-4": false} {
+			if k.Allows(m) != want {
+				t.Errorf("models %v: Allows(%q) = %v", models, m, !want)
+			}
+		}
+		if !slices.Equal(stored, models) {
+			t.Errorf("the view reordered the stored models: %v", stored)
+		}
+	}
+	if k := newKeyView(&pb.StoredKey{Key: &pb.Key{Id: "k", Models: []string{"o1", "*"}}, SecretHash: hashOf("s")}); !k.Allows("anything") {
+		t.Error(`"*" does not allow everything`)
 	}
 }

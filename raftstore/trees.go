@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"fmt"
 	"github.com/google/btree"
 
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
@@ -197,6 +198,38 @@ func (kw *keyWriter) put(sk *pb.StoredKey) {
 	if t := k.GetTeamId(); t != "" {
 		kw.byTeam.put(teamKeyItem{t, k.GetId()})
 	}
+}
+
+// putNew stores keys none of which the trees hold yet (a snapshot's):
+// the secret-hash trie with the data plane views in one goroutine, the
+// other trees in this one. A key id that comes twice is an error.
+func (kw *keyWriter) putNew(keys []*pb.StoredKey) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, sk := range keys {
+			kw.byHash.put(newKeyView(sk))
+		}
+	}()
+	var dup string
+	for _, sk := range keys {
+		k := sk.GetKey()
+		if _, replaced := kw.byID.put(named[*pb.StoredKey]{k.GetId(), sk}); replaced && dup == "" {
+			dup = k.GetId()
+		}
+		kw.byCreated.put(sk)
+		if t := k.GetTeamId(); t != "" {
+			kw.byTeam.put(teamKeyItem{t, k.GetId()})
+		}
+	}
+	<-done
+	if dup != "" {
+		return fmt.Errorf("snapshot holds key %q twice: %w", dup, ErrInvalid)
+	}
+	return nil
 }
 
 // --- teams --------------------------------------------------------------------
