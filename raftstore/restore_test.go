@@ -210,3 +210,34 @@ func protoSliceEqual[M proto.Message](a, b []M) bool {
 	}
 	return true
 }
+
+// A Restore command is a log entry: a node that replays it must end where
+// the nodes that applied it did. Releases before putNew applied a backup
+// that holds a key id twice (two backups concatenated parse as their
+// merge) with the later copy replacing the earlier; so must this one, or an
+// upgraded node replaying such an entry would keep its old state while the
+// others restored.
+func TestRestoreCommandWithAKeyTwiceKeepsTheLaterCopyAsBefore(t *testing.T) {
+	snap := proto.Clone(snapshotOf(rich(t).state())).(*pb.Snapshot)
+	first := snap.GetKeys()[0]
+	later := proto.Clone(first).(*pb.StoredKey)
+	later.Key.Name, later.SecretHash = "renamed", hashOf("a-new-secret")
+	snap.Keys = append(snap.Keys, later)
+
+	dst := newHarness(t)
+	if _, err := dst.apply(restoreCmd(snap)); err != nil {
+		t.Fatalf("restore of a backup holding key %q twice: %v", first.GetKey().GetId(), err)
+	}
+	st := dst.state()
+	if got := st.Key(first.GetKey().GetId()); got.GetKey().GetName() != "renamed" {
+		t.Errorf("key %q after restore: %v, want the later copy", first.GetKey().GetId(), got)
+	}
+	if n := st.KeyCount(); n != len(snap.GetKeys())-1 || len(st.Keys()) != n {
+		t.Errorf("%d keys (%d by creation), want %d", n, len(st.Keys()), len(snap.GetKeys())-1)
+	}
+	oldHash, _ := hash32(first.GetSecretHash())
+	newHash, _ := hash32(later.GetSecretHash())
+	if st.KeyByHash(oldHash) != nil || st.KeyByHash(newHash).ID != first.GetKey().GetId() {
+		t.Errorf("data plane: old secret %v, new secret %v; want only the new one", st.KeyByHash(oldHash), st.KeyByHash(newHash))
+	}
+}

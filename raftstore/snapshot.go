@@ -356,6 +356,11 @@ type stateBuilder struct {
 	periods        *periodWriter
 	requests       []*pb.AppliedRequest
 	audit          *ptxn[*pb.AuditRecord]
+	// replaceKeys: a key id that comes again replaces the earlier copy,
+	// as releases before putNew applied a Restore command's snapshot (a
+	// log entry, which every release must apply alike); Raft snapshots
+	// refuse it.
+	replaceKeys bool
 }
 
 func newStateBuilder(sealer *Sealer, r Retention) *stateBuilder {
@@ -373,7 +378,11 @@ func (b *stateBuilder) add(part *pb.Snapshot) error {
 			return fmt.Errorf("snapshot key %q: %w", k.GetKey().GetId(), err)
 		}
 	}
-	if err := b.keys.putNew(part.GetKeys()); err != nil {
+	if b.replaceKeys {
+		for _, k := range part.GetKeys() {
+			b.keys.put(k)
+		}
+	} else if err := b.keys.putNew(part.GetKeys()); err != nil {
 		return err
 	}
 	for _, h := range part.GetAdminTokenHashes() {
@@ -426,9 +435,11 @@ func (b *stateBuilder) finish() *State {
 	return st
 }
 
-// stateFromSnapshot builds a state from a whole Snapshot message.
+// stateFromSnapshot builds a state from a whole Snapshot message: a
+// Restore command's, where a key id that comes again replaces the earlier.
 func stateFromSnapshot(snap *pb.Snapshot, sealer *Sealer, r Retention) (*State, error) {
 	b := newStateBuilder(sealer, r)
+	b.replaceKeys = true
 	b.st.Index = snap.GetIndex()
 	if err := b.add(snap); err != nil {
 		return nil, err
