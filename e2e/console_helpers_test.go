@@ -128,15 +128,15 @@ func (b *browser) open(route string) {
 }
 
 // waitJS polls a JavaScript predicate until it is true, for up to 30 s. A
-// navigation while it polls (a redirect) ends the poll with an error about
-// the page's execution context: it polls again in the new page.
+// navigation while it polls (a redirect) ends the poll with an error (see
+// navigatedAway): it polls again in the new page.
 func (b *browser) waitJS(predicate, what string) {
 	b.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	var err error
 	for {
 		_, err = chromedp.Run(b.ctx, chromedp.Poll[chromedp.Void](predicate, chromedp.WithPollingTimeout(max(time.Until(deadline), time.Millisecond))))
-		if err == nil || b.ctx.Err() != nil || time.Now().After(deadline) || !strings.Contains(err.Error(), "context") {
+		if err == nil || b.ctx.Err() != nil || time.Now().After(deadline) || !navigatedAway(err) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -145,6 +145,15 @@ func (b *browser) waitJS(predicate, what string) {
 		text := eval[string](b, `document.querySelector("#app")?.innerText?.slice(0, 2000) || ""`)
 		b.t.Fatalf("waiting for %s: %v\npage text:\n%s%s", what, err, text, b.pageErrors())
 	}
+}
+
+// navigatedAway reports whether err is a poll cut short by a navigation:
+// the page's execution context went away ("context"), or Chromium says the
+// inspected target navigated (-32000), as it does in the middle of a
+// redirect chain such as single sign-on's.
+func navigatedAway(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "context") || strings.Contains(msg, "navigated") || strings.Contains(msg, "(-32000)")
 }
 
 // waitText waits until the element matching css contains text.

@@ -408,6 +408,7 @@ func (l *Ledger) Close() error {
 	// cannot finish (a full disk: it retries without end) must not hang
 	// the node's shutdown: the journal is then kept, and so is everything.
 	flushed := false
+	var flushReturned <-chan struct{} = closedChan // closed once no flush call is in Pebble
 	if err := l.ap.failed(); err != nil {
 		errs = append(errs, err) // the journal holds what Pebble refused: keep it
 	} else if !applied {
@@ -415,14 +416,12 @@ func (l *Ledger) Close() error {
 		// returns: the journal keeps it, and the next Open replays it.
 		l.ap.abandon()
 		errs = append(errs, fmt.Errorf("ledger: Pebble did not take the queued batches within %v (the journal is kept)", closeFlushTimeout))
-	} else if ch, err := l.db.AsyncFlush(); err != nil {
-		errs = append(errs, fmt.Errorf("ledger: flush on close (the journal is kept): %w", err))
 	} else {
-		select {
-		case <-ch:
+		var err error
+		if flushReturned, err = l.flushOnClose(); err != nil {
+			errs = append(errs, err)
+		} else {
 			flushed = true
-		case <-time.After(closeFlushTimeout):
-			errs = append(errs, fmt.Errorf("ledger: flush on close did not finish within %v (the journal is kept)", closeFlushTimeout))
 		}
 	}
 	if writerStopped {
@@ -436,6 +435,7 @@ func (l *Ledger) Close() error {
 		<-l.wDone
 		<-l.ap.done
 		<-l.bgDone
+		<-flushReturned
 		done <- l.db.Close()
 	}()
 	select {
@@ -445,6 +445,38 @@ func (l *Ledger) Close() error {
 		errs = append(errs, fmt.Errorf("ledger: Pebble did not close within %v", closeFlushTimeout))
 	}
 	return errors.Join(errs...)
+}
+
+// flushOnClose flushes the memtables so that the journal can go, within
+// closeFlushTimeout. Pebble's AsyncFlush itself blocks while Pebble stalls
+// writes (a disk that no longer answers), so it runs in a goroutine: the
+// channel returned is closed once that call has returned, and Pebble must
+// not be closed before.
+func (l *Ledger) flushOnClose() (<-chan struct{}, error) {
+	returned := make(chan struct{})
+	started := make(chan error, 1)
+	var flushed <-chan struct{}
+	go func() {
+		defer close(returned)
+		ch, err := l.db.AsyncFlush()
+		flushed = ch
+		started <- err
+	}()
+	timeout := time.After(closeFlushTimeout)
+	select {
+	case err := <-started:
+		if err != nil {
+			return returned, fmt.Errorf("ledger: flush on close (the journal is kept): %w", err)
+		}
+	case <-timeout:
+		return returned, fmt.Errorf("ledger: flush on close did not start within %v: Pebble is stalling writes (the journal is kept)", closeFlushTimeout)
+	}
+	select {
+	case <-flushed:
+		return returned, nil
+	case <-timeout:
+		return returned, fmt.Errorf("ledger: flush on close did not finish within %v (the journal is kept)", closeFlushTimeout)
+	}
 }
 
 // unreportedView is the budget spend not yet acknowledged, kept by the
