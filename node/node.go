@@ -416,7 +416,7 @@ func (n *Node) newAdminServer(dataPlane *proxy.Handler) *admin.Server {
 	n.store.SetProposeGate(n.commandGate)
 	n.store.SetPeerSnapshotFormat(n.peerSnapshotFormat)
 	adm := admin.New(admin.Config{Store: n.store, BootstrapToken: n.adminToken, Logger: n.cfg.Logger,
-		Prices: n.pricing.apiPrice, TestModel: dataPlane.TestModel})
+		Prices: n.pricing.apiPrice, TestModel: dataPlane.TestModel, Health: dataPlane.DeploymentHealth, NodeID: n.cfg.NodeID})
 	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(adm.UnaryInterceptor(), n.forwardInterceptor),
 		grpc.ChainStreamInterceptor(adm.StreamInterceptor()),

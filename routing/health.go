@@ -142,3 +142,25 @@ func Tracks(r *raftstore.Route) bool {
 
 // Latency is the moving average of d's latency (0: unknown).
 func (h *Health) Latency() time.Duration { return time.Duration(h.ewma.Load()) }
+
+// HealthReport is a Health as reports show it.
+type HealthReport struct {
+	Cooling   bool
+	CoolUntil time.Time // zero when not cooling
+	Failures  int32
+	Latency   time.Duration
+	InFlight  int64
+}
+
+// Report returns h as of now (for the admin API); a nil h is a deployment
+// never called.
+func (h *Health) Report(now time.Time) HealthReport {
+	if h == nil {
+		return HealthReport{}
+	}
+	r := HealthReport{Failures: h.fails.Load(), Latency: h.Latency(), InFlight: h.InFlight.Load()}
+	if h.CoolingAt(now.UnixNano()) {
+		r.Cooling, r.CoolUntil = true, time.Unix(0, h.coolUntil.Load())
+	}
+	return r
+}

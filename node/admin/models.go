@@ -226,7 +226,20 @@ func (m modelService) ListModels(context.Context, *pb.ListModelsRequest) (*pb.Li
 	for _, r := range st.RouteConfigs() {
 		out = append(out, proto.Clone(r).(*pb.ModelRoute))
 	}
-	return &pb.ListModelsResponse{Routes: out}, nil
+	return &pb.ListModelsResponse{Routes: out, Health: m.healthOf("")}, nil
+}
+
+// healthOf is this node's live view of route's deployments (every
+// route's for ""), stamped with the node's id.
+func (m modelService) healthOf(route string) []*pb.DeploymentHealth {
+	if m.s.health == nil {
+		return nil
+	}
+	hs := m.s.health(route)
+	for _, h := range hs {
+		h.Node = m.s.nodeID
+	}
+	return hs
 }
 
 func (m modelService) GetModel(_ context.Context, req *pb.GetModelRequest) (*pb.GetModelResponse, error) {
@@ -237,7 +250,7 @@ func (m modelService) GetModel(_ context.Context, req *pb.GetModelRequest) (*pb.
 	if r == nil {
 		return nil, status.Errorf(codes.NotFound, "model %q not found", req.GetModel())
 	}
-	return &pb.GetModelResponse{Route: proto.Clone(r).(*pb.ModelRoute)}, nil
+	return &pb.GetModelResponse{Route: proto.Clone(r).(*pb.ModelRoute), Health: m.healthOf(req.GetModel())}, nil
 }
 
 // priceSourceUnknown is the source ListPrices shows when Config.Prices is

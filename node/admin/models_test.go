@@ -431,3 +431,31 @@ func TestTestModelHook(t *testing.T) {
 	_, err = env.models.TestModel(ctx, &pb.TestModelRequest{Model: "unknown"})
 	wantCode(t, err, codes.NotFound)
 }
+
+// ListModels and GetModel carry the answering node's live view of the
+// deployments (Config.Health), stamped with the node's id.
+func TestModelsCarryThisNodesDeploymentHealth(t *testing.T) {
+	store := openStore(t)
+	var asked []string
+	health := func(route string) []*pb.DeploymentHealth {
+		asked = append(asked, route)
+		return []*pb.DeploymentHealth{{Route: "m", Deployment: "d1", Cooling: true, ConsecutiveFailures: 2}}
+	}
+	env := startServerWith(t, Config{Store: store, Health: health, NodeID: "n7"}, nil)
+	ctx := ctxT(t)
+	_, err := env.models.AddDeployment(ctx, &pb.AddDeploymentRequest{Model: "m", Deployment: &pb.Deployment{
+		Id: "d1", Provider: "openai", UpstreamModel: "gpt-4o"}})
+	mustOK(t, err)
+	list, err := env.models.ListModels(ctx, &pb.ListModelsRequest{})
+	mustOK(t, err)
+	got, err := env.models.GetModel(ctx, &pb.GetModelRequest{Model: "m"})
+	mustOK(t, err)
+	for name, hs := range map[string][]*pb.DeploymentHealth{"ListModels": list.GetHealth(), "GetModel": got.GetHealth()} {
+		if len(hs) != 1 || !hs[0].GetCooling() || hs[0].GetNode() != "n7" || hs[0].GetConsecutiveFailures() != 2 {
+			t.Errorf("%s health = %v, want d1 cooling on n7", name, hs)
+		}
+	}
+	if len(asked) != 2 || asked[0] != "" || asked[1] != "m" {
+		t.Errorf("Health asked for %q, want every route then m", asked)
+	}
+}

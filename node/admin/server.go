@@ -50,6 +50,11 @@ type Config struct {
 	// TestModel sends a test request through the data plane of this node
 	// (ModelService.TestModel); nil answers Unimplemented.
 	TestModel func(ctx context.Context, req *pb.TestModelRequest) (*pb.TestModelResponse, error)
+	// Health reports this node's live view of a route's deployments (of
+	// every route for ""); ListModels and GetModel show it. Nil: none.
+	Health func(route string) []*pb.DeploymentHealth
+	// NodeID names the node in what Health reports.
+	NodeID string
 }
 
 // Server serves the admin API. Register it on a grpc.Server together with
@@ -61,6 +66,8 @@ type Server struct {
 	log       *slog.Logger
 	prices    func(kind, baseURL, model string, override *pb.Price) (*pb.Price, string)
 	testModel func(ctx context.Context, req *pb.TestModelRequest) (*pb.TestModelResponse, error)
+	health    func(route string) []*pb.DeploymentHealth
+	nodeID    string
 	now       func() time.Time
 	keyTotals keyTotals // ListKeys totals of the current State
 }
@@ -70,7 +77,8 @@ func New(cfg Config) *Server {
 	if cfg.Store == nil {
 		panic("admin: Config.Store is nil")
 	}
-	s := &Server{store: cfg.Store, log: cfg.Logger, prices: cfg.Prices, testModel: cfg.TestModel, now: time.Now}
+	s := &Server{store: cfg.Store, log: cfg.Logger, prices: cfg.Prices, testModel: cfg.TestModel, now: time.Now,
+		health: cfg.Health, nodeID: cfg.NodeID}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

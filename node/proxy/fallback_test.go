@@ -135,6 +135,54 @@ func TestCooldownSkipsFailingDeployment(t *testing.T) {
 	}
 }
 
+// The admin API's live view of a route (DeploymentHealth) shows the
+// failing deployment cooling down until its cooldown ends, and the healthy
+// one not.
+func TestDeploymentHealthShowsCooldowns(t *testing.T) {
+	t.Parallel()
+	ms, url := startMock(t, mock.Options{})
+	_, secret := newKey(t)
+	g := startGateway(t, proxy.Config{Cooldown: time.Minute})
+	bad := dep(uniq("dep"), url, "m?status=500")
+	good := dep(uniq("dep"), url, "ok")
+	route := newRoute(t, "health", bad, good)
+	for _, h := range g.h.DeploymentHealth(route) {
+		if h.GetCooling() || h.GetConsecutiveFailures() != 0 {
+			t.Fatalf("before any request: %v", h)
+		}
+	}
+	start := time.Now()
+	// The balancer picks either first: send until the failing one was
+	// tried (then it cools down and the healthy one serves).
+	errs := ms.Stats().Errors
+	for i := 0; i < 50 && ms.Stats().Errors == errs; i++ {
+		if r := g.post(t, "/v1/chat/completions", secret, chatBody(route)); r.status != 200 {
+			t.Fatalf("status %d: %s", r.status, r.body)
+		}
+	}
+	byID := map[string]*pb.DeploymentHealth{}
+	for _, h := range g.h.DeploymentHealth(route) {
+		byID[h.GetDeployment()] = h
+	}
+	b, ok := byID[bad.GetId()]
+	if !ok || !b.GetCooling() || b.GetConsecutiveFailures() != 1 || b.GetRoute() != route ||
+		b.GetCooldownUntil().AsTime().Before(start.Add(59*time.Second)) {
+		t.Errorf("the failing deployment: %v, want cooling for about a minute after one failure", b)
+	}
+	if gd := byID[good.GetId()]; gd == nil || gd.GetCooling() || gd.GetCooldownUntil() != nil || gd.GetConsecutiveFailures() != 0 {
+		t.Errorf("the healthy deployment: %v, want not cooling", gd)
+	}
+	n := 0
+	for _, h := range g.h.DeploymentHealth("") {
+		if h.GetRoute() == route {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("every route's health holds %d entries of this route, want 2", n)
+	}
+}
+
 // Aliases and wildcard routes: "*" as the upstream model sends the name
 // the client asked for.
 func TestAliasAndWildcard(t *testing.T) {

@@ -234,6 +234,7 @@ type gateway struct {
 	URL    string
 	rec    *recorder
 	client *http.Client
+	h      *proxy.Handler
 }
 
 // startGateway serves a proxy.Handler over the shared store on a real
@@ -253,7 +254,8 @@ func startGateway(tb testing.TB, cfg proxy.Config) *gateway {
 	}
 	rec := &recorder{ch: make(chan proxy.Record, 1024)}
 	cfg.Recorders = append(cfg.Recorders, rec)
-	srv := httptest.NewUnstartedServer(proxy.New(cfg))
+	h := proxy.New(cfg)
+	srv := httptest.NewUnstartedServer(h)
 	// A panicking handler is recovered by net/http, which logs it and drops
 	// the connection: fail the test on it.
 	errLog := &syncBuffer{}
@@ -265,7 +267,7 @@ func startGateway(tb testing.TB, cfg proxy.Config) *gateway {
 			tb.Errorf("the gateway's handler panicked:\n%s", firstLines(l, 12))
 		}
 	})
-	return &gateway{URL: srv.URL, rec: rec, client: srv.Client()}
+	return &gateway{URL: srv.URL, rec: rec, client: srv.Client(), h: h}
 }
 
 type syncBuffer struct {

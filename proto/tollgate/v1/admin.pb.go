@@ -2156,8 +2156,11 @@ func (*ListModelsRequest) Descriptor() ([]byte, []int) {
 }
 
 type ListModelsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Routes        []*ModelRoute          `protobuf:"bytes,1,rep,name=routes,proto3" json:"routes,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Routes []*ModelRoute          `protobuf:"bytes,1,rep,name=routes,proto3" json:"routes,omitempty"`
+	// This node's live view of each deployment it has called (none is
+	// replicated: each node keeps its own).
+	Health        []*DeploymentHealth `protobuf:"bytes,2,rep,name=health,proto3" json:"health,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2199,6 +2202,118 @@ func (x *ListModelsResponse) GetRoutes() []*ModelRoute {
 	return nil
 }
 
+func (x *ListModelsResponse) GetHealth() []*DeploymentHealth {
+	if x != nil {
+		return x.Health
+	}
+	return nil
+}
+
+// DeploymentHealth is what the answering node knows of one deployment.
+type DeploymentHealth struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Route      string                 `protobuf:"bytes,1,opt,name=route,proto3" json:"route,omitempty"`
+	Deployment string                 `protobuf:"bytes,2,opt,name=deployment,proto3" json:"deployment,omitempty"`
+	// The node skips the deployment while others are healthy until
+	// cooldown_until.
+	Cooling             bool                   `protobuf:"varint,3,opt,name=cooling,proto3" json:"cooling,omitempty"`
+	CooldownUntil       *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=cooldown_until,json=cooldownUntil,proto3" json:"cooldown_until,omitempty"`
+	ConsecutiveFailures int32                  `protobuf:"varint,5,opt,name=consecutive_failures,json=consecutiveFailures,proto3" json:"consecutive_failures,omitempty"`
+	// Moving average of its latency; 0 before the first answer.
+	LatencyMs int64 `protobuf:"varint,6,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
+	InFlight  int64 `protobuf:"varint,7,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	// The node that answered.
+	Node          string `protobuf:"bytes,8,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeploymentHealth) Reset() {
+	*x = DeploymentHealth{}
+	mi := &file_tollgate_v1_admin_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeploymentHealth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeploymentHealth) ProtoMessage() {}
+
+func (x *DeploymentHealth) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_admin_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeploymentHealth.ProtoReflect.Descriptor instead.
+func (*DeploymentHealth) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *DeploymentHealth) GetRoute() string {
+	if x != nil {
+		return x.Route
+	}
+	return ""
+}
+
+func (x *DeploymentHealth) GetDeployment() string {
+	if x != nil {
+		return x.Deployment
+	}
+	return ""
+}
+
+func (x *DeploymentHealth) GetCooling() bool {
+	if x != nil {
+		return x.Cooling
+	}
+	return false
+}
+
+func (x *DeploymentHealth) GetCooldownUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CooldownUntil
+	}
+	return nil
+}
+
+func (x *DeploymentHealth) GetConsecutiveFailures() int32 {
+	if x != nil {
+		return x.ConsecutiveFailures
+	}
+	return 0
+}
+
+func (x *DeploymentHealth) GetLatencyMs() int64 {
+	if x != nil {
+		return x.LatencyMs
+	}
+	return 0
+}
+
+func (x *DeploymentHealth) GetInFlight() int64 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *DeploymentHealth) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
 type GetModelRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Model         string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
@@ -2208,7 +2323,7 @@ type GetModelRequest struct {
 
 func (x *GetModelRequest) Reset() {
 	*x = GetModelRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[35]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2220,7 +2335,7 @@ func (x *GetModelRequest) String() string {
 func (*GetModelRequest) ProtoMessage() {}
 
 func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[35]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2233,7 +2348,7 @@ func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
 func (*GetModelRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetModelRequest) GetModel() string {
@@ -2246,13 +2361,14 @@ func (x *GetModelRequest) GetModel() string {
 type GetModelResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Route         *ModelRoute            `protobuf:"bytes,1,opt,name=route,proto3" json:"route,omitempty"`
+	Health        []*DeploymentHealth    `protobuf:"bytes,2,rep,name=health,proto3" json:"health,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetModelResponse) Reset() {
 	*x = GetModelResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[36]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2264,7 +2380,7 @@ func (x *GetModelResponse) String() string {
 func (*GetModelResponse) ProtoMessage() {}
 
 func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[36]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2277,12 +2393,19 @@ func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelResponse.ProtoReflect.Descriptor instead.
 func (*GetModelResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetModelResponse) GetRoute() *ModelRoute {
 	if x != nil {
 		return x.Route
+	}
+	return nil
+}
+
+func (x *GetModelResponse) GetHealth() []*DeploymentHealth {
+	if x != nil {
+		return x.Health
 	}
 	return nil
 }
@@ -2297,7 +2420,7 @@ type SetCredentialRequest struct {
 
 func (x *SetCredentialRequest) Reset() {
 	*x = SetCredentialRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[37]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2309,7 +2432,7 @@ func (x *SetCredentialRequest) String() string {
 func (*SetCredentialRequest) ProtoMessage() {}
 
 func (x *SetCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[37]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2322,7 +2445,7 @@ func (x *SetCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCredentialRequest.ProtoReflect.Descriptor instead.
 func (*SetCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SetCredentialRequest) GetName() string {
@@ -2348,7 +2471,7 @@ type SetCredentialResponse struct {
 
 func (x *SetCredentialResponse) Reset() {
 	*x = SetCredentialResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[38]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2360,7 +2483,7 @@ func (x *SetCredentialResponse) String() string {
 func (*SetCredentialResponse) ProtoMessage() {}
 
 func (x *SetCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[38]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2373,7 +2496,7 @@ func (x *SetCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCredentialResponse.ProtoReflect.Descriptor instead.
 func (*SetCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SetCredentialResponse) GetCredential() *Credential {
@@ -2391,7 +2514,7 @@ type ListCredentialsRequest struct {
 
 func (x *ListCredentialsRequest) Reset() {
 	*x = ListCredentialsRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[39]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2403,7 +2526,7 @@ func (x *ListCredentialsRequest) String() string {
 func (*ListCredentialsRequest) ProtoMessage() {}
 
 func (x *ListCredentialsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[39]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2416,7 +2539,7 @@ func (x *ListCredentialsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCredentialsRequest.ProtoReflect.Descriptor instead.
 func (*ListCredentialsRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 type ListCredentialsResponse struct {
@@ -2428,7 +2551,7 @@ type ListCredentialsResponse struct {
 
 func (x *ListCredentialsResponse) Reset() {
 	*x = ListCredentialsResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[40]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2440,7 +2563,7 @@ func (x *ListCredentialsResponse) String() string {
 func (*ListCredentialsResponse) ProtoMessage() {}
 
 func (x *ListCredentialsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[40]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2453,7 +2576,7 @@ func (x *ListCredentialsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCredentialsResponse.ProtoReflect.Descriptor instead.
 func (*ListCredentialsResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListCredentialsResponse) GetCredentials() []*Credential {
@@ -2472,7 +2595,7 @@ type DeleteCredentialRequest struct {
 
 func (x *DeleteCredentialRequest) Reset() {
 	*x = DeleteCredentialRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[41]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2484,7 +2607,7 @@ func (x *DeleteCredentialRequest) String() string {
 func (*DeleteCredentialRequest) ProtoMessage() {}
 
 func (x *DeleteCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[41]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2497,7 +2620,7 @@ func (x *DeleteCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCredentialRequest.ProtoReflect.Descriptor instead.
 func (*DeleteCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DeleteCredentialRequest) GetName() string {
@@ -2515,7 +2638,7 @@ type DeleteCredentialResponse struct {
 
 func (x *DeleteCredentialResponse) Reset() {
 	*x = DeleteCredentialResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[42]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2527,7 +2650,7 @@ func (x *DeleteCredentialResponse) String() string {
 func (*DeleteCredentialResponse) ProtoMessage() {}
 
 func (x *DeleteCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[42]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2540,7 +2663,7 @@ func (x *DeleteCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCredentialResponse.ProtoReflect.Descriptor instead.
 func (*DeleteCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 type CreateTeamRequest struct {
@@ -2555,7 +2678,7 @@ type CreateTeamRequest struct {
 
 func (x *CreateTeamRequest) Reset() {
 	*x = CreateTeamRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[43]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2567,7 +2690,7 @@ func (x *CreateTeamRequest) String() string {
 func (*CreateTeamRequest) ProtoMessage() {}
 
 func (x *CreateTeamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[43]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2580,7 +2703,7 @@ func (x *CreateTeamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTeamRequest.ProtoReflect.Descriptor instead.
 func (*CreateTeamRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CreateTeamRequest) GetName() string {
@@ -2620,7 +2743,7 @@ type CreateTeamResponse struct {
 
 func (x *CreateTeamResponse) Reset() {
 	*x = CreateTeamResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[44]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2632,7 +2755,7 @@ func (x *CreateTeamResponse) String() string {
 func (*CreateTeamResponse) ProtoMessage() {}
 
 func (x *CreateTeamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[44]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2645,7 +2768,7 @@ func (x *CreateTeamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTeamResponse.ProtoReflect.Descriptor instead.
 func (*CreateTeamResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CreateTeamResponse) GetTeam() *Team {
@@ -2663,7 +2786,7 @@ type ListTeamsRequest struct {
 
 func (x *ListTeamsRequest) Reset() {
 	*x = ListTeamsRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[45]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +2798,7 @@ func (x *ListTeamsRequest) String() string {
 func (*ListTeamsRequest) ProtoMessage() {}
 
 func (x *ListTeamsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[45]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2688,7 +2811,7 @@ func (x *ListTeamsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTeamsRequest.ProtoReflect.Descriptor instead.
 func (*ListTeamsRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{45}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 type ListTeamsResponse struct {
@@ -2700,7 +2823,7 @@ type ListTeamsResponse struct {
 
 func (x *ListTeamsResponse) Reset() {
 	*x = ListTeamsResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[46]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2712,7 +2835,7 @@ func (x *ListTeamsResponse) String() string {
 func (*ListTeamsResponse) ProtoMessage() {}
 
 func (x *ListTeamsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[46]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2725,7 +2848,7 @@ func (x *ListTeamsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTeamsResponse.ProtoReflect.Descriptor instead.
 func (*ListTeamsResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{46}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListTeamsResponse) GetTeams() []*Team {
@@ -2744,7 +2867,7 @@ type GetTeamRequest struct {
 
 func (x *GetTeamRequest) Reset() {
 	*x = GetTeamRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[47]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2756,7 +2879,7 @@ func (x *GetTeamRequest) String() string {
 func (*GetTeamRequest) ProtoMessage() {}
 
 func (x *GetTeamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[47]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2769,7 +2892,7 @@ func (x *GetTeamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTeamRequest.ProtoReflect.Descriptor instead.
 func (*GetTeamRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{47}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetTeamRequest) GetId() string {
@@ -2791,7 +2914,7 @@ type GetTeamResponse struct {
 
 func (x *GetTeamResponse) Reset() {
 	*x = GetTeamResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[48]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2803,7 +2926,7 @@ func (x *GetTeamResponse) String() string {
 func (*GetTeamResponse) ProtoMessage() {}
 
 func (x *GetTeamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[48]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2816,7 +2939,7 @@ func (x *GetTeamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTeamResponse.ProtoReflect.Descriptor instead.
 func (*GetTeamResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{48}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetTeamResponse) GetTeam() *Team {
@@ -2857,7 +2980,7 @@ type UpdateTeamRequest struct {
 
 func (x *UpdateTeamRequest) Reset() {
 	*x = UpdateTeamRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[49]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2869,7 +2992,7 @@ func (x *UpdateTeamRequest) String() string {
 func (*UpdateTeamRequest) ProtoMessage() {}
 
 func (x *UpdateTeamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[49]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2882,7 +3005,7 @@ func (x *UpdateTeamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTeamRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTeamRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{49}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *UpdateTeamRequest) GetId() string {
@@ -2936,7 +3059,7 @@ type UpdateTeamResponse struct {
 
 func (x *UpdateTeamResponse) Reset() {
 	*x = UpdateTeamResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[50]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2948,7 +3071,7 @@ func (x *UpdateTeamResponse) String() string {
 func (*UpdateTeamResponse) ProtoMessage() {}
 
 func (x *UpdateTeamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[50]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2961,7 +3084,7 @@ func (x *UpdateTeamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTeamResponse.ProtoReflect.Descriptor instead.
 func (*UpdateTeamResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{50}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *UpdateTeamResponse) GetTeam() *Team {
@@ -2980,7 +3103,7 @@ type DeleteTeamRequest struct {
 
 func (x *DeleteTeamRequest) Reset() {
 	*x = DeleteTeamRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[51]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2992,7 +3115,7 @@ func (x *DeleteTeamRequest) String() string {
 func (*DeleteTeamRequest) ProtoMessage() {}
 
 func (x *DeleteTeamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[51]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3005,7 +3128,7 @@ func (x *DeleteTeamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTeamRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTeamRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{51}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DeleteTeamRequest) GetId() string {
@@ -3023,7 +3146,7 @@ type DeleteTeamResponse struct {
 
 func (x *DeleteTeamResponse) Reset() {
 	*x = DeleteTeamResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[52]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3035,7 +3158,7 @@ func (x *DeleteTeamResponse) String() string {
 func (*DeleteTeamResponse) ProtoMessage() {}
 
 func (x *DeleteTeamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[52]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3048,7 +3171,7 @@ func (x *DeleteTeamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTeamResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTeamResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{52}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{53}
 }
 
 type SpendReportRequest struct {
@@ -3067,7 +3190,7 @@ type SpendReportRequest struct {
 
 func (x *SpendReportRequest) Reset() {
 	*x = SpendReportRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[53]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3079,7 +3202,7 @@ func (x *SpendReportRequest) String() string {
 func (*SpendReportRequest) ProtoMessage() {}
 
 func (x *SpendReportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[53]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3092,7 +3215,7 @@ func (x *SpendReportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendReportRequest.ProtoReflect.Descriptor instead.
 func (*SpendReportRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{53}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SpendReportRequest) GetKeyId() string {
@@ -3148,7 +3271,7 @@ type SpendReportRow struct {
 
 func (x *SpendReportRow) Reset() {
 	*x = SpendReportRow{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[54]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3160,7 +3283,7 @@ func (x *SpendReportRow) String() string {
 func (*SpendReportRow) ProtoMessage() {}
 
 func (x *SpendReportRow) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[54]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3173,7 +3296,7 @@ func (x *SpendReportRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendReportRow.ProtoReflect.Descriptor instead.
 func (*SpendReportRow) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{54}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SpendReportRow) GetGroup() string {
@@ -3242,7 +3365,7 @@ type SpendReportResponse struct {
 
 func (x *SpendReportResponse) Reset() {
 	*x = SpendReportResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[55]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3254,7 +3377,7 @@ func (x *SpendReportResponse) String() string {
 func (*SpendReportResponse) ProtoMessage() {}
 
 func (x *SpendReportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[55]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3267,7 +3390,7 @@ func (x *SpendReportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendReportResponse.ProtoReflect.Descriptor instead.
 func (*SpendReportResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{55}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SpendReportResponse) GetRows() []*SpendReportRow {
@@ -3302,7 +3425,7 @@ type SpendLogsRequest struct {
 
 func (x *SpendLogsRequest) Reset() {
 	*x = SpendLogsRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[56]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3314,7 +3437,7 @@ func (x *SpendLogsRequest) String() string {
 func (*SpendLogsRequest) ProtoMessage() {}
 
 func (x *SpendLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[56]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3327,7 +3450,7 @@ func (x *SpendLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendLogsRequest.ProtoReflect.Descriptor instead.
 func (*SpendLogsRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{56}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SpendLogsRequest) GetKeyId() string {
@@ -3384,7 +3507,7 @@ type SpendLogsResponse struct {
 
 func (x *SpendLogsResponse) Reset() {
 	*x = SpendLogsResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[57]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3396,7 +3519,7 @@ func (x *SpendLogsResponse) String() string {
 func (*SpendLogsResponse) ProtoMessage() {}
 
 func (x *SpendLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[57]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3409,7 +3532,7 @@ func (x *SpendLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendLogsResponse.ProtoReflect.Descriptor instead.
 func (*SpendLogsResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{57}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SpendLogsResponse) GetRecords() []*SpendRecord {
@@ -3435,7 +3558,7 @@ type NodeLogsRequest struct {
 
 func (x *NodeLogsRequest) Reset() {
 	*x = NodeLogsRequest{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[58]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3447,7 +3570,7 @@ func (x *NodeLogsRequest) String() string {
 func (*NodeLogsRequest) ProtoMessage() {}
 
 func (x *NodeLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[58]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3460,7 +3583,7 @@ func (x *NodeLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLogsRequest.ProtoReflect.Descriptor instead.
 func (*NodeLogsRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{58}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *NodeLogsRequest) GetQuery() *SpendLogsRequest {
@@ -3479,7 +3602,7 @@ type NodeLogsResponse struct {
 
 func (x *NodeLogsResponse) Reset() {
 	*x = NodeLogsResponse{}
-	mi := &file_tollgate_v1_admin_proto_msgTypes[59]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3491,7 +3614,7 @@ func (x *NodeLogsResponse) String() string {
 func (*NodeLogsResponse) ProtoMessage() {}
 
 func (x *NodeLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_admin_proto_msgTypes[59]
+	mi := &file_tollgate_v1_admin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3504,7 +3627,7 @@ func (x *NodeLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLogsResponse.ProtoReflect.Descriptor instead.
 func (*NodeLogsResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{59}
+	return file_tollgate_v1_admin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *NodeLogsResponse) GetRecords() []*SpendRecord {
@@ -3704,13 +3827,27 @@ const file_tollgate_v1_admin_proto_rawDesc = "" +
 	"\x12DeleteModelRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\"\x15\n" +
 	"\x13DeleteModelResponse\"\x13\n" +
-	"\x11ListModelsRequest\"E\n" +
+	"\x11ListModelsRequest\"|\n" +
 	"\x12ListModelsResponse\x12/\n" +
-	"\x06routes\x18\x01 \x03(\v2\x17.tollgate.v1.ModelRouteR\x06routes\"'\n" +
+	"\x06routes\x18\x01 \x03(\v2\x17.tollgate.v1.ModelRouteR\x06routes\x125\n" +
+	"\x06health\x18\x02 \x03(\v2\x1d.tollgate.v1.DeploymentHealthR\x06health\"\xa8\x02\n" +
+	"\x10DeploymentHealth\x12\x14\n" +
+	"\x05route\x18\x01 \x01(\tR\x05route\x12\x1e\n" +
+	"\n" +
+	"deployment\x18\x02 \x01(\tR\n" +
+	"deployment\x12\x18\n" +
+	"\acooling\x18\x03 \x01(\bR\acooling\x12A\n" +
+	"\x0ecooldown_until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\rcooldownUntil\x121\n" +
+	"\x14consecutive_failures\x18\x05 \x01(\x05R\x13consecutiveFailures\x12\x1d\n" +
+	"\n" +
+	"latency_ms\x18\x06 \x01(\x03R\tlatencyMs\x12\x1b\n" +
+	"\tin_flight\x18\a \x01(\x03R\binFlight\x12\x12\n" +
+	"\x04node\x18\b \x01(\tR\x04node\"'\n" +
 	"\x0fGetModelRequest\x12\x14\n" +
-	"\x05model\x18\x01 \x01(\tR\x05model\"A\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\"x\n" +
 	"\x10GetModelResponse\x12-\n" +
-	"\x05route\x18\x01 \x01(\v2\x17.tollgate.v1.ModelRouteR\x05route\"@\n" +
+	"\x05route\x18\x01 \x01(\v2\x17.tollgate.v1.ModelRouteR\x05route\x125\n" +
+	"\x06health\x18\x02 \x03(\v2\x1d.tollgate.v1.DeploymentHealthR\x06health\"@\n" +
 	"\x14SetCredentialRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\"P\n" +
@@ -3845,7 +3982,7 @@ func file_tollgate_v1_admin_proto_rawDescGZIP() []byte {
 	return file_tollgate_v1_admin_proto_rawDescData
 }
 
-var file_tollgate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_tollgate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_tollgate_v1_admin_proto_goTypes = []any{
 	(*ImportKeysRequest)(nil),        // 0: tollgate.v1.ImportKeysRequest
 	(*ImportedKey)(nil),              // 1: tollgate.v1.ImportedKey
@@ -3882,162 +4019,166 @@ var file_tollgate_v1_admin_proto_goTypes = []any{
 	(*DeleteModelResponse)(nil),      // 32: tollgate.v1.DeleteModelResponse
 	(*ListModelsRequest)(nil),        // 33: tollgate.v1.ListModelsRequest
 	(*ListModelsResponse)(nil),       // 34: tollgate.v1.ListModelsResponse
-	(*GetModelRequest)(nil),          // 35: tollgate.v1.GetModelRequest
-	(*GetModelResponse)(nil),         // 36: tollgate.v1.GetModelResponse
-	(*SetCredentialRequest)(nil),     // 37: tollgate.v1.SetCredentialRequest
-	(*SetCredentialResponse)(nil),    // 38: tollgate.v1.SetCredentialResponse
-	(*ListCredentialsRequest)(nil),   // 39: tollgate.v1.ListCredentialsRequest
-	(*ListCredentialsResponse)(nil),  // 40: tollgate.v1.ListCredentialsResponse
-	(*DeleteCredentialRequest)(nil),  // 41: tollgate.v1.DeleteCredentialRequest
-	(*DeleteCredentialResponse)(nil), // 42: tollgate.v1.DeleteCredentialResponse
-	(*CreateTeamRequest)(nil),        // 43: tollgate.v1.CreateTeamRequest
-	(*CreateTeamResponse)(nil),       // 44: tollgate.v1.CreateTeamResponse
-	(*ListTeamsRequest)(nil),         // 45: tollgate.v1.ListTeamsRequest
-	(*ListTeamsResponse)(nil),        // 46: tollgate.v1.ListTeamsResponse
-	(*GetTeamRequest)(nil),           // 47: tollgate.v1.GetTeamRequest
-	(*GetTeamResponse)(nil),          // 48: tollgate.v1.GetTeamResponse
-	(*UpdateTeamRequest)(nil),        // 49: tollgate.v1.UpdateTeamRequest
-	(*UpdateTeamResponse)(nil),       // 50: tollgate.v1.UpdateTeamResponse
-	(*DeleteTeamRequest)(nil),        // 51: tollgate.v1.DeleteTeamRequest
-	(*DeleteTeamResponse)(nil),       // 52: tollgate.v1.DeleteTeamResponse
-	(*SpendReportRequest)(nil),       // 53: tollgate.v1.SpendReportRequest
-	(*SpendReportRow)(nil),           // 54: tollgate.v1.SpendReportRow
-	(*SpendReportResponse)(nil),      // 55: tollgate.v1.SpendReportResponse
-	(*SpendLogsRequest)(nil),         // 56: tollgate.v1.SpendLogsRequest
-	(*SpendLogsResponse)(nil),        // 57: tollgate.v1.SpendLogsResponse
-	(*NodeLogsRequest)(nil),          // 58: tollgate.v1.NodeLogsRequest
-	(*NodeLogsResponse)(nil),         // 59: tollgate.v1.NodeLogsResponse
-	nil,                              // 60: tollgate.v1.ImportedKey.MetadataEntry
-	nil,                              // 61: tollgate.v1.CreateKeyRequest.MetadataEntry
-	nil,                              // 62: tollgate.v1.UpdateKeyRequest.MetadataEntry
-	nil,                              // 63: tollgate.v1.UpdateDeploymentRequest.OptionsEntry
-	nil,                              // 64: tollgate.v1.CreateTeamRequest.MetadataEntry
-	nil,                              // 65: tollgate.v1.UpdateTeamRequest.MetadataEntry
-	(*Budget)(nil),                   // 66: tollgate.v1.Budget
-	(*RateLimits)(nil),               // 67: tollgate.v1.RateLimits
-	(*timestamppb.Timestamp)(nil),    // 68: google.protobuf.Timestamp
-	(*Key)(nil),                      // 69: tollgate.v1.Key
-	(*RouteOptions)(nil),             // 70: tollgate.v1.RouteOptions
-	(*ModelRoute)(nil),               // 71: tollgate.v1.ModelRoute
-	(*Price)(nil),                    // 72: tollgate.v1.Price
-	(*Deployment)(nil),               // 73: tollgate.v1.Deployment
-	(*Credential)(nil),               // 74: tollgate.v1.Credential
-	(*Team)(nil),                     // 75: tollgate.v1.Team
-	(*SpendRecord)(nil),              // 76: tollgate.v1.SpendRecord
+	(*DeploymentHealth)(nil),         // 35: tollgate.v1.DeploymentHealth
+	(*GetModelRequest)(nil),          // 36: tollgate.v1.GetModelRequest
+	(*GetModelResponse)(nil),         // 37: tollgate.v1.GetModelResponse
+	(*SetCredentialRequest)(nil),     // 38: tollgate.v1.SetCredentialRequest
+	(*SetCredentialResponse)(nil),    // 39: tollgate.v1.SetCredentialResponse
+	(*ListCredentialsRequest)(nil),   // 40: tollgate.v1.ListCredentialsRequest
+	(*ListCredentialsResponse)(nil),  // 41: tollgate.v1.ListCredentialsResponse
+	(*DeleteCredentialRequest)(nil),  // 42: tollgate.v1.DeleteCredentialRequest
+	(*DeleteCredentialResponse)(nil), // 43: tollgate.v1.DeleteCredentialResponse
+	(*CreateTeamRequest)(nil),        // 44: tollgate.v1.CreateTeamRequest
+	(*CreateTeamResponse)(nil),       // 45: tollgate.v1.CreateTeamResponse
+	(*ListTeamsRequest)(nil),         // 46: tollgate.v1.ListTeamsRequest
+	(*ListTeamsResponse)(nil),        // 47: tollgate.v1.ListTeamsResponse
+	(*GetTeamRequest)(nil),           // 48: tollgate.v1.GetTeamRequest
+	(*GetTeamResponse)(nil),          // 49: tollgate.v1.GetTeamResponse
+	(*UpdateTeamRequest)(nil),        // 50: tollgate.v1.UpdateTeamRequest
+	(*UpdateTeamResponse)(nil),       // 51: tollgate.v1.UpdateTeamResponse
+	(*DeleteTeamRequest)(nil),        // 52: tollgate.v1.DeleteTeamRequest
+	(*DeleteTeamResponse)(nil),       // 53: tollgate.v1.DeleteTeamResponse
+	(*SpendReportRequest)(nil),       // 54: tollgate.v1.SpendReportRequest
+	(*SpendReportRow)(nil),           // 55: tollgate.v1.SpendReportRow
+	(*SpendReportResponse)(nil),      // 56: tollgate.v1.SpendReportResponse
+	(*SpendLogsRequest)(nil),         // 57: tollgate.v1.SpendLogsRequest
+	(*SpendLogsResponse)(nil),        // 58: tollgate.v1.SpendLogsResponse
+	(*NodeLogsRequest)(nil),          // 59: tollgate.v1.NodeLogsRequest
+	(*NodeLogsResponse)(nil),         // 60: tollgate.v1.NodeLogsResponse
+	nil,                              // 61: tollgate.v1.ImportedKey.MetadataEntry
+	nil,                              // 62: tollgate.v1.CreateKeyRequest.MetadataEntry
+	nil,                              // 63: tollgate.v1.UpdateKeyRequest.MetadataEntry
+	nil,                              // 64: tollgate.v1.UpdateDeploymentRequest.OptionsEntry
+	nil,                              // 65: tollgate.v1.CreateTeamRequest.MetadataEntry
+	nil,                              // 66: tollgate.v1.UpdateTeamRequest.MetadataEntry
+	(*Budget)(nil),                   // 67: tollgate.v1.Budget
+	(*RateLimits)(nil),               // 68: tollgate.v1.RateLimits
+	(*timestamppb.Timestamp)(nil),    // 69: google.protobuf.Timestamp
+	(*Key)(nil),                      // 70: tollgate.v1.Key
+	(*RouteOptions)(nil),             // 71: tollgate.v1.RouteOptions
+	(*ModelRoute)(nil),               // 72: tollgate.v1.ModelRoute
+	(*Price)(nil),                    // 73: tollgate.v1.Price
+	(*Deployment)(nil),               // 74: tollgate.v1.Deployment
+	(*Credential)(nil),               // 75: tollgate.v1.Credential
+	(*Team)(nil),                     // 76: tollgate.v1.Team
+	(*SpendRecord)(nil),              // 77: tollgate.v1.SpendRecord
 }
 var file_tollgate_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: tollgate.v1.ImportKeysRequest.keys:type_name -> tollgate.v1.ImportedKey
-	66, // 1: tollgate.v1.ImportedKey.budget:type_name -> tollgate.v1.Budget
-	67, // 2: tollgate.v1.ImportedKey.limits:type_name -> tollgate.v1.RateLimits
-	68, // 3: tollgate.v1.ImportedKey.expires_at:type_name -> google.protobuf.Timestamp
-	60, // 4: tollgate.v1.ImportedKey.metadata:type_name -> tollgate.v1.ImportedKey.MetadataEntry
+	67, // 1: tollgate.v1.ImportedKey.budget:type_name -> tollgate.v1.Budget
+	68, // 2: tollgate.v1.ImportedKey.limits:type_name -> tollgate.v1.RateLimits
+	69, // 3: tollgate.v1.ImportedKey.expires_at:type_name -> google.protobuf.Timestamp
+	61, // 4: tollgate.v1.ImportedKey.metadata:type_name -> tollgate.v1.ImportedKey.MetadataEntry
 	3,  // 5: tollgate.v1.ImportKeysResponse.results:type_name -> tollgate.v1.ImportKeyResult
-	68, // 6: tollgate.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	61, // 7: tollgate.v1.CreateKeyRequest.metadata:type_name -> tollgate.v1.CreateKeyRequest.MetadataEntry
-	66, // 8: tollgate.v1.CreateKeyRequest.budget:type_name -> tollgate.v1.Budget
-	67, // 9: tollgate.v1.CreateKeyRequest.limits:type_name -> tollgate.v1.RateLimits
-	69, // 10: tollgate.v1.CreateKeyResponse.key:type_name -> tollgate.v1.Key
-	69, // 11: tollgate.v1.ListKeysResponse.keys:type_name -> tollgate.v1.Key
-	69, // 12: tollgate.v1.GetKeyResponse.key:type_name -> tollgate.v1.Key
+	69, // 6: tollgate.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	62, // 7: tollgate.v1.CreateKeyRequest.metadata:type_name -> tollgate.v1.CreateKeyRequest.MetadataEntry
+	67, // 8: tollgate.v1.CreateKeyRequest.budget:type_name -> tollgate.v1.Budget
+	68, // 9: tollgate.v1.CreateKeyRequest.limits:type_name -> tollgate.v1.RateLimits
+	70, // 10: tollgate.v1.CreateKeyResponse.key:type_name -> tollgate.v1.Key
+	70, // 11: tollgate.v1.ListKeysResponse.keys:type_name -> tollgate.v1.Key
+	70, // 12: tollgate.v1.GetKeyResponse.key:type_name -> tollgate.v1.Key
 	10, // 13: tollgate.v1.GetKeyResponse.budget_status:type_name -> tollgate.v1.BudgetStatus
 	10, // 14: tollgate.v1.GetKeyResponse.team_budget_status:type_name -> tollgate.v1.BudgetStatus
 	11, // 15: tollgate.v1.UpdateKeyRequest.models:type_name -> tollgate.v1.StringList
-	68, // 16: tollgate.v1.UpdateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	62, // 17: tollgate.v1.UpdateKeyRequest.metadata:type_name -> tollgate.v1.UpdateKeyRequest.MetadataEntry
-	66, // 18: tollgate.v1.UpdateKeyRequest.budget:type_name -> tollgate.v1.Budget
-	67, // 19: tollgate.v1.UpdateKeyRequest.limits:type_name -> tollgate.v1.RateLimits
-	69, // 20: tollgate.v1.UpdateKeyResponse.key:type_name -> tollgate.v1.Key
-	69, // 21: tollgate.v1.RevokeKeyResponse.key:type_name -> tollgate.v1.Key
-	69, // 22: tollgate.v1.RotateKeyResponse.key:type_name -> tollgate.v1.Key
-	70, // 23: tollgate.v1.SetRouteOptionsRequest.options:type_name -> tollgate.v1.RouteOptions
-	71, // 24: tollgate.v1.SetRouteOptionsResponse.route:type_name -> tollgate.v1.ModelRoute
-	72, // 25: tollgate.v1.PriceRow.price:type_name -> tollgate.v1.Price
+	69, // 16: tollgate.v1.UpdateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	63, // 17: tollgate.v1.UpdateKeyRequest.metadata:type_name -> tollgate.v1.UpdateKeyRequest.MetadataEntry
+	67, // 18: tollgate.v1.UpdateKeyRequest.budget:type_name -> tollgate.v1.Budget
+	68, // 19: tollgate.v1.UpdateKeyRequest.limits:type_name -> tollgate.v1.RateLimits
+	70, // 20: tollgate.v1.UpdateKeyResponse.key:type_name -> tollgate.v1.Key
+	70, // 21: tollgate.v1.RevokeKeyResponse.key:type_name -> tollgate.v1.Key
+	70, // 22: tollgate.v1.RotateKeyResponse.key:type_name -> tollgate.v1.Key
+	71, // 23: tollgate.v1.SetRouteOptionsRequest.options:type_name -> tollgate.v1.RouteOptions
+	72, // 24: tollgate.v1.SetRouteOptionsResponse.route:type_name -> tollgate.v1.ModelRoute
+	73, // 25: tollgate.v1.PriceRow.price:type_name -> tollgate.v1.Price
 	23, // 26: tollgate.v1.ListPricesResponse.prices:type_name -> tollgate.v1.PriceRow
-	73, // 27: tollgate.v1.AddDeploymentRequest.deployment:type_name -> tollgate.v1.Deployment
-	71, // 28: tollgate.v1.AddDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
-	67, // 29: tollgate.v1.UpdateDeploymentRequest.limits:type_name -> tollgate.v1.RateLimits
-	63, // 30: tollgate.v1.UpdateDeploymentRequest.options:type_name -> tollgate.v1.UpdateDeploymentRequest.OptionsEntry
-	71, // 31: tollgate.v1.UpdateDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
-	71, // 32: tollgate.v1.RemoveDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
-	71, // 33: tollgate.v1.ListModelsResponse.routes:type_name -> tollgate.v1.ModelRoute
-	71, // 34: tollgate.v1.GetModelResponse.route:type_name -> tollgate.v1.ModelRoute
-	74, // 35: tollgate.v1.SetCredentialResponse.credential:type_name -> tollgate.v1.Credential
-	74, // 36: tollgate.v1.ListCredentialsResponse.credentials:type_name -> tollgate.v1.Credential
-	66, // 37: tollgate.v1.CreateTeamRequest.budget:type_name -> tollgate.v1.Budget
-	64, // 38: tollgate.v1.CreateTeamRequest.metadata:type_name -> tollgate.v1.CreateTeamRequest.MetadataEntry
-	67, // 39: tollgate.v1.CreateTeamRequest.limits:type_name -> tollgate.v1.RateLimits
-	75, // 40: tollgate.v1.CreateTeamResponse.team:type_name -> tollgate.v1.Team
-	75, // 41: tollgate.v1.ListTeamsResponse.teams:type_name -> tollgate.v1.Team
-	75, // 42: tollgate.v1.GetTeamResponse.team:type_name -> tollgate.v1.Team
-	10, // 43: tollgate.v1.GetTeamResponse.budget_status:type_name -> tollgate.v1.BudgetStatus
-	66, // 44: tollgate.v1.UpdateTeamRequest.budget:type_name -> tollgate.v1.Budget
-	65, // 45: tollgate.v1.UpdateTeamRequest.metadata:type_name -> tollgate.v1.UpdateTeamRequest.MetadataEntry
-	67, // 46: tollgate.v1.UpdateTeamRequest.limits:type_name -> tollgate.v1.RateLimits
-	75, // 47: tollgate.v1.UpdateTeamResponse.team:type_name -> tollgate.v1.Team
-	54, // 48: tollgate.v1.SpendReportResponse.rows:type_name -> tollgate.v1.SpendReportRow
-	54, // 49: tollgate.v1.SpendReportResponse.total:type_name -> tollgate.v1.SpendReportRow
-	76, // 50: tollgate.v1.SpendLogsResponse.records:type_name -> tollgate.v1.SpendRecord
-	56, // 51: tollgate.v1.NodeLogsRequest.query:type_name -> tollgate.v1.SpendLogsRequest
-	76, // 52: tollgate.v1.NodeLogsResponse.records:type_name -> tollgate.v1.SpendRecord
-	4,  // 53: tollgate.v1.KeyService.CreateKey:input_type -> tollgate.v1.CreateKeyRequest
-	6,  // 54: tollgate.v1.KeyService.ListKeys:input_type -> tollgate.v1.ListKeysRequest
-	8,  // 55: tollgate.v1.KeyService.GetKey:input_type -> tollgate.v1.GetKeyRequest
-	12, // 56: tollgate.v1.KeyService.UpdateKey:input_type -> tollgate.v1.UpdateKeyRequest
-	14, // 57: tollgate.v1.KeyService.RevokeKey:input_type -> tollgate.v1.RevokeKeyRequest
-	16, // 58: tollgate.v1.KeyService.RotateKey:input_type -> tollgate.v1.RotateKeyRequest
-	0,  // 59: tollgate.v1.KeyService.ImportKeys:input_type -> tollgate.v1.ImportKeysRequest
-	25, // 60: tollgate.v1.ModelService.AddDeployment:input_type -> tollgate.v1.AddDeploymentRequest
-	27, // 61: tollgate.v1.ModelService.UpdateDeployment:input_type -> tollgate.v1.UpdateDeploymentRequest
-	29, // 62: tollgate.v1.ModelService.RemoveDeployment:input_type -> tollgate.v1.RemoveDeploymentRequest
-	31, // 63: tollgate.v1.ModelService.DeleteModel:input_type -> tollgate.v1.DeleteModelRequest
-	33, // 64: tollgate.v1.ModelService.ListModels:input_type -> tollgate.v1.ListModelsRequest
-	35, // 65: tollgate.v1.ModelService.GetModel:input_type -> tollgate.v1.GetModelRequest
-	22, // 66: tollgate.v1.ModelService.ListPrices:input_type -> tollgate.v1.ListPricesRequest
-	20, // 67: tollgate.v1.ModelService.SetRouteOptions:input_type -> tollgate.v1.SetRouteOptionsRequest
-	18, // 68: tollgate.v1.ModelService.TestModel:input_type -> tollgate.v1.TestModelRequest
-	37, // 69: tollgate.v1.CredentialService.SetCredential:input_type -> tollgate.v1.SetCredentialRequest
-	39, // 70: tollgate.v1.CredentialService.ListCredentials:input_type -> tollgate.v1.ListCredentialsRequest
-	41, // 71: tollgate.v1.CredentialService.DeleteCredential:input_type -> tollgate.v1.DeleteCredentialRequest
-	43, // 72: tollgate.v1.TeamService.CreateTeam:input_type -> tollgate.v1.CreateTeamRequest
-	45, // 73: tollgate.v1.TeamService.ListTeams:input_type -> tollgate.v1.ListTeamsRequest
-	47, // 74: tollgate.v1.TeamService.GetTeam:input_type -> tollgate.v1.GetTeamRequest
-	49, // 75: tollgate.v1.TeamService.UpdateTeam:input_type -> tollgate.v1.UpdateTeamRequest
-	51, // 76: tollgate.v1.TeamService.DeleteTeam:input_type -> tollgate.v1.DeleteTeamRequest
-	53, // 77: tollgate.v1.SpendService.SpendReport:input_type -> tollgate.v1.SpendReportRequest
-	56, // 78: tollgate.v1.SpendService.SpendLogs:input_type -> tollgate.v1.SpendLogsRequest
-	58, // 79: tollgate.v1.SpendService.NodeLogs:input_type -> tollgate.v1.NodeLogsRequest
-	5,  // 80: tollgate.v1.KeyService.CreateKey:output_type -> tollgate.v1.CreateKeyResponse
-	7,  // 81: tollgate.v1.KeyService.ListKeys:output_type -> tollgate.v1.ListKeysResponse
-	9,  // 82: tollgate.v1.KeyService.GetKey:output_type -> tollgate.v1.GetKeyResponse
-	13, // 83: tollgate.v1.KeyService.UpdateKey:output_type -> tollgate.v1.UpdateKeyResponse
-	15, // 84: tollgate.v1.KeyService.RevokeKey:output_type -> tollgate.v1.RevokeKeyResponse
-	17, // 85: tollgate.v1.KeyService.RotateKey:output_type -> tollgate.v1.RotateKeyResponse
-	2,  // 86: tollgate.v1.KeyService.ImportKeys:output_type -> tollgate.v1.ImportKeysResponse
-	26, // 87: tollgate.v1.ModelService.AddDeployment:output_type -> tollgate.v1.AddDeploymentResponse
-	28, // 88: tollgate.v1.ModelService.UpdateDeployment:output_type -> tollgate.v1.UpdateDeploymentResponse
-	30, // 89: tollgate.v1.ModelService.RemoveDeployment:output_type -> tollgate.v1.RemoveDeploymentResponse
-	32, // 90: tollgate.v1.ModelService.DeleteModel:output_type -> tollgate.v1.DeleteModelResponse
-	34, // 91: tollgate.v1.ModelService.ListModels:output_type -> tollgate.v1.ListModelsResponse
-	36, // 92: tollgate.v1.ModelService.GetModel:output_type -> tollgate.v1.GetModelResponse
-	24, // 93: tollgate.v1.ModelService.ListPrices:output_type -> tollgate.v1.ListPricesResponse
-	21, // 94: tollgate.v1.ModelService.SetRouteOptions:output_type -> tollgate.v1.SetRouteOptionsResponse
-	19, // 95: tollgate.v1.ModelService.TestModel:output_type -> tollgate.v1.TestModelResponse
-	38, // 96: tollgate.v1.CredentialService.SetCredential:output_type -> tollgate.v1.SetCredentialResponse
-	40, // 97: tollgate.v1.CredentialService.ListCredentials:output_type -> tollgate.v1.ListCredentialsResponse
-	42, // 98: tollgate.v1.CredentialService.DeleteCredential:output_type -> tollgate.v1.DeleteCredentialResponse
-	44, // 99: tollgate.v1.TeamService.CreateTeam:output_type -> tollgate.v1.CreateTeamResponse
-	46, // 100: tollgate.v1.TeamService.ListTeams:output_type -> tollgate.v1.ListTeamsResponse
-	48, // 101: tollgate.v1.TeamService.GetTeam:output_type -> tollgate.v1.GetTeamResponse
-	50, // 102: tollgate.v1.TeamService.UpdateTeam:output_type -> tollgate.v1.UpdateTeamResponse
-	52, // 103: tollgate.v1.TeamService.DeleteTeam:output_type -> tollgate.v1.DeleteTeamResponse
-	55, // 104: tollgate.v1.SpendService.SpendReport:output_type -> tollgate.v1.SpendReportResponse
-	57, // 105: tollgate.v1.SpendService.SpendLogs:output_type -> tollgate.v1.SpendLogsResponse
-	59, // 106: tollgate.v1.SpendService.NodeLogs:output_type -> tollgate.v1.NodeLogsResponse
-	80, // [80:107] is the sub-list for method output_type
-	53, // [53:80] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	74, // 27: tollgate.v1.AddDeploymentRequest.deployment:type_name -> tollgate.v1.Deployment
+	72, // 28: tollgate.v1.AddDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
+	68, // 29: tollgate.v1.UpdateDeploymentRequest.limits:type_name -> tollgate.v1.RateLimits
+	64, // 30: tollgate.v1.UpdateDeploymentRequest.options:type_name -> tollgate.v1.UpdateDeploymentRequest.OptionsEntry
+	72, // 31: tollgate.v1.UpdateDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
+	72, // 32: tollgate.v1.RemoveDeploymentResponse.route:type_name -> tollgate.v1.ModelRoute
+	72, // 33: tollgate.v1.ListModelsResponse.routes:type_name -> tollgate.v1.ModelRoute
+	35, // 34: tollgate.v1.ListModelsResponse.health:type_name -> tollgate.v1.DeploymentHealth
+	69, // 35: tollgate.v1.DeploymentHealth.cooldown_until:type_name -> google.protobuf.Timestamp
+	72, // 36: tollgate.v1.GetModelResponse.route:type_name -> tollgate.v1.ModelRoute
+	35, // 37: tollgate.v1.GetModelResponse.health:type_name -> tollgate.v1.DeploymentHealth
+	75, // 38: tollgate.v1.SetCredentialResponse.credential:type_name -> tollgate.v1.Credential
+	75, // 39: tollgate.v1.ListCredentialsResponse.credentials:type_name -> tollgate.v1.Credential
+	67, // 40: tollgate.v1.CreateTeamRequest.budget:type_name -> tollgate.v1.Budget
+	65, // 41: tollgate.v1.CreateTeamRequest.metadata:type_name -> tollgate.v1.CreateTeamRequest.MetadataEntry
+	68, // 42: tollgate.v1.CreateTeamRequest.limits:type_name -> tollgate.v1.RateLimits
+	76, // 43: tollgate.v1.CreateTeamResponse.team:type_name -> tollgate.v1.Team
+	76, // 44: tollgate.v1.ListTeamsResponse.teams:type_name -> tollgate.v1.Team
+	76, // 45: tollgate.v1.GetTeamResponse.team:type_name -> tollgate.v1.Team
+	10, // 46: tollgate.v1.GetTeamResponse.budget_status:type_name -> tollgate.v1.BudgetStatus
+	67, // 47: tollgate.v1.UpdateTeamRequest.budget:type_name -> tollgate.v1.Budget
+	66, // 48: tollgate.v1.UpdateTeamRequest.metadata:type_name -> tollgate.v1.UpdateTeamRequest.MetadataEntry
+	68, // 49: tollgate.v1.UpdateTeamRequest.limits:type_name -> tollgate.v1.RateLimits
+	76, // 50: tollgate.v1.UpdateTeamResponse.team:type_name -> tollgate.v1.Team
+	55, // 51: tollgate.v1.SpendReportResponse.rows:type_name -> tollgate.v1.SpendReportRow
+	55, // 52: tollgate.v1.SpendReportResponse.total:type_name -> tollgate.v1.SpendReportRow
+	77, // 53: tollgate.v1.SpendLogsResponse.records:type_name -> tollgate.v1.SpendRecord
+	57, // 54: tollgate.v1.NodeLogsRequest.query:type_name -> tollgate.v1.SpendLogsRequest
+	77, // 55: tollgate.v1.NodeLogsResponse.records:type_name -> tollgate.v1.SpendRecord
+	4,  // 56: tollgate.v1.KeyService.CreateKey:input_type -> tollgate.v1.CreateKeyRequest
+	6,  // 57: tollgate.v1.KeyService.ListKeys:input_type -> tollgate.v1.ListKeysRequest
+	8,  // 58: tollgate.v1.KeyService.GetKey:input_type -> tollgate.v1.GetKeyRequest
+	12, // 59: tollgate.v1.KeyService.UpdateKey:input_type -> tollgate.v1.UpdateKeyRequest
+	14, // 60: tollgate.v1.KeyService.RevokeKey:input_type -> tollgate.v1.RevokeKeyRequest
+	16, // 61: tollgate.v1.KeyService.RotateKey:input_type -> tollgate.v1.RotateKeyRequest
+	0,  // 62: tollgate.v1.KeyService.ImportKeys:input_type -> tollgate.v1.ImportKeysRequest
+	25, // 63: tollgate.v1.ModelService.AddDeployment:input_type -> tollgate.v1.AddDeploymentRequest
+	27, // 64: tollgate.v1.ModelService.UpdateDeployment:input_type -> tollgate.v1.UpdateDeploymentRequest
+	29, // 65: tollgate.v1.ModelService.RemoveDeployment:input_type -> tollgate.v1.RemoveDeploymentRequest
+	31, // 66: tollgate.v1.ModelService.DeleteModel:input_type -> tollgate.v1.DeleteModelRequest
+	33, // 67: tollgate.v1.ModelService.ListModels:input_type -> tollgate.v1.ListModelsRequest
+	36, // 68: tollgate.v1.ModelService.GetModel:input_type -> tollgate.v1.GetModelRequest
+	22, // 69: tollgate.v1.ModelService.ListPrices:input_type -> tollgate.v1.ListPricesRequest
+	20, // 70: tollgate.v1.ModelService.SetRouteOptions:input_type -> tollgate.v1.SetRouteOptionsRequest
+	18, // 71: tollgate.v1.ModelService.TestModel:input_type -> tollgate.v1.TestModelRequest
+	38, // 72: tollgate.v1.CredentialService.SetCredential:input_type -> tollgate.v1.SetCredentialRequest
+	40, // 73: tollgate.v1.CredentialService.ListCredentials:input_type -> tollgate.v1.ListCredentialsRequest
+	42, // 74: tollgate.v1.CredentialService.DeleteCredential:input_type -> tollgate.v1.DeleteCredentialRequest
+	44, // 75: tollgate.v1.TeamService.CreateTeam:input_type -> tollgate.v1.CreateTeamRequest
+	46, // 76: tollgate.v1.TeamService.ListTeams:input_type -> tollgate.v1.ListTeamsRequest
+	48, // 77: tollgate.v1.TeamService.GetTeam:input_type -> tollgate.v1.GetTeamRequest
+	50, // 78: tollgate.v1.TeamService.UpdateTeam:input_type -> tollgate.v1.UpdateTeamRequest
+	52, // 79: tollgate.v1.TeamService.DeleteTeam:input_type -> tollgate.v1.DeleteTeamRequest
+	54, // 80: tollgate.v1.SpendService.SpendReport:input_type -> tollgate.v1.SpendReportRequest
+	57, // 81: tollgate.v1.SpendService.SpendLogs:input_type -> tollgate.v1.SpendLogsRequest
+	59, // 82: tollgate.v1.SpendService.NodeLogs:input_type -> tollgate.v1.NodeLogsRequest
+	5,  // 83: tollgate.v1.KeyService.CreateKey:output_type -> tollgate.v1.CreateKeyResponse
+	7,  // 84: tollgate.v1.KeyService.ListKeys:output_type -> tollgate.v1.ListKeysResponse
+	9,  // 85: tollgate.v1.KeyService.GetKey:output_type -> tollgate.v1.GetKeyResponse
+	13, // 86: tollgate.v1.KeyService.UpdateKey:output_type -> tollgate.v1.UpdateKeyResponse
+	15, // 87: tollgate.v1.KeyService.RevokeKey:output_type -> tollgate.v1.RevokeKeyResponse
+	17, // 88: tollgate.v1.KeyService.RotateKey:output_type -> tollgate.v1.RotateKeyResponse
+	2,  // 89: tollgate.v1.KeyService.ImportKeys:output_type -> tollgate.v1.ImportKeysResponse
+	26, // 90: tollgate.v1.ModelService.AddDeployment:output_type -> tollgate.v1.AddDeploymentResponse
+	28, // 91: tollgate.v1.ModelService.UpdateDeployment:output_type -> tollgate.v1.UpdateDeploymentResponse
+	30, // 92: tollgate.v1.ModelService.RemoveDeployment:output_type -> tollgate.v1.RemoveDeploymentResponse
+	32, // 93: tollgate.v1.ModelService.DeleteModel:output_type -> tollgate.v1.DeleteModelResponse
+	34, // 94: tollgate.v1.ModelService.ListModels:output_type -> tollgate.v1.ListModelsResponse
+	37, // 95: tollgate.v1.ModelService.GetModel:output_type -> tollgate.v1.GetModelResponse
+	24, // 96: tollgate.v1.ModelService.ListPrices:output_type -> tollgate.v1.ListPricesResponse
+	21, // 97: tollgate.v1.ModelService.SetRouteOptions:output_type -> tollgate.v1.SetRouteOptionsResponse
+	19, // 98: tollgate.v1.ModelService.TestModel:output_type -> tollgate.v1.TestModelResponse
+	39, // 99: tollgate.v1.CredentialService.SetCredential:output_type -> tollgate.v1.SetCredentialResponse
+	41, // 100: tollgate.v1.CredentialService.ListCredentials:output_type -> tollgate.v1.ListCredentialsResponse
+	43, // 101: tollgate.v1.CredentialService.DeleteCredential:output_type -> tollgate.v1.DeleteCredentialResponse
+	45, // 102: tollgate.v1.TeamService.CreateTeam:output_type -> tollgate.v1.CreateTeamResponse
+	47, // 103: tollgate.v1.TeamService.ListTeams:output_type -> tollgate.v1.ListTeamsResponse
+	49, // 104: tollgate.v1.TeamService.GetTeam:output_type -> tollgate.v1.GetTeamResponse
+	51, // 105: tollgate.v1.TeamService.UpdateTeam:output_type -> tollgate.v1.UpdateTeamResponse
+	53, // 106: tollgate.v1.TeamService.DeleteTeam:output_type -> tollgate.v1.DeleteTeamResponse
+	56, // 107: tollgate.v1.SpendService.SpendReport:output_type -> tollgate.v1.SpendReportResponse
+	58, // 108: tollgate.v1.SpendService.SpendLogs:output_type -> tollgate.v1.SpendLogsResponse
+	60, // 109: tollgate.v1.SpendService.NodeLogs:output_type -> tollgate.v1.NodeLogsResponse
+	83, // [83:110] is the sub-list for method output_type
+	56, // [56:83] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_admin_proto_init() }
@@ -4049,14 +4190,14 @@ func file_tollgate_v1_admin_proto_init() {
 	file_tollgate_v1_spend_proto_init()
 	file_tollgate_v1_admin_proto_msgTypes[12].OneofWrappers = []any{}
 	file_tollgate_v1_admin_proto_msgTypes[27].OneofWrappers = []any{}
-	file_tollgate_v1_admin_proto_msgTypes[49].OneofWrappers = []any{}
+	file_tollgate_v1_admin_proto_msgTypes[50].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_v1_admin_proto_rawDesc), len(file_tollgate_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   66,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

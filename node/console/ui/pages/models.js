@@ -1,7 +1,7 @@
 // Models and deployments: each route with its deployments, prices, routing
 // options, and each deployment's health as the last hour of the ledger
-// shows it (errors, latency), plus the live health and cooldown the node
-// reports when the API carries them.
+// shows it (errors, latency), plus the live cooldowns of the node that
+// answers (ListModels' health).
 
 import { rpc, can } from "../api.js";
 import { h, table, empty, pageHead, badge, card } from "../ui.js";
@@ -17,9 +17,10 @@ export async function modelsPage() {
   const routes = models.routes || [];
   const stats = deploymentStats(logs.records || []);
   const priceOf = (route, dep) => (prices.prices || []).find((p) => p.model === route && p.deployment === dep);
+  const live = new Map((models.health || []).map((x) => [`${x.route}/${x.deployment}`, x]));
   return h("div.page",
     pageHead("Models", "Model routes and the deployments that serve them; health from the last hour of requests."),
-    routes.length ? routes.map((r) => routeCard(r, stats, priceOf)) :
+    routes.length ? routes.map((r) => routeCard(r, stats, priceOf, live)) :
       h("section.card", empty("No models yet — add one with tollctl model add.")),
     creds.credentials?.length ? card("Credentials", table([
       { title: "Name", cell: (c) => h("span.strong", c.name) },
@@ -44,8 +45,10 @@ function deploymentStats(records) {
   return m;
 }
 
-function health(d, s) {
-  if (d.cooldown_until && new Date(d.cooldown_until) > new Date()) return badge(`cooling down until ${new Date(d.cooldown_until).toLocaleTimeString()}`, "warn");
+function health(d, s, l) {
+  if (l?.cooling && l.cooldown_until) {
+    return badge(`cooling down until ${new Date(l.cooldown_until).toLocaleTimeString()} (${l.consecutive_failures} failures, node ${l.node})`, "warn");
+  }
   if (d.health && d.health !== "healthy") return badge(d.health, "bad");
   if (!s) return badge(d.health || "no traffic", d.health ? "ok" : "neutral");
   const rate = s.errors / s.n;
@@ -60,7 +63,7 @@ function price(p) {
   return h("span", { title: p.source }, `${per(p.price.input_micros_per_mtok)} / ${per(p.price.output_micros_per_mtok)}`);
 }
 
-function routeCard(r, stats, priceOf) {
+function routeCard(r, stats, priceOf, live) {
   const o = r.options || {};
   const facts = [
     ["Strategy", o.strategy || "weighted"],
@@ -76,7 +79,7 @@ function routeCard(r, stats, priceOf) {
       { title: "Weight", cls: "num", cell: (d) => String(d.weight || 1) },
       { title: "Priority", cls: "num", cell: (d) => String(d.priority || 0) },
       { title: "Price in / out per 1M", cell: (d) => price(priceOf(r.name, d.id)) },
-      { title: "Health", cell: (d) => health(d, stats.get(`${r.name}/${d.id}`)) },
+      { title: "Health", cell: (d) => health(d, stats.get(`${r.name}/${d.id}`), live.get(`${r.name}/${d.id}`)) },
       { title: "Last hour", cls: "num", cell: (d) => {
         const s = stats.get(`${r.name}/${d.id}`);
         return s ? `${count(s.n)} req · p50 ${micros(s.p50)}` : h("span.muted", "—");
