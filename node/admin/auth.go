@@ -115,19 +115,26 @@ func actorMAC(clusterSecret string, actor []byte) string {
 // forwardedAddress returns the client address a forwarding node vouched
 // for, if the metadata carries a good MAC for id's user; else "".
 func forwardedAddress(st *raftstore.State, md metadata.MD, id *Identity) string {
+	return vouchedActor(st, md, id).GetAddress()
+}
+
+// vouchedActor returns the actor a node signed with the cluster secret in
+// md (see ForwardMetadata) when the MAC is good and it is id's user; else
+// nil.
+func vouchedActor(st *raftstore.State, md metadata.MD, id *Identity) *pb.Actor {
 	a, mac := md.Get(MetadataActor), md.Get(MetadataActorMAC)
-	if len(a) == 0 || st == nil {
-		return ""
+	if len(a) == 0 || len(mac) == 0 || st == nil || id == nil {
+		return nil
 	}
 	cs := st.ClusterSecret()
-	if len(a) == 0 || len(mac) == 0 || cs == "" || !hmac.Equal([]byte(mac[0]), []byte(actorMAC(cs, []byte(a[0])))) {
-		return ""
+	if cs == "" || !hmac.Equal([]byte(mac[0]), []byte(actorMAC(cs, []byte(a[0])))) {
+		return nil
 	}
 	var actor pb.Actor
 	if proto.Unmarshal([]byte(a[0]), &actor) != nil || actor.GetUser() != id.User {
-		return ""
+		return nil
 	}
-	return actor.GetAddress()
+	return &actor
 }
 
 // UnaryInterceptor authenticates every call, checks that the caller's

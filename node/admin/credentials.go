@@ -2,13 +2,11 @@ package admin
 
 import (
 	"context"
-	"crypto/hmac"
 	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 	"github.com/tollgate/tollgate/raftstore"
@@ -26,20 +24,7 @@ const MetadataForwarded = "x-tollgate-forwarded"
 // no cluster secret to sign with, so its sealed-looking values stay refused.
 func forwardedByNode(ctx context.Context, st *raftstore.State) bool {
 	md, _ := metadata.FromIncomingContext(ctx)
-	if len(md.Get(MetadataForwarded)) == 0 {
-		return false
-	}
-	id := IdentityFrom(ctx)
-	if id == nil || st == nil {
-		return false
-	}
-	a, mac := md.Get(MetadataActor), md.Get(MetadataActorMAC)
-	cs := st.ClusterSecret()
-	if len(a) == 0 || len(mac) == 0 || cs == "" || !hmac.Equal([]byte(mac[0]), []byte(actorMAC(cs, []byte(a[0])))) {
-		return false
-	}
-	var actor pb.Actor
-	return proto.Unmarshal([]byte(a[0]), &actor) == nil && actor.GetUser() == id.User
+	return len(md.Get(MetadataForwarded)) > 0 && vouchedActor(st, md, IdentityFrom(ctx)) != nil
 }
 
 // hintMinLen is the shortest value whose last characters are shown as a
