@@ -268,8 +268,10 @@ func (f *oidcFlow) identify(ctx context.Context, code string, st flowState) (*pb
 	if err := idt.Claims(&claims); err != nil {
 		return nil, fmt.Errorf("read the ID token's claims: %w", err)
 	}
+	// Only an email the provider vouches for names the user (in sessions
+	// and the audit log); otherwise anyone could claim another's address.
 	user := admin.OIDCUserPrefix + idt.Subject
-	if email, _ := claims["email"].(string); email != "" && claims["email_verified"] != false {
+	if email, _ := claims["email"].(string); email != "" && claims["email_verified"] == true {
 		user = admin.OIDCUserPrefix + email
 	}
 	groups := claimStrings(claims[f.cfg.RoleClaim])

@@ -62,6 +62,21 @@ func TestOIDCLoginMapsTheRoleClaim(t *testing.T) {
 	wantError(t, code, body, 403, "PermissionDenied", "users.write")
 }
 
+// An email the provider does not mark verified does not name the user:
+// the session and the audit log carry the subject instead.
+func TestOIDCUnverifiedEmailIsNotTheUserName(t *testing.T) {
+	e, m := startOIDC(t)
+	m.QueueUser(&mockoidc.MockUser{Subject: "u-9", Email: "ceo@example.com", EmailVerified: false, Groups: []string{"sre"}})
+	c := e.client(t)
+	resp := c.raw("GET", "/api/oidc/login", "", nil)
+	resp.Body.Close()
+	code, body := c.do("GET", "/api/session", "", nil)
+	var s sessionBody
+	if err := json.Unmarshal([]byte(body), &s); err != nil || code != 200 || s.User != "oidc:u-9" {
+		t.Fatalf("session of a user with an unverified email: %d %s (want oidc:u-9)", code, body)
+	}
+}
+
 func TestOIDCUserWithoutAMappedGroupIsRefused(t *testing.T) {
 	e, m := startOIDC(t)
 	m.QueueUser(&mockoidc.MockUser{Subject: "u-2", Email: "eve@example.com", EmailVerified: true, Groups: []string{"engineering"}})
