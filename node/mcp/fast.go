@@ -9,6 +9,7 @@ import (
 	"maps"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -37,6 +38,9 @@ import (
 // (and forwarded to an upstream whose SDK would refuse them in turn).
 const maxFastBody = sdk.DefaultMaxRequestBodyBytes
 
+// sdkVersions are the protocol versions the SDK's server speaks.
+var sdkVersions = sdk.SupportedProtocolVersions()
+
 // fastRequest is a JSON-RPC request as the fast path reads it.
 type fastRequest struct {
 	JSONRPC string          `json:"jsonrpc"`
@@ -63,6 +67,9 @@ func (g *Gateway) serveFast(w http.ResponseWriter, r *http.Request, ti *auth.Tok
 	}
 	if sid == "" && r.Header.Get("Mcp-Protocol-Version") != statelessVersion || sid != "" && g.sessions.owner(sid) != ti.UserID {
 		return false
+	}
+	if v := r.Header.Get("Mcp-Protocol-Version"); sid != "" && v != "" && !slices.Contains(sdkVersions, v) {
+		return false // the SDK refuses a version it does not speak (400)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxFastBody))
 	_ = r.Body.Close()

@@ -49,6 +49,27 @@ func TestSessionCallAnsweredWithJSON(t *testing.T) {
 	}
 }
 
+// A request in a session with a protocol version the gateway does not
+// speak is refused (400, as the SDK answers it), not served by the fast
+// path.
+func TestSessionCallWithUnknownProtocolVersionIsRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	e.addServer("up", e.upstream.url)
+	secret := e.addKey("k1", []string{"*"}, nil)
+	sid := rawSession(t, e, secret)
+	h := map[string]string{"Mcp-Protocol-Version": "2020-01-01", "Mcp-Session-Id": sid}
+	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"up__echo","arguments":{"a":1}}}`
+	if resp, body := postSessionless(t, e, secret, call, h); resp.StatusCode != http.StatusBadRequest || strings.Contains(body, "echo:") {
+		t.Fatalf("a call with an unknown protocol version: %d %s, want 400", resp.StatusCode, body)
+	}
+	e.mu.Lock()
+	n := len(e.records)
+	e.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d records of a refused call, want 0", n)
+	}
+}
+
 // A call without a progress token, cancelled by the client, is cancelled
 // upstream and recorded as cancelled, in both protocol eras.
 func TestCallWithoutProgressCancelledUpstream(t *testing.T) {
