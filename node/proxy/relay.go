@@ -111,6 +111,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, rec *Record, d *
 	startStream(w, rec, d, s.contentType, s.status)
 	fr, cw := &s.io.fr, &s.io.cw
 	fr.fl, _ = w.(http.Flusher)
+	fr.started = true
 	var err error
 	for err == nil {
 		if c.scan(rec) {
@@ -194,18 +195,15 @@ const clientChunk = 4<<10 - 16
 var clientBufPool = sync.Pool{New: func() any { b := make([]byte, 0, clientChunk); return &b }}
 
 func (c *clientWriter) Write(p []byte) (int, error) {
-	if c.err != nil {
-		return 0, c.err
-	}
 	if len(c.buf)+len(p) > clientChunk {
 		c.spill()
 	}
-	if len(p) > clientChunk && c.err == nil {
-		c.pass(p)
-		return len(p), c.err
-	}
 	if c.err != nil {
 		return 0, c.err
+	}
+	if len(p) > clientChunk {
+		c.pass(p)
+		return len(p), c.err
 	}
 	c.buf = append(c.buf, p...)
 	return len(p), nil
@@ -234,9 +232,10 @@ const streamReadBuffer = 16 << 10
 // flush to the client, and flushes it. A client that went away ends the
 // read with its error.
 type flushReader struct {
-	r  io.Reader
-	cw *clientWriter
-	fl http.Flusher // nil until the stream has started
+	r       io.Reader
+	cw      *clientWriter
+	started bool         // the stream has started: what was written goes out
+	fl      http.Flusher // nil: the client's writer cannot flush
 }
 
 func (f *flushReader) Read(p []byte) (int, error) {
@@ -247,11 +246,11 @@ func (f *flushReader) Read(p []byte) (int, error) {
 }
 
 func (f *flushReader) flush() error {
-	if f.fl == nil {
+	if !f.started {
 		return nil
 	}
 	f.cw.spill()
-	if f.cw.dirty && f.cw.err == nil {
+	if f.cw.dirty && f.cw.err == nil && f.fl != nil {
 		f.fl.Flush()
 		f.cw.dirty = false
 	}

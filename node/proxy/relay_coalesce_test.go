@@ -127,7 +127,7 @@ func (s *streamWriter) SetReadDeadline(time.Time) error { return nil }
 // serveRawStream serves one streamed chat request, through the gateway's
 // own upstream client, from the upstream at url to w, and returns its
 // record. A stream the gateway aborted is not a test failure.
-func serveRawStream(t *testing.T, url string, w *streamWriter) proxy.Record {
+func serveRawStream(t *testing.T, url string, w http.ResponseWriter) proxy.Record {
 	t.Helper()
 	route := newRoute(t, "raw", dep(uniq("dep"), url, "m"))
 	_, secret := newKey(t, route)
@@ -309,5 +309,31 @@ func TestStreamUpstreamWithBadFramingMidStream(t *testing.T) {
 	}
 	if got := w.body.String(); got != evs[0] {
 		t.Errorf("the client got %q, want only %q", got, evs[0])
+	}
+}
+
+// noFlush hides the Flush of the writer it wraps, as a middleware that
+// does not pass it on would.
+type noFlush struct{ w *streamWriter }
+
+func (n noFlush) Header() http.Header         { return n.w.Header() }
+func (n noFlush) Write(p []byte) (int, error) { return n.w.Write(p) }
+func (n noFlush) WriteHeader(code int)        { n.w.WriteHeader(code) }
+
+// A client's writer that cannot flush still gets the whole stream: what
+// the relay gathers is handed to it all the same.
+func TestStreamToAWriterThatCannotFlushIsWhole(t *testing.T) {
+	t.Parallel()
+	evs := append(rawEvents(3, "n"), doneEvent)
+	url := rawUpstream(t, func(c *rawConn) {
+		c.send(evs[0])
+		c.send(append(evs[1:], "")...)
+	})
+	w := newStreamWriter()
+	if rec := serveRawStream(t, url, noFlush{w}); rec.Status != http.StatusOK {
+		t.Errorf("record status %d", rec.Status)
+	}
+	if want := strings.Join(evs, ""); w.body.String() != want || w.flushes != 0 {
+		t.Fatalf("the client got %q in %d flushes, want %q", w.body.String(), w.flushes, want)
 	}
 }
