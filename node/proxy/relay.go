@@ -188,8 +188,9 @@ type clientWriter struct {
 }
 
 // clientChunk bounds what the client writer gathers before it hands it to
-// net/http: a chunk of it, with its size line and CRLF, fits net/http's
-// 4 KiB connection buffer, so net/http writes it in one system call.
+// net/http: such a chunk, with its size line and CRLF, fits net/http's
+// 4 KiB connection buffer on its own, so a flush of it is one system call
+// (more only when the response's headers or an earlier piece share it).
 const clientChunk = 4<<10 - 16
 
 var clientBufPool = sync.Pool{New: func() any { b := make([]byte, 0, clientChunk); return &b }}
