@@ -36,6 +36,7 @@ func (h *Handler) attemptAnthropic(w http.ResponseWriter, r *http.Request, rec *
 	}
 	s := &anthropicStream{}
 	s.io.init(resp.Body, w)
+	defer s.io.release()
 	s.codec.sse = translate.NewSSEReader(&s.io.fr)
 	return h.relay(w, r, rec, d, attemptClock{timer, timedOut}, upstreamStream{io: &s.io, codec: &s.codec,
 		contentType: contentTypeEventStream, status: http.StatusOK})

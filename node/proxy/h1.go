@@ -358,6 +358,7 @@ func (p *h1Pool) put(c *h1Conn) {
 		c.close()
 		return
 	}
+	c.detachReader()
 	c.idleAt = time.Now()
 	p.mu.Lock()
 	if len(p.idle) >= p.max {
@@ -432,7 +433,6 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 func newH1Conn(p *h1Pool, nc net.Conn) *h1Conn {
 	c := &h1Conn{pool: p, nc: nc, limit: -1}
-	c.br = bufio.NewReaderSize(c, 4<<10) // as net/http: bigger reads bypass it
 	c.interrupt = func() { _ = nc.SetDeadline(aLongTimeAgo) }
 	// The liveness peek looks at the TCP connection: under TLS any byte
 	// while idle (a close_notify, most likely) means "do not reuse".
@@ -447,6 +447,33 @@ func newH1Conn(p *h1Pool, nc net.Conn) *h1Conn {
 		}
 	}
 	return c
+}
+
+// upstreamReadBuffer is the size of a connection's read buffer while it
+// carries an exchange. A stream's events that are already in the socket
+// when the gateway reads come in one system call, up to 16 KiB (the
+// buffer of HAProxy, tune.bufsize); net/http's 4 KiB took one read per
+// 4 KiB behind a fast upstream.
+const upstreamReadBuffer = 16 << 10
+
+// connReaderPool holds the read buffers of connections: a connection has
+// one only while it carries an exchange, not while it is idle.
+var connReaderPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, upstreamReadBuffer) }}
+
+// attachReader gives the connection a read buffer for an exchange.
+func (c *h1Conn) attachReader() {
+	if c.br == nil {
+		c.br = connReaderPool.Get().(*bufio.Reader)
+		c.br.Reset(c)
+	}
+}
+
+// detachReader gives an empty read buffer back to the pool as the
+// connection goes idle.
+func (c *h1Conn) detachReader() {
+	c.br.Reset(nil)
+	connReaderPool.Put(c.br)
+	c.br = nil
 }
 
 func (c *h1Conn) Read(p []byte) (int, error) {
@@ -505,6 +532,7 @@ func (c *h1Conn) tlsClean() bool {
 // headers. again reports a write that failed on a connection the server
 // had closed: the request may be sent again.
 func (c *h1Conn) roundTrip(ctx context.Context, req *http.Request, wire []byte) (resp *http.Response, err error, again bool) {
+	c.attachReader()
 	stop := context.AfterFunc(ctx, c.interrupt)
 	c.limit = maxResponseHeaderBytes
 	if _, err := c.nc.Write(wire); err != nil {

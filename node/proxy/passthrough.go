@@ -56,6 +56,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, rec *Record, re
 		if cap(s.codec.pre) > 64<<10 {
 			s.codec.pre = nil
 		}
+		s.io.release()
 		s.io = streamIO{}
 		passStreamPool.Put(s)
 	}()

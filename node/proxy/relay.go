@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -57,12 +58,24 @@ type upstreamStream struct {
 type streamIO struct {
 	fr flushReader
 	cw clientWriter
+	bp *[]byte // the client's write buffer, from clientBufPool
 }
 
-// init sets the ends: body is the upstream's, w the client's.
+// init sets the ends: body is the upstream's, w the client's. The
+// client's write buffer comes from a pool: release gives it back.
 func (s *streamIO) init(body io.Reader, w io.Writer) {
-	s.fr.r = body
-	s.cw.w, s.cw.fr = w, &s.fr
+	s.fr.r, s.fr.cw = body, &s.cw
+	s.cw.w = w
+	s.bp = clientBufPool.Get().(*[]byte)
+	s.cw.buf = (*s.bp)[:0]
+}
+
+// release gives the client's write buffer back to its pool.
+func (s *streamIO) release() {
+	if s.bp != nil {
+		clientBufPool.Put(s.bp)
+	}
+	s.bp, s.cw.buf = nil, nil
 }
 
 // attemptClock is an attempt's timer (see Handler.deadline): it cancels
@@ -98,6 +111,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, rec *Record, d *
 	startStream(w, rec, d, s.contentType, s.status)
 	fr, cw := &s.io.fr, &s.io.cw
 	fr.fl, _ = w.(http.Flusher)
+	fr.started = true
 	var err error
 	for err == nil {
 		if c.scan(rec) {
@@ -109,10 +123,14 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, rec *Record, d *
 		}
 		err = c.next()
 	}
+	if cw.err != nil { // the client went away while being flushed
+		rec.Status = statusClientClosed
+		return nil
+	}
 	if errors.Is(err, io.EOF) && c.whole() {
 		h.commit(rec) // before the stream's last events reach the client
 		_ = c.close(cw)
-		fr.flush()
+		_ = fr.flush()
 		return nil
 	}
 	h.broken(r, rec, d, c, cw, fr, err)
@@ -153,28 +171,56 @@ func (h *Handler) broken(r *http.Request, rec *Record, d *raftstore.Deployment, 
 	h.log.Warn("upstream stream broke", "request", rec.RequestID, "deployment", rec.Deployment, "err", err)
 	h.commit(rec)
 	c.fail(cw, err)
-	fr.flush()
+	_ = fr.flush()
 	panic(http.ErrAbortHandler)
 }
 
-// clientWriter remembers the first error writing to the client, and tells
-// fr that there is something to flush.
+// clientWriter gathers what the codec writes for the client between two
+// waits on the upstream, so that the events of one upstream read reach
+// net/http as one write, and leave as one chunk, in one flush (one system
+// call while it fits net/http's 4 KiB connection buffer). It remembers
+// the first error writing to the client.
 type clientWriter struct {
-	w   io.Writer
-	fr  *flushReader
-	err error
+	w     io.Writer
+	buf   []byte // written since the last spill; at most clientChunk
+	dirty bool   // handed to w since the last flush
+	err   error
 }
 
+// clientChunk bounds what the client writer gathers before it hands it to
+// net/http: such a chunk, with its size line and CRLF, fits net/http's
+// 4 KiB connection buffer on its own, so a flush of it is one system call
+// (more only when the response's headers or an earlier piece share it).
+const clientChunk = 4<<10 - 16
+
+var clientBufPool = sync.Pool{New: func() any { b := make([]byte, 0, clientChunk); return &b }}
+
 func (c *clientWriter) Write(p []byte) (int, error) {
+	if len(c.buf)+len(p) > clientChunk {
+		c.spill()
+	}
 	if c.err != nil {
 		return 0, c.err
 	}
-	n, err := c.w.Write(p)
-	c.err = err
-	if n > 0 && c.fr != nil {
-		c.fr.dirty = true
+	if len(p) > clientChunk {
+		c.pass(p)
+		return len(p), c.err
 	}
-	return n, err
+	c.buf = append(c.buf, p...)
+	return len(p), nil
+}
+
+// spill hands what was gathered to net/http.
+func (c *clientWriter) spill() {
+	if len(c.buf) > 0 && c.err == nil {
+		c.pass(c.buf)
+	}
+	c.buf = c.buf[:0]
+}
+
+func (c *clientWriter) pass(p []byte) {
+	_, c.err = c.w.Write(p)
+	c.dirty = true
 }
 
 // streamReadBuffer is the buffer a stream's codec reads the upstream
@@ -183,22 +229,31 @@ const streamReadBuffer = 16 << 10
 
 // flushReader reads the upstream body of a stream. Its Read is called only
 // when the buffer above it is empty, that is when the gateway is about to
-// wait on the upstream: it flushes the client first if anything was
-// written since the last flush.
+// wait on the upstream: it first hands what was written since the last
+// flush to the client, and flushes it. A client that went away ends the
+// read with its error.
 type flushReader struct {
-	r     io.Reader
-	fl    http.Flusher // nil until the stream has started
-	dirty bool
+	r       io.Reader
+	cw      *clientWriter
+	started bool         // the stream has started: what was written goes out
+	fl      http.Flusher // nil: the client's writer cannot flush
 }
 
 func (f *flushReader) Read(p []byte) (int, error) {
-	f.flush()
+	if err := f.flush(); err != nil {
+		return 0, err
+	}
 	return f.r.Read(p)
 }
 
-func (f *flushReader) flush() {
-	if f.dirty && f.fl != nil {
-		f.fl.Flush()
-		f.dirty = false
+func (f *flushReader) flush() error {
+	if !f.started {
+		return nil
 	}
+	f.cw.spill()
+	if f.cw.dirty && f.cw.err == nil && f.fl != nil {
+		f.fl.Flush()
+		f.cw.dirty = false
+	}
+	return f.cw.err
 }

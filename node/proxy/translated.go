@@ -223,6 +223,7 @@ func (h *Handler) streamTranslated(w http.ResponseWriter, r *http.Request, rec *
 	defer func() {
 		br.Reset(nil)
 		readerPool.Put(br)
+		s.io.release()
 	}()
 	c := &s.codec
 	c.dec, c.names, c.d = tr.prov.NewStreamDecoder(br, rec.Model), tr.names, d
