@@ -205,6 +205,7 @@ func setupSuite(root, tmp string, dev bool, res *Results, stopping *atomic.Bool)
 	if err != nil {
 		return nil, 0, err
 	}
+	gw.Extra = append(gw.Extra, res.Config.NodeArgs...)
 	refs, prof, err := setupRefs(res, bin, tmp, mockAddr, gw)
 	if err != nil {
 		return nil, 0, err

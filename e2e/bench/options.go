@@ -20,6 +20,7 @@ type options struct {
 	budgets                                int
 	budgetDur                              time.Duration
 	refs, compare, profile                 string          // see refFlags
+	nodeArgs                               string          // -node-args: more flags for the node
 	set                                    map[string]bool // the flags given
 	tracing                                tracingOptions  // tracing.go
 }
@@ -45,6 +46,7 @@ func parseOptions() (*options, error) {
 	flag.IntVar(&o.maxWork, "max-workers", 4000, "bound on the workers (and connections) of an open loop")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir with the binaries, data dir and process logs")
 	flag.BoolVar(&o.devBuild, "dev-build", false, "measure a plain `go build` of tollgate (cgo) instead of the release build of deploy/Dockerfile")
+	flag.StringVar(&o.nodeArgs, "node-args", "", "more flags for the Tollgate node, space-separated, e.g. \"--gc-percent 50\"")
 	o.scaleFlags()
 	o.refFlags()
 	o.tracingFlags()
@@ -101,7 +103,7 @@ func (o *options) applyQuick() {
 // config is the configuration of the issue 7 scenarios, checked.
 func (o *options) config() (Config, error) {
 	cfg := Config{Quick: o.quick, Reps: o.reps, Warmup: o.warmup, Dur: o.dur, OpenDur: o.openDur, RateDur: o.rateDur,
-		SoakDur: o.soakDur, SmallConc: o.small, MaxRequests: o.maxReq, MaxWorkers: o.maxWork, ReadyReps: 3}
+		SoakDur: o.soakDur, SmallConc: o.small, MaxRequests: o.maxReq, MaxWorkers: o.maxWork, ReadyReps: 3, NodeArgs: strings.Fields(o.nodeArgs)}
 	if o.quick {
 		cfg.ReadyReps = 1
 	}

@@ -34,6 +34,7 @@ type Config struct {
 	Refs       []string `json:"refs"`
 	Compare    []*Ref   `json:"compare,omitempty"`
 	ProfileDir string   `json:"profile_dir,omitempty"`
+	NodeArgs   []string `json:"node_args,omitempty"` // -node-args
 }
 
 // Point is one measured configuration of a scenario (e.g. 10 clients):
