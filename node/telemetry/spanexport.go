@@ -62,7 +62,7 @@ type queueConfig struct {
 const DefaultSpanQueue = 8192
 
 // queueConfigFrom reads the OTEL_BSP_* variables with the SDK's defaults
-// (but DefaultSpanQueue); a bad value is an error.
+// (but DefaultSpanQueue); a bad value keeps the default, and is reported.
 func queueConfigFrom(getenv func(string) string) (queueConfig, error) {
 	c := queueConfig{size: DefaultSpanQueue, batch: 512, delay: 5 * time.Second, timeout: 30 * time.Second}
 	var errs []error

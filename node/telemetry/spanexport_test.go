@@ -230,3 +230,21 @@ func BenchmarkSpanExport(b *testing.B) {
 		b.ReportMetric(float64(mc.bytes)/float64(len(spans)), "B/span-wire")
 	})
 }
+
+// OTEL_BSP_* set the queue and batching as they set the SDK's batch
+// processor; a bad value keeps the default and is reported.
+func TestQueueSettingsFollowTheBSPVariables(t *testing.T) {
+	env := map[string]string{"OTEL_BSP_MAX_QUEUE_SIZE": "100", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "512",
+		"OTEL_BSP_SCHEDULE_DELAY": "250", "OTEL_BSP_EXPORT_TIMEOUT": "1000"}
+	c, err := queueConfigFrom(func(k string) string { return env[k] })
+	want := queueConfig{size: 100, batch: 100, delay: 250 * time.Millisecond, timeout: time.Second}
+	if err != nil || c != want {
+		t.Fatalf("got %+v, %v; want %+v", c, err, want)
+	}
+	env = map[string]string{"OTEL_BSP_MAX_QUEUE_SIZE": "-1", "OTEL_BSP_SCHEDULE_DELAY": "soon"}
+	c, err = queueConfigFrom(func(k string) string { return env[k] })
+	want = queueConfig{size: DefaultSpanQueue, batch: 512, delay: 5 * time.Second, timeout: 30 * time.Second}
+	if err == nil || c != want {
+		t.Fatalf("bad values: got %+v, %v; want the defaults %+v and an error", c, err, want)
+	}
+}

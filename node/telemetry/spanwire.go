@@ -1,7 +1,10 @@
 package telemetry
 
 import (
+	"bytes"
 	"math"
+	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -147,17 +150,49 @@ func appendValue(b []byte, v attribute.Value) []byte {
 		b, at := beginMsg(b, anyKvlist)
 		return endMsg(appendKeyValues(b, listValues, v.AsMap()), at)
 	}
-	if elems, ok := sliceElems(v); ok {
-		b, at := beginMsg(b, anyArray)
-		for _, e := range elems {
-			var eat int
-			b, eat = beginMsg(b, listValues)
-			b = endMsg(appendValue(b, e), eat)
-		}
-		return endMsg(b, at)
+	switch v.Type() {
+	case attribute.BOOLSLICE, attribute.INT64SLICE, attribute.FLOAT64SLICE, attribute.STRINGSLICE:
+		return appendCachedSlice(b, v)
+	case attribute.SLICE:
+		return appendSlice(b, v)
 	}
 	b = protowire.AppendTag(b, anyString, protowire.BytesType)
 	return protowire.AppendString(b, "INVALID")
+}
+
+// encodedSlices caches the encoding of slice values of comparable
+// elements (the finish reasons: a handful of distinct values, each of
+// which would otherwise be copied out by reflection, span after span).
+var (
+	encodedSlices     sync.Map // attribute.Value → []byte
+	encodedSliceCount atomic.Int32
+)
+
+// maxEncodedSlices bounds encodedSlices.
+const maxEncodedSlices = 256
+
+func appendCachedSlice(b []byte, v attribute.Value) []byte {
+	if enc, ok := encodedSlices.Load(v); ok {
+		return append(b, enc.([]byte)...)
+	}
+	start := len(b)
+	b = appendSlice(b, v)
+	if encodedSliceCount.Add(1) <= maxEncodedSlices {
+		encodedSlices.Store(v, bytes.Clone(b[start:]))
+	}
+	return b
+}
+
+// appendSlice appends the array value of a slice value.
+func appendSlice(b []byte, v attribute.Value) []byte {
+	elems, _ := sliceElems(v)
+	b, at := beginMsg(b, anyArray)
+	for _, e := range elems {
+		var eat int
+		b, eat = beginMsg(b, listValues)
+		b = endMsg(appendValue(b, e), eat)
+	}
+	return endMsg(b, at)
 }
 
 // sliceElems returns the elements of a slice value as values.

@@ -176,13 +176,10 @@ func New(ctx context.Context, version string, log *slog.Logger) (*Telemetry, err
 // reads the OTEL_EXPORTER_OTLP_* variables), sampling as
 // OTEL_TRACES_SAMPLER says and batching as OTEL_BSP_* say.
 func newTracer(ctx context.Context, protocol string, res *resource.Resource, version string, log *slog.Logger) (*Tracer, error) {
-	smp, err := samplerFrom(os.Getenv)
-	if err != nil && log != nil {
-		log.Warn("telemetry: bad sampler setting", "err", err) // as the SDK: a default, not a failure
-	}
-	qc, err := queueConfigFrom(os.Getenv)
-	if err != nil {
-		return nil, err
+	smp, serr := samplerFrom(os.Getenv)
+	qc, qerr := queueConfigFrom(os.Getenv)
+	if err := errors.Join(serr, qerr); err != nil && log != nil {
+		log.Warn("telemetry: bad setting, using the default", "err", err) // as the SDK: not a failure
 	}
 	client := otlptracehttp.NewClient()
 	if protocol == ProtocolGRPC {
