@@ -176,7 +176,7 @@ func (c *marshalClient) UploadTraces(_ context.Context, rss []*tracepb.ResourceS
 
 // BenchmarkSpanExport: a batch of 512 spans like the gateway's (a server
 // span of 22 attributes and a client span of 14), converted and marshalled
-// by the upstream exporter and by spanExporter; per span.
+// by the upstream exporter and by the span queue; per span.
 func BenchmarkSpanExport(b *testing.B) {
 	tid := trace.TraceID{1, 2, 3}
 	attrs := func(n int) []attribute.KeyValue {

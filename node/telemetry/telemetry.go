@@ -2,7 +2,10 @@
 // and the GenAI metrics exported over OTLP (gRPC or HTTP/protobuf),
 // configured only by the standard OTEL_* environment variables. With no
 // OTLP endpoint set it is off: Tracer, Logger and Meter return nil, and
-// the data plane then does no such work at all.
+// the data plane then does no such work at all. Spans are recorded by a
+// tracer of its own (tracer.go: pooled records, a bounded queue, its own
+// OTLP encoder), not the SDK's, whose per-span work cost the gateway most
+// of tracing's price; logs and metrics go through the SDK.
 //
 // Variables read (the exporters and the SDK read the rest of theirs):
 //
