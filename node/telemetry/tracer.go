@@ -11,7 +11,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/embedded"
-	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Tracer records the data plane's spans without the SDK: a span is a
@@ -31,6 +30,16 @@ type Tracer struct {
 	q       *spanQueue
 }
 
+// provider is the TracerProvider of a Tracer's spans: every tracer it
+// gives is that one.
+type provider struct {
+	embedded.TracerProvider
+	t *Tracer
+}
+
+// Tracer implements trace.TracerProvider.
+func (p provider) Tracer(string, ...trace.TracerOption) trace.Tracer { return p.t }
+
 // Start implements trace.Tracer.
 func (t *Tracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	parent := trace.SpanContextFromContext(ctx)
@@ -44,7 +53,7 @@ func (t *Tracer) Start(ctx context.Context, name string, opts ...trace.SpanStart
 		return ctx, trace.SpanFromContext(ctx)
 	}
 	s := spanPool.Get().(*span)
-	s.q, s.sc, s.parent, s.name = t.q, sc.WithTraceFlags(sc.TraceFlags()|trace.FlagsSampled), parent, name
+	s.t, s.sc, s.parent, s.name = t, sc.WithTraceFlags(sc.TraceFlags()|trace.FlagsSampled), parent, name
 	s.kind = trace.ValidateSpanKind(cfg.SpanKind()) // unspecified: internal, as the SDK
 	if s.start = cfg.Timestamp(); s.start.IsZero() {
 		s.start = time.Now()
@@ -87,7 +96,7 @@ func putUint64(b []byte, v uint64) {
 // span is one recorded span: what the OTLP Span message says.
 type span struct {
 	embedded.Span
-	q          *spanQueue
+	t          *Tracer
 	sc, parent trace.SpanContext
 	name       string
 	kind       trace.SpanKind
@@ -131,7 +140,7 @@ func (s *span) End(opts ...trace.SpanEndOption) {
 	if s.end.IsZero() {
 		s.end = time.Now()
 	}
-	s.q.push(s)
+	s.t.q.push(s)
 }
 
 // AddEvent implements trace.Span.
@@ -198,4 +207,4 @@ func (s *span) IsRecording() bool { return !s.ended }
 func (s *span) SpanContext() trace.SpanContext { return s.sc }
 
 // TracerProvider implements trace.Span.
-func (s *span) TracerProvider() trace.TracerProvider { return noop.NewTracerProvider() }
+func (s *span) TracerProvider() trace.TracerProvider { return provider{t: s.t} }

@@ -82,6 +82,9 @@ func TestPooledSpansDoNotLeakAttributesBetweenRequests(t *testing.T) {
 		} else {
 			s.SetAttributes(attribute.Int("i", i))
 		}
+		if s.TracerProvider().Tracer("other") != trace.Tracer(tr) {
+			t.Fatal("a span's provider does not give its tracer")
+		}
 		s.End()
 		s.SetAttributes(attribute.String("after", "end")) // ignored: ended
 	}
