@@ -392,7 +392,7 @@ func (n *Node) newHTTPServer() (*proxy.Handler, *http.ServeMux, error) {
 		UpstreamHTTP2: cfg.UpstreamHTTP2,
 		MaxAttempts:   cfg.MaxAttempts, RetryBackoff: cfg.RetryBackoff, Cooldown: cfg.Cooldown,
 	}
-	if err := n.wireTelemetry(&pcfg); err != nil {
+	if err := n.wireTelemetry(&pcfg, reg); err != nil {
 		return nil, nil, err
 	}
 	dataPlane := proxy.New(pcfg)

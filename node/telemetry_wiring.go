@@ -7,6 +7,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tollgate/tollgate/node/proxy"
 	"github.com/tollgate/tollgate/node/telemetry"
 )
@@ -24,14 +26,20 @@ type TelemetryConfig struct {
 }
 
 // wireTelemetry sets up the exporters the environment asks for and
-// plugs them into the data plane's config.
-func (n *Node) wireTelemetry(pc *proxy.Config) error {
+// plugs them into the data plane's config; reg gets the count of spans
+// dropped because the export queue was full.
+func (n *Node) wireTelemetry(pc *proxy.Config, reg prometheus.Registerer) error {
 	tel, err := telemetry.New(context.Background(), n.cfg.Version, n.log)
 	if err != nil {
 		return err
 	}
 	n.tel = tel
 	pc.Tracer, pc.TraceContent = tel.Tracer(), n.cfg.Telemetry.TraceContent
+	if pc.Tracer != nil {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tollgate_trace_spans_dropped_total",
+			Help: "Spans not exported because the OTLP export queue was full (OTEL_BSP_MAX_QUEUE_SIZE)"},
+			func() float64 { return float64(tel.DroppedSpans()) }))
+	}
 	var access io.Writer
 	switch path := n.cfg.Telemetry.AccessLog; path {
 	case "":

@@ -40,7 +40,7 @@ const contentLimit = 4 << 10
 // writer to answer through (one that notes what the answer says when the
 // span is recorded).
 func (h *Handler) startSpan(w http.ResponseWriter, r *http.Request, rec *Record) (http.ResponseWriter, *http.Request) {
-	ctx := w3c.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx := w3c.Extract(r.Context(), canonicalCarrier(r.Header))
 	ctx, span := h.cfg.Tracer.Start(ctx, operationName(rec.Endpoint), serverKind)
 	rec.span = span
 	r = r.WithContext(ctx)
@@ -74,15 +74,15 @@ func (rec *Record) traceEvent(name string, attrs ...attribute.KeyValue) {
 	}
 }
 
-// attrPool holds the slices a span's attributes are built in: the SDK
+// attrPool holds the slices a span's attributes are built in: the tracer
 // copies them in SetAttributes, so one slice serves request after request.
 var attrPool = sync.Pool{New: func() any { s := make([]attribute.KeyValue, 0, 32); return &s }}
 
-// setAttrs builds a span's attributes with build into a pooled slice and
-// sets them in one call.
-func setAttrs(span trace.Span, build func([]attribute.KeyValue) []attribute.KeyValue) {
-	p := attrPool.Get().(*[]attribute.KeyValue)
-	a := build((*p)[:0])
+// getAttrs returns a pooled slice to build a span's attributes in.
+func getAttrs() *[]attribute.KeyValue { return attrPool.Get().(*[]attribute.KeyValue) }
+
+// setAttrs sets a (built in *p) on span in one call and puts *p back.
+func setAttrs(span trace.Span, p *[]attribute.KeyValue, a []attribute.KeyValue) {
 	span.SetAttributes(a...)
 	clear(a) // drop the strings for the collector
 	*p = a[:0]
@@ -103,7 +103,8 @@ func (h *Handler) endSpan(rec *Record) {
 	if rec.Model != "" {
 		span.SetName(op + " " + rec.Model)
 	}
-	setAttrs(span, func(a []attribute.KeyValue) []attribute.KeyValue { return h.serverAttrs(a, rec, op) })
+	p := getAttrs()
+	setAttrs(span, p, h.serverAttrs((*p)[:0], rec, op))
 	setStatus(span, rec.Status)
 	span.End()
 }
@@ -161,7 +162,7 @@ func outcomeAttrs(a []attribute.KeyValue, rec *Record) []attribute.KeyValue {
 		a = append(a, attribute.String("gen_ai.response.model", rec.tw.model))
 	}
 	if len(rec.tw.finish) > 0 {
-		a = append(a, attribute.StringSlice("gen_ai.response.finish_reasons", rec.tw.finish))
+		a = append(a, attribute.KeyValue{Key: "gen_ai.response.finish_reasons", Value: rec.tw.finishValue()})
 	}
 	if u := rec.Usage; u.Present {
 		a = append(a, attribute.Int64("gen_ai.usage.input_tokens", u.PromptTokens),
@@ -204,41 +205,45 @@ type attemptInfo struct {
 // endAttempt sets an attempt's attributes and status and ends its span: f
 // is its failure, nil when it answered (or panicked: then rec says how).
 func endAttempt(span trace.Span, rec *Record, rt *raftstore.Route, d *raftstore.Deployment, at *attemptInfo, f *failure) {
-	setAttrs(span, func(a []attribute.KeyValue) []attribute.KeyValue {
-		a = append(a, attribute.String("gen_ai.operation.name", at.op), attribute.String("gen_ai.provider.name", providerName(d)),
-			attribute.String("gen_ai.request.model", at.model), attribute.String("tollgate.deployment", d.ID),
-			attribute.String("tollgate.route", rt.Name), attribute.Int("tollgate.attempt", at.number))
-		if at.fallback {
-			a = append(a, attribute.Bool("tollgate.fallback", true))
-		}
-		if at.cooling {
-			a = append(a, attribute.Bool("tollgate.cooling", true))
-		}
-		if f == nil {
-			return outcomeAttrs(a, rec)
-		}
-		code := f.err.Code
-		if code == "" {
-			code = statusLabel(f.err.Status)
-		}
-		a = append(a, attribute.String("error.type", code), attribute.Int("http.response.status_code", f.err.Status))
-		if f.cools {
-			a = append(a, attribute.Bool("tollgate.cools", true))
-		}
-		if f.retry {
-			a = append(a, attribute.Bool("tollgate.retryable", true))
-		}
-		if f.rateLimited != "" {
-			a = append(a, attribute.String("tollgate.rate_limited", f.rateLimited))
-		}
-		return a
-	})
+	p := getAttrs()
+	setAttrs(span, p, attemptAttrs((*p)[:0], rec, rt, d, at, f))
 	if f != nil {
 		span.SetStatus(codes.Error, f.err.Message)
 	} else {
 		setStatus(span, rec.Status)
 	}
 	span.End()
+}
+
+// attemptAttrs appends an attempt's attributes to a.
+func attemptAttrs(a []attribute.KeyValue, rec *Record, rt *raftstore.Route, d *raftstore.Deployment, at *attemptInfo, f *failure) []attribute.KeyValue {
+	a = append(a, attribute.String("gen_ai.operation.name", at.op), attribute.String("gen_ai.provider.name", providerName(d)),
+		attribute.String("gen_ai.request.model", at.model), attribute.String("tollgate.deployment", d.ID),
+		attribute.String("tollgate.route", rt.Name), attribute.Int("tollgate.attempt", at.number))
+	if at.fallback {
+		a = append(a, attribute.Bool("tollgate.fallback", true))
+	}
+	if at.cooling {
+		a = append(a, attribute.Bool("tollgate.cooling", true))
+	}
+	if f == nil {
+		return outcomeAttrs(a, rec)
+	}
+	code := f.err.Code
+	if code == "" {
+		code = statusLabel(f.err.Status)
+	}
+	a = append(a, attribute.String("error.type", code), attribute.Int("http.response.status_code", f.err.Status))
+	if f.cools {
+		a = append(a, attribute.Bool("tollgate.cools", true))
+	}
+	if f.retry {
+		a = append(a, attribute.Bool("tollgate.retryable", true))
+	}
+	if f.rateLimited != "" {
+		a = append(a, attribute.String("tollgate.rate_limited", f.rateLimited))
+	}
+	return a
 }
 
 // coolingNow reports whether d is in its cooldown (without claiming a
@@ -299,8 +304,23 @@ func (t traceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // lower-case names (an allocation each).
 type canonicalCarrier http.Header
 
-func (c canonicalCarrier) Get(key string) string { return http.Header(c).Get(key) }
-func (c canonicalCarrier) Keys() []string        { return propagation.HeaderCarrier(c).Keys() }
+func (c canonicalCarrier) Get(key string) string {
+	switch key {
+	case "traceparent":
+		return first(c["Traceparent"])
+	case "tracestate":
+		return first(c["Tracestate"])
+	}
+	return http.Header(c).Get(key)
+}
+
+func first(v []string) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
+}
+func (c canonicalCarrier) Keys() []string { return propagation.HeaderCarrier(c).Keys() }
 func (c canonicalCarrier) Set(key, value string) {
 	switch key {
 	case "traceparent":
@@ -320,9 +340,34 @@ type traceWriter struct {
 	keep    bool // keep content
 	model   string
 	finish  []string
+	// finishVal is finish as an attribute value, once made.
+	finishVal attribute.Value
 	// What the request asked for (traceRequest).
 	path, requestModel, prompt string
 	maxTokens                  int64
+}
+
+// singleFinish are the attribute values of the one-reason finish lists,
+// made once: a string slice value is built by reflection.
+var singleFinish = func() map[string]attribute.Value {
+	m := make(map[string]attribute.Value, len(finishReasons))
+	for r := range finishReasons {
+		m[r] = attribute.StringSliceValue([]string{r})
+	}
+	return m
+}()
+
+// finishValue is the finish reasons as an attribute value.
+func (tw *traceWriter) finishValue() attribute.Value {
+	if tw.finishVal.Type() != attribute.EMPTY {
+		return tw.finishVal
+	}
+	if v, ok := singleFinish[tw.finish[0]]; ok && len(tw.finish) == 1 {
+		tw.finishVal = v
+	} else {
+		tw.finishVal = attribute.StringSliceValue(tw.finish)
+	}
+	return tw.finishVal
 }
 
 func (tw *traceWriter) Write(p []byte) (int, error) {

@@ -2,17 +2,17 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"math"
-	"slices"
-	"sync"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
 
-	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
-	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
@@ -21,138 +21,189 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// spanExporter is the OTLP exporter of otlptrace with a cheaper encoding
-// of the spans: each span is written straight to protobuf wire bytes
-// (spanwire.go), into buffers reused batch after batch, and the bytes ride
-// in the ScopeSpans message as its unknown fields, which the client's
-// proto.Marshal copies verbatim. The receiver reads the same wire format:
-// field 2 of ScopeSpans is its repeated Span. The upstream exporter's
-// conversion to protobuf objects (three to four per attribute) and their
-// reflective marshalling were half of the gateway's tracing CPU, with the
-// garbage they left. The client (gRPC or HTTP, configured by the OTEL_*
-// variables, with its retries and compression) is the upstream one.
+// spanQueue takes ended spans from the data plane and exports them in
+// batches from a goroutine of its own, as the SDK's batch span processor
+// would: OTEL_BSP_MAX_QUEUE_SIZE spans wait at most (a span that finds the
+// queue full is dropped and counted, never waited for), a batch goes when
+// it has OTEL_BSP_MAX_EXPORT_BATCH_SIZE spans or OTEL_BSP_SCHEDULE_DELAY
+// after the last, each export within OTEL_BSP_EXPORT_TIMEOUT.
 //
-// The batch span processor calls ExportSpans from one goroutine, one batch
-// at a time; mu keeps that true for any caller. The buffers are reused
-// only after UploadTraces returned, when the client holds none of them.
-type spanExporter struct {
-	client otlptrace.Client
+// An export writes each span straight to protobuf wire bytes (spanwire.go)
+// into a buffer reused batch after batch; the bytes ride in the ScopeSpans
+// message as its unknown fields, which the client's proto.Marshal copies
+// verbatim (field 2 of ScopeSpans is its repeated Span). The client (gRPC
+// or HTTP, configured by the OTEL_EXPORTER_OTLP_* variables, with its
+// retries and compression) is the upstream one.
+type spanQueue struct {
+	ch      chan *span
+	dropped atomic.Uint64
+	closed  atomic.Bool
+	stop    chan struct{}
+	done    chan struct{}
 
-	mu        sync.Mutex
-	resources map[attribute.Distinct]*resourcepb.Resource
-	scopes    map[instrumentation.Scope]*commonpb.InstrumentationScope
-	bufs      [][]byte // the encoded spans of each scope of the last batch
-	scratch   []byte   // one span's fields, before its length is known
+	client         otlptrace.Client
+	batch          int
+	delay, timeout time.Duration
+	resource       *resourcepb.Resource
+	resourceSchema string
+	scope          *commonpb.InstrumentationScope
+	buf, scratch   []byte // the encoded spans of the last batch, one span
 }
 
-func newSpanExporter(ctx context.Context, client otlptrace.Client) (*spanExporter, error) {
+// queueConfig is the batching the OTEL_BSP_* variables ask for.
+type queueConfig struct {
+	size, batch    int
+	delay, timeout time.Duration
+}
+
+// DefaultSpanQueue is the span queue unless OTEL_BSP_MAX_QUEUE_SIZE says
+// otherwise: at 10,000 requests a second of two spans each, about 400 ms
+// of spans (the SDK's 2,048 is 100 ms).
+const DefaultSpanQueue = 8192
+
+// queueConfigFrom reads the OTEL_BSP_* variables with the SDK's defaults
+// (but DefaultSpanQueue); a bad value keeps the default, and is reported.
+func queueConfigFrom(getenv func(string) string) (queueConfig, error) {
+	c := queueConfig{size: DefaultSpanQueue, batch: 512, delay: 5 * time.Second, timeout: 30 * time.Second}
+	var errs []error
+	intVar := func(name string, into *int) {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				errs = append(errs, fmt.Errorf("%s=%q: want a positive integer", name, v))
+				return
+			}
+			*into = n
+		}
+	}
+	var delay, timeout int
+	intVar("OTEL_BSP_MAX_QUEUE_SIZE", &c.size)
+	intVar("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", &c.batch)
+	intVar("OTEL_BSP_SCHEDULE_DELAY", &delay)
+	intVar("OTEL_BSP_EXPORT_TIMEOUT", &timeout)
+	if delay > 0 {
+		c.delay = time.Duration(delay) * time.Millisecond
+	}
+	if timeout > 0 {
+		c.timeout = time.Duration(timeout) * time.Millisecond
+	}
+	c.batch = min(c.batch, c.size) // as the SDK
+	return c, errors.Join(errs...)
+}
+
+// newSpanQueue starts client and the exporting goroutine.
+func newSpanQueue(ctx context.Context, client otlptrace.Client, c queueConfig, res *resource.Resource, scope *commonpb.InstrumentationScope) (*spanQueue, error) {
 	if err := client.Start(ctx); err != nil {
 		return nil, err
 	}
-	return &spanExporter{client: client, resources: map[attribute.Distinct]*resourcepb.Resource{},
-		scopes: map[instrumentation.Scope]*commonpb.InstrumentationScope{}}, nil
+	q := &spanQueue{ch: make(chan *span, c.size), stop: make(chan struct{}), done: make(chan struct{}),
+		client: client, batch: c.batch, delay: c.delay, timeout: c.timeout, scope: scope,
+		resource: &resourcepb.Resource{Attributes: newKeyValues(res.Attributes())}, resourceSchema: res.SchemaURL()}
+	go q.run()
+	return q, nil
 }
 
-// ExportSpans implements sdktrace.SpanExporter.
-func (e *spanExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	if len(spans) == 0 {
-		return nil
+// push hands an ended span to the exporter, or drops it when the queue is
+// full or shut down.
+func (q *spanQueue) push(s *span) {
+	if !q.closed.Load() {
+		select {
+		case q.ch <- s:
+			return
+		default:
+		}
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	rss := e.group(spans)
-	if err := e.client.UploadTraces(ctx, rss); err != nil {
-		return fmt.Errorf("traces export: %w", err)
-	}
-	return nil
+	q.dropped.Add(1)
+	s.release()
 }
 
-// Shutdown implements sdktrace.SpanExporter.
-func (e *spanExporter) Shutdown(ctx context.Context) error { return e.client.Stop(ctx) }
+// Dropped is how many spans were dropped because the queue was full (or
+// the exporter shut down).
+func (q *spanQueue) Dropped() uint64 { return q.dropped.Load() }
 
-// maxKeptBuf bounds a buffer kept for the next batch.
+func (q *spanQueue) run() {
+	defer close(q.done)
+	batch := make([]*span, 0, q.batch)
+	tick := time.NewTimer(q.delay)
+	defer tick.Stop()
+	for {
+		select {
+		case s := <-q.ch:
+			if batch = append(batch, s); len(batch) >= q.batch {
+				batch = q.export(batch)
+				tick.Reset(q.delay)
+			}
+		case <-tick.C:
+			batch = q.export(batch)
+			tick.Reset(q.delay)
+		case <-q.stop:
+			q.drain(batch)
+			return
+		}
+	}
+}
+
+// drain exports what is queued, at shutdown.
+func (q *spanQueue) drain(batch []*span) {
+	for {
+		select {
+		case s := <-q.ch:
+			if batch = append(batch, s); len(batch) >= q.batch {
+				batch = q.export(batch)
+			}
+		default:
+			q.export(batch)
+			return
+		}
+	}
+}
+
+// maxKeptBuf bounds the buffer kept for the next batch.
 const maxKeptBuf = 4 << 20
 
-// group encodes spans, grouped by resource and instrumentation scope as
-// OTLP wants them.
-func (e *spanExporter) group(spans []sdktrace.ReadOnlySpan) []*tracepb.ResourceSpans {
-	type scopeKey struct {
-		res   attribute.Distinct
-		scope instrumentation.Scope
+// export encodes batch, releases its spans and uploads them; it returns
+// batch emptied.
+func (q *spanQueue) export(batch []*span) []*span {
+	if len(batch) == 0 {
+		return batch
 	}
-	var rss []*tracepb.ResourceSpans
-	var keys []scopeKey // of e.bufs[i] in this batch; a batch has one or two
-	var scopes []*tracepb.ScopeSpans
-	for _, sd := range spans {
-		if sd == nil {
-			continue
-		}
-		k := scopeKey{sd.Resource().Equivalent(), sd.InstrumentationScope()}
-		i := slices.Index(keys, k)
-		if i < 0 {
-			i = len(keys)
-			keys = append(keys, k)
-			ss := &tracepb.ScopeSpans{Scope: e.scope(k.scope), SchemaUrl: k.scope.SchemaURL}
-			scopes = append(scopes, ss)
-			rss = addScope(rss, e.resource(sd.Resource()), sd.Resource().SchemaURL(), ss)
-			if i == len(e.bufs) {
-				e.bufs = append(e.bufs, nil)
-			}
-			e.bufs[i] = e.bufs[i][:0]
-		}
-		e.scratch = appendSpan(e.scratch[:0], sd)
-		b := protowire.AppendTag(e.bufs[i], scopeSpansSpans, protowire.BytesType)
-		e.bufs[i] = append(protowire.AppendVarint(b, uint64(len(e.scratch))), e.scratch...)
+	b := q.buf[:0]
+	for i, s := range batch {
+		q.scratch = appendSpan(q.scratch[:0], s)
+		b = protowire.AppendTag(b, scopeSpansSpans, protowire.BytesType)
+		b = append(protowire.AppendVarint(b, uint64(len(q.scratch))), q.scratch...)
+		s.release()
+		batch[i] = nil
 	}
-	for i, ss := range scopes {
-		ss.ProtoReflect().SetUnknown(protoreflect.RawFields(e.bufs[i]))
+	ss := &tracepb.ScopeSpans{Scope: q.scope}
+	ss.ProtoReflect().SetUnknown(protoreflect.RawFields(b))
+	rss := []*tracepb.ResourceSpans{{Resource: q.resource, SchemaUrl: q.resourceSchema, ScopeSpans: []*tracepb.ScopeSpans{ss}}}
+	ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
+	defer cancel()
+	if err := q.client.UploadTraces(ctx, rss); err != nil {
+		otel.Handle(fmt.Errorf("traces export: %w", err))
 	}
-	for i, b := range e.bufs {
-		if cap(b) > maxKeptBuf {
-			e.bufs[i] = nil // after this batch is sent, let a rare giant go
-		}
+	if cap(b) <= maxKeptBuf {
+		q.buf = b // the client holds none of it once UploadTraces returned
 	}
-	return rss
+	if cap(q.scratch) > maxKeptBuf {
+		q.scratch = nil
+	}
+	return batch[:0]
 }
 
-// addScope adds ss to the ResourceSpans of res in rss (a new one if res
-// has none yet).
-func addScope(rss []*tracepb.ResourceSpans, res *resourcepb.Resource, schema string, ss *tracepb.ScopeSpans) []*tracepb.ResourceSpans {
-	for _, rs := range rss {
-		if rs.Resource == res {
-			rs.ScopeSpans = append(rs.ScopeSpans, ss)
-			return rss
-		}
-	}
-	return append(rss, &tracepb.ResourceSpans{Resource: res, SchemaUrl: schema, ScopeSpans: []*tracepb.ScopeSpans{ss}})
-}
-
-// resource is r as OTLP, converted once per distinct resource.
-func (e *spanExporter) resource(r *resource.Resource) *resourcepb.Resource {
-	k := r.Equivalent()
-	if pb, ok := e.resources[k]; ok {
-		return pb
-	}
-	pb := &resourcepb.Resource{Attributes: newKeyValues(r.Attributes())}
-	if len(e.resources) < 64 { // a provider has one; bound it anyway
-		e.resources[k] = pb
-	}
-	return pb
-}
-
-// scope is s as OTLP, converted once per scope.
-func (e *spanExporter) scope(s instrumentation.Scope) *commonpb.InstrumentationScope {
-	if s == (instrumentation.Scope{}) {
+// shutdown exports what is queued and stops the client, within ctx.
+func (q *spanQueue) shutdown(ctx context.Context) error {
+	if q.closed.Swap(true) {
 		return nil
 	}
-	if pb, ok := e.scopes[s]; ok {
-		return pb
+	close(q.stop)
+	select {
+	case <-q.done:
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	pb := &commonpb.InstrumentationScope{Name: s.Name, Version: s.Version, Attributes: newKeyValues(s.Attributes.ToSlice())}
-	if len(e.scopes) < 64 {
-		e.scopes[s] = pb
-	}
-	return pb
+	return q.client.Stop(ctx)
 }
 
 func statusCode(c codes.Code) tracepb.Status_StatusCode {
@@ -172,8 +223,4 @@ func spanFlags(tf trace.TraceFlags, parent trace.SpanContext) uint32 {
 		f |= uint32(tracepb.SpanFlags_SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK)
 	}
 	return f
-}
-
-func clampUint32(v int) uint32 {
-	return uint32(min(max(v, 0), math.MaxUint32)) //nolint:gosec // clamped
 }

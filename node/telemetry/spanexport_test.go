@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,18 +20,24 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tollgate/tollgate/node/telemetry/otlptest"
 )
 
-// stubSpans are spans with every kind of field and attribute value, in two
-// resources and two scopes; n of them (n ≤ 4), so that a smaller second
-// batch shows whether reused buffers leak the first one's bytes.
+// stubRes and stubScope are the resource and scope of the stub spans.
+var (
+	stubRes   = resource.NewWithAttributes("https://opentelemetry.io/schemas/1.26.0", attribute.String("service.name", "a"), attribute.Int("n", 1))
+	stubScope = instrumentation.Scope{Name: "tollgate", Version: "1"}
+)
+
+// stubSpans are spans with every kind of field and attribute value the
+// recorder keeps (it drops nothing, so no dropped counts); n of them
+// (n ≤ 4), so that a smaller second batch shows whether reused buffers
+// leak the first one's bytes.
 func stubSpans(n int) []sdktrace.ReadOnlySpan {
-	resA := resource.NewSchemaless(attribute.String("service.name", "a"), attribute.Int("n", 1))
-	resB := resource.NewWithAttributes("https://opentelemetry.io/schemas/1.26.0", attribute.String("service.name", "b"))
 	tid := trace.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
 	ts, _ := trace.ParseTraceState("vendor=x,other=y")
 	remote := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{9, 9}, TraceFlags: trace.FlagsSampled, Remote: true})
@@ -49,30 +56,48 @@ func stubSpans(n int) []sdktrace.ReadOnlySpan {
 				// lengths of two and three bytes, in nested messages
 				attribute.String("long", strings.Repeat("x", 300)), attribute.Map("lm", attribute.String("k", strings.Repeat("y", 20000))),
 				attribute.StringSlice("ls", []string{strings.Repeat("z", 200), "a"})},
-			Events: []sdktrace.Event{{Name: "tollgate.retry", Time: at.Add(time.Microsecond), Attributes: []attribute.KeyValue{attribute.Int64("ms", 5)},
-				DroppedAttributeCount: 2}, {Name: "bare"}},
-			Links:  []sdktrace.Link{{SpanContext: remote, Attributes: []attribute.KeyValue{attribute.String("l", "v")}, DroppedAttributeCount: 1}},
-			Status: sdktrace.Status{Code: codes.Error, Description: "upstream 500"}, DroppedAttributes: 3, DroppedEvents: 1, DroppedLinks: 2,
-			Resource: resA, InstrumentationScope: instrumentation.Scope{Name: "tollgate", Version: "1"},
+			Events: []sdktrace.Event{{Name: "tollgate.retry", Time: at.Add(time.Microsecond), Attributes: []attribute.KeyValue{attribute.Int64("ms", 5)}},
+				{Name: "bare"}},
+			Links:  []sdktrace.Link{{SpanContext: remote, Attributes: []attribute.KeyValue{attribute.String("l", "v")}}},
+			Status: sdktrace.Status{Code: codes.Error, Description: "upstream 500"},
 		},
 		{
 			Name: "chat m", SpanKind: trace.SpanKindClient, StartTime: at, EndTime: at.Add(time.Second),
 			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled}),
 			Parent:      trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{1}}),
 			Attributes:  []attribute.KeyValue{attribute.Int("tollgate.attempt", 1)}, Status: sdktrace.Status{Code: codes.Ok},
-			Resource: resA, InstrumentationScope: instrumentation.Scope{Name: "tollgate", Version: "1"},
 		},
 		{
 			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{3}}),
-			Resource:    resB, InstrumentationScope: instrumentation.Scope{Name: "other", SchemaURL: "https://x/s"},
 		},
 		{
 			Name: "internal", SpanKind: trace.SpanKindInternal, StartTime: at, EndTime: at,
 			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{4}, TraceFlags: trace.FlagsSampled}),
-			Resource:    resA, InstrumentationScope: instrumentation.Scope{Name: "other"},
 		},
 	}
+	for i := range all {
+		all[i].Resource, all[i].InstrumentationScope = stubRes, stubScope
+	}
 	return tracetest.SpanStubs(all[:n]).Snapshots()
+}
+
+// recordOf is the recorder's span of what sd says.
+func recordOf(sd sdktrace.ReadOnlySpan) *span {
+	return &span{sc: sd.SpanContext(), parent: sd.Parent(), name: sd.Name(), kind: sd.SpanKind(), start: sd.StartTime(),
+		end: sd.EndTime(), attrs: slices.Clone(sd.Attributes()), events: slices.Clone(sd.Events()), links: slices.Clone(sd.Links()),
+		status: sd.Status()}
+}
+
+// testQueue is a span queue exporting through client whose batches go
+// only when the test exports them (or at shutdown).
+func testQueue(t testing.TB, client otlptrace.Client, size int) *spanQueue {
+	q, err := newSpanQueue(context.Background(), client, queueConfig{size: size, batch: size, delay: time.Hour, timeout: 10 * time.Second},
+		stubRes, &commonpb.InstrumentationScope{Name: stubScope.Name, Version: stubScope.Version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.shutdown(context.Background()) })
+	return q
 }
 
 // received flattens what rv got into "resource|scope|schemas" → spans.
@@ -88,7 +113,10 @@ func received(rv *otlptest.Receiver) map[string][]*tracepb.Span {
 	return out
 }
 
-func TestSpanExporterSendsWhatTheUpstreamExporterSends(t *testing.T) {
+// The recorder's spans reach a receiver as the SDK's spans exported by
+// the upstream exporter do, field for field, over both protocols; batch
+// after batch (reused buffers).
+func TestRecordedSpansArriveAsTheUpstreamExporterSendsThem(t *testing.T) {
 	ctx := context.Background()
 	for _, protocol := range []string{ProtocolHTTP, ProtocolGRPC} {
 		t.Run(strings.ReplaceAll(protocol, "/", "-"), func(t *testing.T) {
@@ -103,27 +131,26 @@ func TestSpanExporterSendsWhatTheUpstreamExporterSends(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			exp, err := newSpanExporter(ctx, ours)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = ref.Shutdown(ctx); _ = exp.Shutdown(ctx) })
+			t.Cleanup(func() { _ = ref.Shutdown(ctx) })
+			q := testQueue(t, ours, 8)
 			for _, n := range []int{4, 1, 4} { // reused buffers: a big batch, a small one, a big one
-				for _, e := range []sdktrace.SpanExporter{ref, exp} {
-					if err := e.ExportSpans(ctx, stubSpans(n)); err != nil {
-						t.Fatal(err)
-					}
+				if err := ref.ExportSpans(ctx, stubSpans(n)); err != nil {
+					t.Fatal(err)
 				}
+				var batch []*span
+				for _, sd := range stubSpans(n) {
+					batch = append(batch, recordOf(sd))
+				}
+				q.export(batch)
 			}
 			w, g := received(want), received(got)
-			if len(w) != 3 || len(g) != len(w) {
-				t.Fatalf("groups by resource and scope: upstream %d, ours %d (want 3)", len(w), len(g))
+			if len(w) != 1 || len(g) != len(w) {
+				t.Fatalf("groups by resource and scope: upstream %d, ours %d (want 1)", len(w), len(g))
 			}
 			for k, ws := range w {
 				gs := g[k]
 				if len(gs) != len(ws) {
-					t.Errorf("group %s: %d spans, upstream %d", k, len(gs), len(ws))
-					continue
+					t.Fatalf("group %s: %d spans, upstream %d", k, len(gs), len(ws))
 				}
 				for i := range ws {
 					if !proto.Equal(ws[i], gs[i]) {
@@ -149,7 +176,7 @@ func (c *marshalClient) UploadTraces(_ context.Context, rss []*tracepb.ResourceS
 
 // BenchmarkSpanExport: a batch of 512 spans like the gateway's (a server
 // span of 22 attributes and a client span of 14), converted and marshalled
-// by the upstream exporter and by spanExporter; per span.
+// by the upstream exporter and by the span queue; per span.
 func BenchmarkSpanExport(b *testing.B) {
 	tid := trace.TraceID{1, 2, 3}
 	attrs := func(n int) []attribute.KeyValue {
@@ -172,27 +199,52 @@ func BenchmarkSpanExport(b *testing.B) {
 	}
 	spans := stubs.Snapshots()
 	ctx := context.Background()
-	for _, c := range []struct {
-		name string
-		new  func(otlptrace.Client) (sdktrace.SpanExporter, error)
-	}{
-		{"upstream", func(cl otlptrace.Client) (sdktrace.SpanExporter, error) { return otlptrace.New(ctx, cl) }},
-		{"ours", func(cl otlptrace.Client) (sdktrace.SpanExporter, error) { return newSpanExporter(ctx, cl) }},
-	} {
-		b.Run(c.name, func(b *testing.B) {
-			mc := &marshalClient{}
-			exp, err := c.new(mc)
-			if err != nil {
+	b.Run("upstream", func(b *testing.B) {
+		exp, err := otlptrace.New(ctx, &marshalClient{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := exp.ExportSpans(ctx, spans); err != nil {
 				b.Fatal(err)
 			}
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := exp.ExportSpans(ctx, spans); err != nil {
-					b.Fatal(err)
-				}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(spans)), "ns/span")
+	})
+	b.Run("ours", func(b *testing.B) {
+		mc := &marshalClient{}
+		q := testQueue(b, mc, len(spans))
+		batch := make([]*span, len(spans))
+		b.ReportAllocs()
+		for b.Loop() {
+			for i, sd := range spans {
+				s := spanPool.Get().(*span)
+				s.sc, s.name, s.kind, s.start, s.end = sd.SpanContext(), sd.Name(), sd.SpanKind(), sd.StartTime(), sd.EndTime()
+				s.attrs = append(s.attrs, sd.Attributes()...)
+				batch[i] = s
 			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(spans)), "ns/span")
-			b.ReportMetric(float64(mc.bytes)/float64(len(spans)), "B/span-wire")
-		})
+			batch = q.export(batch)[:len(spans)]
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(spans)), "ns/span")
+		b.ReportMetric(float64(mc.bytes)/float64(len(spans)), "B/span-wire")
+	})
+}
+
+// OTEL_BSP_* set the queue and batching as they set the SDK's batch
+// processor; a bad value keeps the default and is reported.
+func TestQueueSettingsFollowTheBSPVariables(t *testing.T) {
+	env := map[string]string{"OTEL_BSP_MAX_QUEUE_SIZE": "100", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "512",
+		"OTEL_BSP_SCHEDULE_DELAY": "250", "OTEL_BSP_EXPORT_TIMEOUT": "1000"}
+	c, err := queueConfigFrom(func(k string) string { return env[k] })
+	want := queueConfig{size: 100, batch: 100, delay: 250 * time.Millisecond, timeout: time.Second}
+	if err != nil || c != want {
+		t.Fatalf("got %+v, %v; want %+v", c, err, want)
+	}
+	env = map[string]string{"OTEL_BSP_MAX_QUEUE_SIZE": "-1", "OTEL_BSP_SCHEDULE_DELAY": "soon"}
+	c, err = queueConfigFrom(func(k string) string { return env[k] })
+	want = queueConfig{size: DefaultSpanQueue, batch: 512, delay: 5 * time.Second, timeout: 30 * time.Second}
+	if err == nil || c != want {
+		t.Fatalf("bad values: got %+v, %v; want the defaults %+v and an error", c, err, want)
 	}
 }

@@ -1,7 +1,10 @@
 package telemetry
 
 import (
+	"bytes"
 	"math"
+	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -32,52 +35,47 @@ const (
 	listValues = 1 // ArrayValue.values and KeyValueList.values
 )
 
-// appendSpan appends the fields of sd as an OTLP Span message, as
-// proto.Marshal writes the upstream exporter's conversion of it: scalar
-// fields at their zero value are left out, the status is always there.
-func appendSpan(b []byte, sd sdktrace.ReadOnlySpan) []byte {
-	sc := sd.SpanContext()
+// appendSpan appends the fields of s as an OTLP Span message, as
+// proto.Marshal writes the upstream exporter's conversion of the SDK's
+// span: scalar fields at their zero value are left out, the status is
+// always there. Nothing is dropped: no dropped counts.
+func appendSpan(b []byte, s *span) []byte {
+	sc := s.sc
 	tid, sid := sc.TraceID(), sc.SpanID()
 	b = appendBytesField(b, spanTraceID, tid[:])
 	b = appendBytesField(b, spanSpanID, sid[:])
-	b = appendStringField(b, spanTraceState, sc.TraceState().String())
-	if p := sd.Parent().SpanID(); p.IsValid() {
+	if ts := sc.TraceState(); ts.Len() > 0 {
+		b = appendStringField(b, spanTraceState, ts.String())
+	}
+	if p := s.parent.SpanID(); p.IsValid() {
 		b = appendBytesField(b, spanParentSpanID, p[:])
 	}
-	b = appendStringField(b, spanName, sd.Name())
-	if k := sd.SpanKind(); k >= trace.SpanKindInternal && k <= trace.SpanKindConsumer {
+	b = appendStringField(b, spanName, s.name)
+	if k := s.kind; k >= trace.SpanKindInternal && k <= trace.SpanKindConsumer {
 		b = appendVarintField(b, spanKind, uint64(k)) // the enums agree: 1 internal ... 5 consumer
 	}
-	b = appendFixed64Field(b, spanStart, unixNano(sd.StartTime().UnixNano()))
-	b = appendFixed64Field(b, spanEnd, unixNano(sd.EndTime().UnixNano()))
-	b = appendKeyValues(b, spanAttributes, sd.Attributes())
-	b = appendVarintField(b, spanDroppedAttributes, uint64(clampUint32(sd.DroppedAttributes())))
+	b = appendFixed64Field(b, spanStart, unixNano(s.start.UnixNano()))
+	b = appendFixed64Field(b, spanEnd, unixNano(s.start.UnixNano()+int64(s.end.Sub(s.start))))
+	b = appendKeyValues(b, spanAttributes, s.attrs)
 	var at int
-	for _, ev := range sd.Events() {
+	for _, ev := range s.events {
 		b, at = beginMsg(b, spanEvents)
 		b = appendFixed64Field(b, eventTime, unixNano(ev.Time.UnixNano()))
 		b = appendStringField(b, eventName, ev.Name)
 		b = appendKeyValues(b, eventAttributes, ev.Attributes)
-		b = appendVarintField(b, eventDroppedAttributes, uint64(clampUint32(ev.DroppedAttributeCount)))
 		b = endMsg(b, at)
 	}
-	b = appendVarintField(b, spanDroppedEvents, uint64(clampUint32(sd.DroppedEvents())))
-	for _, l := range sd.Links() {
+	for _, l := range s.links {
 		b, at = beginMsg(b, spanLinks)
 		b = appendLink(b, l)
 		b = endMsg(b, at)
 	}
-	b = appendVarintField(b, spanDroppedLinks, uint64(clampUint32(sd.DroppedLinks())))
-	st := sd.Status()
 	b, at = beginMsg(b, spanStatus)
-	b = appendStringField(b, statusMessage, st.Description)
-	b = appendVarintField(b, statusCodeField, uint64(statusCode(st.Code)))
+	b = appendStringField(b, statusMessage, s.status.Description)
+	b = appendVarintField(b, statusCodeField, uint64(statusCode(s.status.Code)))
 	b = endMsg(b, at)
-	if f := spanFlags(sc.TraceFlags(), sd.Parent()); f != 0 {
-		b = protowire.AppendTag(b, spanFlagsField, protowire.Fixed32Type)
-		b = protowire.AppendFixed32(b, f)
-	}
-	return b
+	b = protowire.AppendTag(b, spanFlagsField, protowire.Fixed32Type) // never 0: it has the has-is-remote bit
+	return protowire.AppendFixed32(b, spanFlags(sc.TraceFlags(), s.parent))
 }
 
 func unixNano(n int64) uint64 { return uint64(max(0, n)) }
@@ -111,7 +109,6 @@ func appendLink(b []byte, l sdktrace.Link) []byte {
 	b = appendBytesField(b, linkSpanID, sid[:])
 	b = appendStringField(b, linkTraceState, l.SpanContext.TraceState().String())
 	b = appendKeyValues(b, linkAttributes, l.Attributes)
-	b = appendVarintField(b, linkDroppedAttributes, uint64(clampUint32(l.DroppedAttributeCount)))
 	b = protowire.AppendTag(b, linkFlags, protowire.Fixed32Type) // never 0: it has the has-is-remote bit
 	return protowire.AppendFixed32(b, spanFlags(l.SpanContext.TraceFlags(), l.SpanContext))
 }
@@ -153,17 +150,49 @@ func appendValue(b []byte, v attribute.Value) []byte {
 		b, at := beginMsg(b, anyKvlist)
 		return endMsg(appendKeyValues(b, listValues, v.AsMap()), at)
 	}
-	if elems, ok := sliceElems(v); ok {
-		b, at := beginMsg(b, anyArray)
-		for _, e := range elems {
-			var eat int
-			b, eat = beginMsg(b, listValues)
-			b = endMsg(appendValue(b, e), eat)
-		}
-		return endMsg(b, at)
+	switch v.Type() {
+	case attribute.BOOLSLICE, attribute.INT64SLICE, attribute.FLOAT64SLICE, attribute.STRINGSLICE:
+		return appendCachedSlice(b, v)
+	case attribute.SLICE:
+		return appendSlice(b, v)
 	}
 	b = protowire.AppendTag(b, anyString, protowire.BytesType)
 	return protowire.AppendString(b, "INVALID")
+}
+
+// encodedSlices caches the encoding of slice values of comparable
+// elements (the finish reasons: a handful of distinct values, each of
+// which would otherwise be copied out by reflection, span after span).
+var (
+	encodedSlices     sync.Map // attribute.Value → []byte
+	encodedSliceCount atomic.Int32
+)
+
+// maxEncodedSlices bounds encodedSlices.
+const maxEncodedSlices = 256
+
+func appendCachedSlice(b []byte, v attribute.Value) []byte {
+	if enc, ok := encodedSlices.Load(v); ok {
+		return append(b, enc.([]byte)...)
+	}
+	start := len(b)
+	b = appendSlice(b, v)
+	if encodedSliceCount.Add(1) <= maxEncodedSlices {
+		encodedSlices.Store(v, bytes.Clone(b[start:]))
+	}
+	return b
+}
+
+// appendSlice appends the array value of a slice value.
+func appendSlice(b []byte, v attribute.Value) []byte {
+	elems, _ := sliceElems(v)
+	b, at := beginMsg(b, anyArray)
+	for _, e := range elems {
+		var eat int
+		b, eat = beginMsg(b, listValues)
+		b = endMsg(appendValue(b, e), eat)
+	}
+	return endMsg(b, at)
 }
 
 // sliceElems returns the elements of a slice value as values.

@@ -2,7 +2,10 @@
 // and the GenAI metrics exported over OTLP (gRPC or HTTP/protobuf),
 // configured only by the standard OTEL_* environment variables. With no
 // OTLP endpoint set it is off: Tracer, Logger and Meter return nil, and
-// the data plane then does no such work at all.
+// the data plane then does no such work at all. Spans are recorded by a
+// tracer of its own (tracer.go: pooled records, a bounded queue, its own
+// OTLP encoder), not the SDK's, whose per-span work cost the gateway most
+// of tracing's price; logs and metrics go through the SDK.
 //
 // Variables read (the exporters and the SDK read the rest of theirs):
 //
@@ -14,7 +17,7 @@
 //	OTEL_EXPORTER_OTLP_HEADERS (and _TRACES_/_LOGS_/_METRICS_HEADERS)
 //	OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
 //	OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG
-//	OTEL_BSP_*, OTEL_BLRP_*, OTEL_METRIC_EXPORT_INTERVAL (and _TIMEOUT)
+//	OTEL_BSP_* (read here), OTEL_BLRP_*, OTEL_METRIC_EXPORT_INTERVAL (and _TIMEOUT)
 //	OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE
 //	OTEL_SDK_DISABLED=true, OTEL_TRACES_EXPORTER=none,
 //	OTEL_LOGS_EXPORTER=none, OTEL_METRICS_EXPORTER=none
@@ -41,8 +44,8 @@ import (
 	sdklog "go.opentelemetry.io/otel/sdk/log"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 )
 
 // ScopeName is the instrumentation scope of Tollgate's spans and logs.
@@ -114,10 +117,10 @@ func signal(getenv func(string) string, name string) (string, error) {
 // Telemetry holds a node's tracer, logger and meter providers. The zero
 // value and nil are off.
 type Telemetry struct {
-	tp     *sdktrace.TracerProvider
+	spans  *spanQueue
 	lp     *sdklog.LoggerProvider
 	mp     *sdkmetric.MeterProvider
-	tracer trace.Tracer
+	tracer *Tracer
 	logger otellog.Logger
 	meter  metric.Meter
 }
@@ -141,15 +144,10 @@ func New(ctx context.Context, version string, log *slog.Logger) (*Telemetry, err
 	}
 	t := &Telemetry{}
 	if s.TracesProtocol != "" {
-		exp, err := newTraceExporter(ctx, s.TracesProtocol)
-		if err != nil {
+		if t.tracer, err = newTracer(ctx, s.TracesProtocol, res, version, log); err != nil {
 			return nil, err
 		}
-		// The sampler comes from OTEL_TRACES_SAMPLER (default: parent
-		// based, always on), the batching from OTEL_BSP_* (with a larger
-		// default queue; a full queue drops spans, never blocks requests).
-		t.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, batchOptions(os.Getenv)...), sdktrace.WithResource(res))
-		t.tracer = t.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(version))
+		t.spans = t.tracer.q
 	}
 	if s.LogsProtocol != "" {
 		exp, err := newLogExporter(ctx, s.LogsProtocol)
@@ -177,33 +175,24 @@ func New(ctx context.Context, version string, log *slog.Logger) (*Telemetry, err
 	return t, nil
 }
 
-// DefaultSpanQueue is the span queue of the batch processor unless
-// OTEL_BSP_MAX_QUEUE_SIZE says otherwise: at 10,000 requests a second of
-// two spans each, about 400 ms of spans (the SDK's 2,048 is 100 ms).
-const DefaultSpanQueue = 8192
-
-// batchOptions are the batch span processor's options that differ from
-// the SDK's defaults, for the variables not set (the SDK reads those).
-func batchOptions(getenv func(string) string) []sdktrace.BatchSpanProcessorOption {
-	var o []sdktrace.BatchSpanProcessorOption
-	if getenv("OTEL_BSP_MAX_QUEUE_SIZE") == "" {
-		o = append(o, sdktrace.WithMaxQueueSize(DefaultSpanQueue))
+// newTracer is the tracer exporting over OTLP with protocol (the client
+// reads the OTEL_EXPORTER_OTLP_* variables), sampling as
+// OTEL_TRACES_SAMPLER says and batching as OTEL_BSP_* say.
+func newTracer(ctx context.Context, protocol string, res *resource.Resource, version string, log *slog.Logger) (*Tracer, error) {
+	smp, serr := samplerFrom(os.Getenv)
+	qc, qerr := queueConfigFrom(os.Getenv)
+	if err := errors.Join(serr, qerr); err != nil && log != nil {
+		log.Warn("telemetry: bad setting, using the default", "err", err) // as the SDK: not a failure
 	}
-	return o
-}
-
-// newTraceExporter is the OTLP exporter of protocol: the upstream client
-// (which reads the OTEL_EXPORTER_OTLP_* variables) under spanExporter.
-func newTraceExporter(ctx context.Context, protocol string) (sdktrace.SpanExporter, error) {
 	client := otlptracehttp.NewClient()
 	if protocol == ProtocolGRPC {
 		client = otlptracegrpc.NewClient()
 	}
-	exp, err := newSpanExporter(ctx, client)
+	q, err := newSpanQueue(ctx, client, qc, res, &commonpb.InstrumentationScope{Name: ScopeName, Version: version})
 	if err != nil {
 		return nil, fmt.Errorf("OTLP trace exporter (%s): %w", protocol, err)
 	}
-	return exp, nil
+	return &Tracer{sampler: smp, q: q}, nil
 }
 
 // newExporter makes a signal's OTLP exporter for protocol (the exporters
@@ -234,10 +223,19 @@ func newMetricExporter(ctx context.Context, protocol string) (sdkmetric.Exporter
 
 // Tracer returns the tracer of the data plane; nil when traces are off.
 func (t *Telemetry) Tracer() trace.Tracer {
-	if t == nil {
-		return nil
+	if t == nil || t.tracer == nil {
+		return nil // not a typed nil in the interface
 	}
 	return t.tracer
+}
+
+// DroppedSpans is how many spans were dropped because the export queue
+// was full (0 when traces are off).
+func (t *Telemetry) DroppedSpans() uint64 {
+	if t == nil || t.spans == nil {
+		return 0
+	}
+	return t.spans.Dropped()
 }
 
 // Logger returns the logger request logs are emitted to; nil when logs
@@ -265,8 +263,8 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
-	if t.tp != nil {
-		errs = append(errs, t.tp.Shutdown(ctx))
+	if t.spans != nil {
+		errs = append(errs, t.spans.shutdown(ctx))
 	}
 	if t.lp != nil {
 		errs = append(errs, t.lp.Shutdown(ctx))
