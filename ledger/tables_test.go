@@ -3,8 +3,12 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 )
@@ -82,5 +86,39 @@ func TestRecordsNeverShareATableWithOtherKeys(t *testing.T) {
 	recs := queryAll(t, l, Query{})
 	if len(recs) != maxLimit || recs[0].RequestId != fmt.Sprintf("req-%d", n-1) {
 		t.Fatalf("after a restart: %d records, newest %q", len(recs), recs[0].GetRequestId())
+	}
+}
+
+// A ledger whose tables were written with bloom filters (by an older
+// Tollgate) opens and answers queries as before.
+func TestOpensTablesWrittenWithBloomFilters(t *testing.T) {
+	dir := t.TempDir()
+	base := testBase()
+	l := openTest(t, dir, 0)
+	appendRange(t, l, base, 0, 500, 4)
+	want := queryAll(t, l, Query{KeyID: "key-2"})
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Rewrite every table as the older options did: bloom filters, one
+	// table across records and other keys.
+	opts := pebbleOptions(baseFS, slog.New(slog.DiscardHandler))
+	opts.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	opts.Experimental.SpanPolicyFunc = nil
+	db, err := pebble.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Compact(context.Background(), []byte{0}, []byte{0xff}, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	l = openTest(t, dir, 0)
+	equalMsgs(t, "records of key-2", queryAll(t, l, Query{KeyID: "key-2"}), want)
+	if got := countKeys(t, l, prefixRecord); got != 500 {
+		t.Fatalf("%d records, want 500", got)
 	}
 }
