@@ -57,9 +57,15 @@ func BenchmarkAppend(b *testing.B) {
 // finishing at once), whose appends are group-committed.
 func BenchmarkAppendParallel(b *testing.B) {
 	l := openTest(b, b.TempDir(), 0)
-	var n atomic.Int64
 	b.ReportAllocs()
 	b.SetParallelism(32)
+	appendParallel(b, l)
+}
+
+// appendParallel appends b.N records from the benchmark's parallel
+// goroutines, each with its own record.
+func appendParallel(b *testing.B, l *Ledger) {
+	var n atomic.Int64
 	b.RunParallel(func(p *testing.PB) {
 		rec, uses := benchRecord(int(n.Add(1)))
 		for p.Next() {

@@ -22,7 +22,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"google.golang.org/protobuf/proto"
 
@@ -227,11 +226,37 @@ func pebbleOptions(fs vfs.FS, log *slog.Logger) *pebble.Options {
 			},
 		},
 	}
-	// Bloom filters (on every level, inherited from L0) let the point reads
-	// of index queries skip the tables that lack the record.
-	opts.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	// No bloom filters: Pebble consults them only for Get and SeekPrefixGE,
+	// and the ledger reads with SeekGE and iterators (Get only for three
+	// meta keys at Open). Building them cost a hash per key in every flush
+	// and compaction for a filter utility of 0%.
+	opts.Levels[0].FilterPolicy = pebble.NoFilterPolicy
+	opts.Experimental.SpanPolicyFunc = recordSpans
 	return opts
 }
+
+// recordSpans makes every flush and compaction end its output table where
+// the raw records start and where they end, so that no table holds both
+// records and other keys. Records are keyed by time: a table of new records
+// overlaps only the newest record tables below it, whereas a table that
+// also held the index entries and pending rows (keyed by id, spread over
+// their whole range) spanned, and so rewrote, every record table in the
+// level below at each compaction. BenchmarkAppendCPU: 67% fewer bytes
+// compacted per record (see BENCH.md).
+func recordSpans(start []byte) (pebble.SpanPolicy, []byte, error) {
+	switch {
+	case len(start) == 0 || start[0] < prefixRecord:
+		return pebble.SpanPolicy{}, recordsStart, nil
+	case start[0] == prefixRecord:
+		return pebble.SpanPolicy{}, recordsEnd, nil
+	}
+	return pebble.SpanPolicy{}, nil, nil // to the end of the key space
+}
+
+var (
+	recordsStart = []byte{prefixRecord}
+	recordsEnd   = prefixEnd(prefixRecord)
+)
 
 // pebbleLogger routes Pebble's informational chatter to Debug and its
 // errors to Warn.
