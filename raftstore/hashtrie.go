@@ -24,7 +24,8 @@ type htNode struct {
 // one has its own address).
 type htOwner struct{ _ byte }
 
-func digit(h *[32]byte, d int) int {
+// digit returns the d-th 4-bit digit of a 32-byte hash.
+func digit(h string, d int) int {
 	b := h[d/2]
 	if d%2 == 0 {
 		return int(b >> 4)
@@ -38,9 +39,12 @@ func (t hashTrie) Len() int { return t.n }
 func (t hashTrie) get(h [32]byte) *Key {
 	n := t.root
 	for d := 0; n != nil && d < 64; d++ {
-		i := digit(&h, d)
+		i := int(h[d/2] >> 4) // digit(h, d), on the array: no string made
+		if d%2 == 1 {
+			i = int(h[d/2] & 0x0f)
+		}
 		if k := n.leaf[i]; k != nil {
-			if k.hash == h {
+			if k.hash == string(h[:]) {
 				return k
 			}
 			return nil
@@ -109,7 +113,7 @@ func (x *htTxn) put(k *Key) {
 
 func (x *htTxn) putAt(n *htNode, d int, k *Key) (*htNode, bool) {
 	c := x.writable(n)
-	i := digit(&k.hash, d)
+	i := digit(k.hash, d)
 	switch old := c.leaf[i]; {
 	case old != nil && old.hash == k.hash:
 		c.leaf[i] = k
@@ -117,7 +121,7 @@ func (x *htTxn) putAt(n *htNode, d int, k *Key) (*htNode, bool) {
 	case old != nil: // push the resident one level down, then descend
 		c.leaf[i] = nil
 		sub := &htNode{owner: x.owner}
-		sub.leaf[digit(&old.hash, d+1)] = old
+		sub.leaf[digit(old.hash, d+1)] = old
 		var added bool
 		c.sub[i], added = x.putAt(sub, d+1, k)
 		return c, added
@@ -135,13 +139,13 @@ func (x *htTxn) delete(h [32]byte) {
 	if x.get(h) == nil {
 		return
 	}
-	x.t.root = x.deleteAt(x.t.root, 0, &h)
+	x.t.root = x.deleteAt(x.t.root, 0, string(h[:]))
 	x.t.n--
 }
 
 // deleteAt removes h below n (where it is known to be) and returns the
 // new node, nil when it is left empty.
-func (x *htTxn) deleteAt(n *htNode, d int, h *[32]byte) *htNode {
+func (x *htTxn) deleteAt(n *htNode, d int, h string) *htNode {
 	c := x.writable(n)
 	i := digit(h, d)
 	if c.leaf[i] != nil {

@@ -35,14 +35,16 @@ func TestHashTrieMatchesAMap(t *testing.T) {
 		for range rng.IntN(20) + 1 {
 			switch op := rng.IntN(10); {
 			case op < 6 || len(known) == 0:
-				k := &Key{hash: hash(), ID: "new"}
-				known = append(known, k.hash)
+				h := hash()
+				k := &Key{hash: string(h[:]), ID: "new"}
+				known = append(known, h)
 				x.put(k)
-				model[k.hash] = k
+				model[h] = k
 			case op < 8:
-				k := &Key{hash: known[rng.IntN(len(known))], ID: "replaced"}
+				h := known[rng.IntN(len(known))]
+				k := &Key{hash: string(h[:]), ID: "replaced"}
 				x.put(k)
-				model[k.hash] = k
+				model[h] = k
 			default:
 				h := known[rng.IntN(len(known))]
 				x.delete(h)
@@ -75,7 +77,7 @@ func checkTrie(t *testing.T, version int, tr hashTrie, model map[[32]byte]*Key, 
 	}
 	n := 0
 	tr.ascend(func(k *Key) bool {
-		if model[k.hash] != k {
+		if model[[32]byte([]byte(k.hash))] != k {
 			t.Fatalf("version %d: ascend yields %x not in the model", version, k.hash[:4])
 		}
 		n++
