@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"math/bits"
 	"math/rand/v2"
 	"testing"
 )
@@ -85,5 +86,43 @@ func checkTrie(t *testing.T, version int, tr hashTrie, model map[[32]byte]*Key, 
 	})
 	if n != len(model) {
 		t.Fatalf("version %d: ascend yields %d, want %d", version, n, len(model))
+	}
+}
+
+// After inserts and deletes every node holds exactly its occupied slots,
+// each a key or a deeper node, and no node is left empty.
+func TestHashTrieNodesHoldOnlyOccupiedSlots(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	var hashes [][32]byte
+	x := hashTrie{}.txn()
+	for range 5000 {
+		var h [32]byte
+		for i := range h {
+			h[i] = byte(rng.IntN(256))
+		}
+		hashes = append(hashes, h)
+		x.put(&Key{hash: string(h[:])})
+	}
+	tr := x.commit()
+	x = tr.txn()
+	for _, h := range hashes[:2500] {
+		x.delete(h)
+	}
+	for _, tr := range []hashTrie{tr, x.commit()} {
+		var walk func(n *htNode)
+		walk = func(n *htNode) {
+			if len(n.slots) == 0 || len(n.slots) != bits.OnesCount16(n.used) {
+				t.Fatalf("node of %d slots, used %016b", len(n.slots), n.used)
+			}
+			for _, s := range n.slots {
+				if (s.key == nil) == (s.sub == nil) {
+					t.Fatal("a slot is empty or holds both a key and a node")
+				}
+				if s.sub != nil {
+					walk(s.sub)
+				}
+			}
+		}
+		walk(tr.root)
 	}
 }
