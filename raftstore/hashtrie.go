@@ -146,15 +146,26 @@ func (x *htTxn) putAt(n *htNode, d int, k *Key) (*htNode, bool) {
 	switch s := &c.slots[j]; {
 	case s.key != nil && s.key.hash == k.hash:
 		s.key = k
-	case s.key != nil: // push the resident one level down, then descend
-		old := s.key
-		sub := &htNode{owner: x.owner, used: 1 << digit(old.hash, d+1), slots: []htSlot{{key: old}}}
-		s.key = nil
-		s.sub, added = x.putAt(sub, d+1, k)
+	case s.key != nil: // push the resident one level down, beside k
+		s.sub, s.key, added = x.pair(s.key, k, d+1), nil, true
 	default:
 		s.sub, added = x.putAt(s.sub, d+1, k)
 	}
 	return c, added
+}
+
+// pair returns a node at depth d holding a and b (whose hashes differ
+// but agree on the digits before d), and the nodes between where their
+// digits still agree: each with its slots in one allocation.
+func (x *htTxn) pair(a, b *Key, d int) *htNode {
+	ia, ib := digit(a.hash, d), digit(b.hash, d)
+	if ia == ib {
+		return &htNode{owner: x.owner, used: 1 << ia, slots: []htSlot{{sub: x.pair(a, b, d+1)}}}
+	}
+	if ia > ib {
+		a, b, ia, ib = b, a, ib, ia
+	}
+	return &htNode{owner: x.owner, used: 1<<ia | 1<<ib, slots: []htSlot{{key: a}, {key: b}}}
 }
 
 // delete removes the key with hash h, if any.
