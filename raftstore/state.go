@@ -177,16 +177,17 @@ func (s *State) KeysPage(after string, limit int) []*pb.StoredKey {
 	return out
 }
 
-// AscendKeys calls fn for the stored keys whose id is not before from, in
-// id order, until it returns false; with team, for that team's keys only
-// (through the team index). Each key is decoded as it is visited.
-func (s *State) AscendKeys(team, from string, fn func(*pb.StoredKey) bool) {
+// AscendKeys calls fn for the keys whose id is not before from, in id
+// order, until it returns false; with team, for that team's keys only
+// (through the team index). Nothing is decoded or copied: fn decodes
+// (Key.Stored) the keys it answers with.
+func (s *State) AscendKeys(team, from string, fn func(*Key) bool) {
 	if team == "" {
-		s.keys.ascendFrom(&Key{ID: from}, func(k *Key) bool { return fn(k.Stored()) })
+		s.keys.ascendFrom(&Key{ID: from}, fn)
 		return
 	}
 	s.keysByTeam.ascendFrom(&Key{TeamID: team, ID: from}, func(k *Key) bool {
-		return k.TeamID == team && fn(k.Stored())
+		return k.TeamID == team && fn(k)
 	})
 }
 
