@@ -70,12 +70,14 @@ func BenchmarkFSMRestore(b *testing.B) {
 			runtime.GC()
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu := processCPU(b)
 			for b.Loop() {
 				f := newFSM()
 				if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
 					b.Fatal(err)
 				}
 			}
+			b.ReportMetric(float64(processCPU(b)-cpu)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }
