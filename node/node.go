@@ -559,8 +559,8 @@ func (n *Node) Store() *raftstore.Store { return n.store }
 // keyLive reports whether a key exists and is not revoked (for the per-key
 // metrics).
 func (n *Node) keyLive(id string) bool {
-	k := n.store.State().Key(id)
-	return k != nil && k.GetKey().GetRevokedAt() == nil
+	k := n.store.State().KeyByID(id) // the view: no decode
+	return k != nil && !k.Revoked
 }
 
 // Ready reports whether the node serves traffic (what /readyz says).

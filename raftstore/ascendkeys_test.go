@@ -3,8 +3,6 @@ package raftstore
 import (
 	"slices"
 	"testing"
-
-	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 )
 
 // AscendKeys walks keys in id order from a pivot (which it includes when
@@ -21,8 +19,8 @@ func TestAscendKeysWalksIDOrderFromAPivot(t *testing.T) {
 	st := h.state()
 	walk := func(team, from string, stop int) []string {
 		var ids []string
-		st.AscendKeys(team, from, func(sk *pb.StoredKey) bool {
-			ids = append(ids, sk.GetKey().GetId())
+		st.AscendKeys(team, from, func(k *Key) bool {
+			ids = append(ids, k.ID)
 			return len(ids) < stop
 		})
 		return ids

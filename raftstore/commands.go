@@ -123,16 +123,32 @@ func ValidateRouteOptions(route string, o *pb.RouteOptions) error {
 }
 
 // putKey returns a copy of s with sk stored.
-func (s *State) putKey(sk *pb.StoredKey) *State {
-	return s.withKeys(func(kw *keyWriter) { kw.put(sk) })
+func (s *State) putKey(sk *pb.StoredKey) (*State, error) {
+	var err error
+	next := s.withKeys(func(kw *keyWriter) { _, err = kw.put(sk) })
+	if err != nil {
+		return nil, err
+	}
+	return next, nil
 }
 
+// keyOrErr returns the stored key with the given id, decoded: a copy the
+// caller may edit.
 func (s *State) keyOrErr(id string) (*pb.StoredKey, error) {
 	sk := s.Key(id)
 	if sk == nil {
 		return nil, fmt.Errorf("key %q: %w", id, ErrNotFound)
 	}
 	return sk, nil
+}
+
+// putEdited stores sk, a key edited by a command, and answers it.
+func putEdited(cur *State, sk *pb.StoredKey) (*State, proto.Message, error) {
+	next, err := cur.putKey(sk)
+	if err != nil {
+		return nil, nil, err
+	}
+	return next, sk, nil
 }
 
 func createKey(cur *State, c *pb.CreateKeyCommand, ts *timestamppb.Timestamp) (*State, proto.Message, error) {
@@ -157,7 +173,7 @@ func addNewKey(cur *State, kw *keyWriter, sk *pb.StoredKey, ts *timestamppb.Time
 	if err != nil {
 		return nil, fmt.Errorf("key %q: %w", id, err)
 	}
-	if _, ok := kw.byID.get(named[*pb.StoredKey]{k: id}); ok {
+	if kw.get(id) != nil {
 		return nil, fmt.Errorf("key %q: %w", id, ErrAlreadyExists)
 	}
 	if kw.byHash.get(h) != nil {
@@ -175,16 +191,17 @@ func addNewKey(cur *State, kw *keyWriter, sk *pb.StoredKey, ts *timestamppb.Time
 	sk = proto.Clone(sk).(*pb.StoredKey)
 	sk.Key.Limits = emptyToNil(sk.Key.Limits)
 	sk.Key.CreatedAt, sk.Key.UpdatedAt, sk.Key.RevokedAt = ts, ts, nil
-	kw.put(sk)
+	if _, err := kw.put(sk); err != nil {
+		return nil, err
+	}
 	return sk, nil
 }
 
 func updateKey(cur *State, u *pb.UpdateKeyRequest, ts *timestamppb.Timestamp) (*State, proto.Message, error) {
-	old, err := cur.keyOrErr(u.GetId())
+	sk, err := cur.keyOrErr(u.GetId())
 	if err != nil {
 		return nil, nil, err
 	}
-	sk := proto.Clone(old).(*pb.StoredKey)
 	k := sk.Key
 	if u.Name != nil {
 		k.Name = u.GetName()
@@ -219,7 +236,7 @@ func updateKey(cur *State, u *pb.UpdateKeyRequest, ts *timestamppb.Timestamp) (*
 		k.Limits = emptyToNil(u.GetLimits())
 	}
 	k.UpdatedAt = ts
-	return cur.putKey(sk), sk, nil
+	return putEdited(cur, sk)
 }
 
 func revokeKey(cur *State, id string, ts *timestamppb.Timestamp) (*State, proto.Message, error) {
@@ -230,9 +247,9 @@ func revokeKey(cur *State, id string, ts *timestamppb.Timestamp) (*State, proto.
 	if old.GetKey().GetRevokedAt() != nil {
 		return nil, old, nil // already revoked: nothing changes
 	}
-	sk := proto.Clone(old).(*pb.StoredKey)
+	sk := old // decoded for this command alone
 	sk.Key.RevokedAt, sk.Key.UpdatedAt = ts, ts
-	return cur.putKey(sk), sk, nil
+	return putEdited(cur, sk)
 }
 
 func rotateKey(cur *State, c *pb.RotateKeyCommand, ts *timestamppb.Timestamp) (*State, proto.Message, error) {
@@ -250,11 +267,11 @@ func rotateKey(cur *State, c *pb.RotateKeyCommand, ts *timestamppb.Timestamp) (*
 	if cur.KeyByHash(h) != nil {
 		return nil, nil, fmt.Errorf("key %q: new secret collides with a key: %w", c.GetId(), ErrAlreadyExists)
 	}
-	sk := proto.Clone(old).(*pb.StoredKey)
+	sk := old // decoded for this command alone
 	sk.SecretHash = append([]byte(nil), h[:]...)
 	sk.Key.SecretPrefix = c.GetSecretPrefix()
 	sk.Key.UpdatedAt = ts
-	return cur.putKey(sk), sk, nil
+	return putEdited(cur, sk)
 }
 
 func validateDeployment(d *pb.Deployment) error {

@@ -667,7 +667,7 @@ func TestImmutability(t *testing.T) {
 	if !proto.Equal(sk1, sk1Copy) {
 		t.Errorf("held stored key changed: %v, was %v", sk1, sk1Copy)
 	}
-	if len(keys) != 2 || keys[0] != old.Key("k1") || !slices.Equal(names, old.RouteNames()) {
+	if len(keys) != 2 || !proto.Equal(keys[0], old.Key("k1")) || !slices.Equal(names, old.RouteNames()) {
 		t.Error("listings of the old state changed")
 	}
 	if old.KeyByHash(HashSecret("s1b")) != nil || old.Route("new") != nil || old.HasAdminToken(HashSecret("admin2")) {

@@ -1,30 +1,45 @@
 package raftstore
 
-// hashTrie is the persistent index of key views by the SHA-256 of their
+import (
+	"math/bits"
+	"slices"
+)
+
+// hashTrie is the persistent index of keys by the SHA-256 of their
 // secret: what the data plane reads on every request. The hashes are
 // uniformly random, so a trie indexed by their 4-bit digits needs no
 // balancing or comparisons: a lookup follows about log16(n) pointers (5 at
-// a million keys), and a write copies the nodes on its path (about 1.3 KB
-// at a million keys) and shares the rest with the previous State.
+// a million keys), and a write copies the nodes on its path and shares the
+// rest with the previous State. A node holds only its occupied slots (a
+// bitmap says which), so that the trie costs about 40 bytes a key at a
+// million keys rather than the ~110 of sixteen slots a node.
 type hashTrie struct {
 	root *htNode
 	n    int
 }
 
-// htNode has 16 slots, each empty, a key view or a deeper node. owner marks
-// the nodes a transaction created, which it may change in place; published
-// nodes are never changed.
+// htNode has 16 slots, each empty, a key or a deeper node; slots holds the
+// occupied ones, in digit order, and bit i of used says whether slot i is.
+// owner marks the nodes a transaction created, which it may change in
+// place; published nodes are never changed.
 type htNode struct {
-	sub   [16]*htNode
-	leaf  [16]*Key
 	owner *htOwner
+	slots []htSlot
+	used  uint16
+}
+
+// htSlot is a key or a deeper node.
+type htSlot struct {
+	key *Key
+	sub *htNode
 }
 
 // htOwner identifies a transaction's nodes (not zero-sized, so that every
 // one has its own address).
 type htOwner struct{ _ byte }
 
-func digit(h *[32]byte, d int) int {
+// digit returns the d-th 4-bit digit of a 32-byte hash.
+func digit(h string, d int) int {
 	b := h[d/2]
 	if d%2 == 0 {
 		return int(b >> 4)
@@ -32,37 +47,49 @@ func digit(h *[32]byte, d int) int {
 	return int(b & 0x0f)
 }
 
-// Len returns the number of key views.
+// slot returns the index in n.slots of slot i and whether it is occupied.
+func (n *htNode) slot(i int) (int, bool) {
+	bit := uint16(1) << i
+	return bits.OnesCount16(n.used & (bit - 1)), n.used&bit != 0
+}
+
+// Len returns the number of keys.
 func (t hashTrie) Len() int { return t.n }
 
 func (t hashTrie) get(h [32]byte) *Key {
 	n := t.root
 	for d := 0; n != nil && d < 64; d++ {
-		i := digit(&h, d)
-		if k := n.leaf[i]; k != nil {
-			if k.hash == h {
+		i := int(h[d/2] >> 4) // digit(h, d), on the array: no string made
+		if d%2 == 1 {
+			i = int(h[d/2] & 0x0f)
+		}
+		j, ok := n.slot(i)
+		if !ok {
+			return nil
+		}
+		if k := n.slots[j].key; k != nil {
+			if k.hash == string(h[:]) {
 				return k
 			}
 			return nil
 		}
-		n = n.sub[i]
+		n = n.slots[j].sub
 	}
 	return nil
 }
 
-// ascend calls fn for every key view, in hash order, until it returns
-// false.
+// ascend calls fn for every key, in hash order, until it returns false.
 func (t hashTrie) ascend(fn func(*Key) bool) { ascendNode(t.root, fn) }
 
 func ascendNode(n *htNode, fn func(*Key) bool) bool {
 	if n == nil {
 		return true
 	}
-	for i := range n.leaf {
-		if k := n.leaf[i]; k != nil && !fn(k) {
+	for _, s := range n.slots {
+		if s.key != nil && !fn(s.key) {
 			return false
 		}
-		if !ascendNode(n.sub[i], fn) {
+		if !ascendNode(s.sub, fn) {
 			return false
 		}
 	}
@@ -85,7 +112,8 @@ func (x *htTxn) commit() hashTrie {
 
 func (x *htTxn) get(h [32]byte) *Key { return x.t.get(h) }
 
-// writable returns n itself if this transaction made it, else a copy.
+// writable returns n itself if this transaction made it, else a copy with
+// room for one more slot.
 func (x *htTxn) writable(n *htNode) *htNode {
 	if n == nil {
 		return &htNode{owner: x.owner}
@@ -93,12 +121,10 @@ func (x *htTxn) writable(n *htNode) *htNode {
 	if n.owner == x.owner {
 		return n
 	}
-	c := *n
-	c.owner = x.owner
-	return &c
+	return &htNode{owner: x.owner, used: n.used, slots: append(make([]htSlot, 0, len(n.slots)+1), n.slots...)}
 }
 
-// put stores k (whose hash is set), replacing the view with the same hash.
+// put stores k (whose hash is set), replacing the key with the same hash.
 func (x *htTxn) put(k *Key) {
 	var added bool
 	x.t.root, added = x.putAt(x.t.root, 0, k)
@@ -109,50 +135,63 @@ func (x *htTxn) put(k *Key) {
 
 func (x *htTxn) putAt(n *htNode, d int, k *Key) (*htNode, bool) {
 	c := x.writable(n)
-	i := digit(&k.hash, d)
-	switch old := c.leaf[i]; {
-	case old != nil && old.hash == k.hash:
-		c.leaf[i] = k
-		return c, false
-	case old != nil: // push the resident one level down, then descend
-		c.leaf[i] = nil
-		sub := &htNode{owner: x.owner}
-		sub.leaf[digit(&old.hash, d+1)] = old
-		var added bool
-		c.sub[i], added = x.putAt(sub, d+1, k)
-		return c, added
-	case c.sub[i] != nil:
-		var added bool
-		c.sub[i], added = x.putAt(c.sub[i], d+1, k)
-		return c, added
+	i := digit(k.hash, d)
+	j, ok := c.slot(i)
+	if !ok {
+		c.slots = slices.Insert(c.slots, j, htSlot{key: k})
+		c.used |= 1 << i
+		return c, true
 	}
-	c.leaf[i] = k
-	return c, true
+	var added bool
+	switch s := &c.slots[j]; {
+	case s.key != nil && s.key.hash == k.hash:
+		s.key = k
+	case s.key != nil: // push the resident one level down, beside k
+		s.sub, s.key, added = x.pair(s.key, k, d+1), nil, true
+	default:
+		s.sub, added = x.putAt(s.sub, d+1, k)
+	}
+	return c, added
 }
 
-// delete removes the view with hash h, if any.
+// pair returns a node at depth d holding a and b (whose hashes differ
+// but agree on the digits before d), and the nodes between where their
+// digits still agree: each with its slots in one allocation.
+func (x *htTxn) pair(a, b *Key, d int) *htNode {
+	ia, ib := digit(a.hash, d), digit(b.hash, d)
+	if ia == ib {
+		return &htNode{owner: x.owner, used: 1 << ia, slots: []htSlot{{sub: x.pair(a, b, d+1)}}}
+	}
+	if ia > ib {
+		a, b, ia, ib = b, a, ib, ia
+	}
+	return &htNode{owner: x.owner, used: 1<<ia | 1<<ib, slots: []htSlot{{key: a}, {key: b}}}
+}
+
+// delete removes the key with hash h, if any.
 func (x *htTxn) delete(h [32]byte) {
 	if x.get(h) == nil {
 		return
 	}
-	x.t.root = x.deleteAt(x.t.root, 0, &h)
+	x.t.root = x.deleteAt(x.t.root, 0, string(h[:]))
 	x.t.n--
 }
 
 // deleteAt removes h below n (where it is known to be) and returns the
 // new node, nil when it is left empty.
-func (x *htTxn) deleteAt(n *htNode, d int, h *[32]byte) *htNode {
+func (x *htTxn) deleteAt(n *htNode, d int, h string) *htNode {
 	c := x.writable(n)
 	i := digit(h, d)
-	if c.leaf[i] != nil {
-		c.leaf[i] = nil
-	} else {
-		c.sub[i] = x.deleteAt(c.sub[i], d+1, h)
+	j, _ := c.slot(i)
+	if c.slots[j].key == nil {
+		c.slots[j].sub = x.deleteAt(c.slots[j].sub, d+1, h)
 	}
-	for j := range c.leaf {
-		if c.leaf[j] != nil || c.sub[j] != nil {
-			return c
-		}
+	if c.slots[j].key != nil || c.slots[j].sub == nil {
+		c.slots = slices.Delete(c.slots, j, j+1)
+		c.used &^= 1 << i
 	}
-	return nil
+	if c.used == 0 {
+		return nil
+	}
+	return c
 }

@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"math/bits"
 	"math/rand/v2"
 	"testing"
 )
@@ -35,14 +36,16 @@ func TestHashTrieMatchesAMap(t *testing.T) {
 		for range rng.IntN(20) + 1 {
 			switch op := rng.IntN(10); {
 			case op < 6 || len(known) == 0:
-				k := &Key{hash: hash(), ID: "new"}
-				known = append(known, k.hash)
+				h := hash()
+				k := &Key{hash: string(h[:]), ID: "new"}
+				known = append(known, h)
 				x.put(k)
-				model[k.hash] = k
+				model[h] = k
 			case op < 8:
-				k := &Key{hash: known[rng.IntN(len(known))], ID: "replaced"}
+				h := known[rng.IntN(len(known))]
+				k := &Key{hash: string(h[:]), ID: "replaced"}
 				x.put(k)
-				model[k.hash] = k
+				model[h] = k
 			default:
 				h := known[rng.IntN(len(known))]
 				x.delete(h)
@@ -75,7 +78,7 @@ func checkTrie(t *testing.T, version int, tr hashTrie, model map[[32]byte]*Key, 
 	}
 	n := 0
 	tr.ascend(func(k *Key) bool {
-		if model[k.hash] != k {
+		if model[[32]byte([]byte(k.hash))] != k {
 			t.Fatalf("version %d: ascend yields %x not in the model", version, k.hash[:4])
 		}
 		n++
@@ -83,5 +86,43 @@ func checkTrie(t *testing.T, version int, tr hashTrie, model map[[32]byte]*Key, 
 	})
 	if n != len(model) {
 		t.Fatalf("version %d: ascend yields %d, want %d", version, n, len(model))
+	}
+}
+
+// After inserts and deletes every node holds exactly its occupied slots,
+// each a key or a deeper node, and no node is left empty.
+func TestHashTrieNodesHoldOnlyOccupiedSlots(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	var hashes [][32]byte
+	x := hashTrie{}.txn()
+	for range 5000 {
+		var h [32]byte
+		for i := range h {
+			h[i] = byte(rng.IntN(256))
+		}
+		hashes = append(hashes, h)
+		x.put(&Key{hash: string(h[:])})
+	}
+	tr := x.commit()
+	x = tr.txn()
+	for _, h := range hashes[:2500] {
+		x.delete(h)
+	}
+	for _, tr := range []hashTrie{tr, x.commit()} {
+		var walk func(n *htNode)
+		walk = func(n *htNode) {
+			if len(n.slots) == 0 || len(n.slots) != bits.OnesCount16(n.used) {
+				t.Fatalf("node of %d slots, used %016b", len(n.slots), n.used)
+			}
+			for _, s := range n.slots {
+				if (s.key == nil) == (s.sub == nil) {
+					t.Fatal("a slot is empty or holds both a key and a node")
+				}
+				if s.sub != nil {
+					walk(s.sub)
+				}
+			}
+		}
+		walk(tr.root)
 	}
 }

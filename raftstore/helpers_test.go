@@ -187,7 +187,7 @@ func contentBytes(t testing.TB, st *State) []byte {
 // views is a deep copy of every derived view of a state, for comparing a
 // state before and after later applies.
 type views struct {
-	keys       map[[32]byte]Key
+	keys       map[string]Key // by hash
 	routes     map[string]Route
 	routeNames []string
 	admin      int
@@ -195,7 +195,7 @@ type views struct {
 
 func copyKeyView(k *Key) Key {
 	c := *k
-	c.models = slices.Clone(k.models)
+	c.lists = slices.Clone(k.lists)
 	return c
 }
 
@@ -210,7 +210,7 @@ func copyRouteView(r *Route) Route {
 }
 
 func viewsOf(st *State) views {
-	v := views{keys: map[[32]byte]Key{}, routes: map[string]Route{}, admin: len(st.adminTokens)}
+	v := views{keys: map[string]Key{}, routes: map[string]Route{}, admin: len(st.adminTokens)}
 	if len(st.routeNames) > 0 { // nil and empty are the same listing
 		v.routeNames = slices.Clone(st.routeNames)
 	}

@@ -25,7 +25,7 @@ func importKeys(cur *State, c *pb.ImportKeysCommand, ts *timestamppb.Timestamp) 
 	kw := cur.keyWriter() // one writer: the batch copies each tree path once
 	added := false
 	for i, sk := range c.GetKeys() {
-		if cur.Key(sk.GetKey().GetId()) != nil {
+		if cur.KeyByID(sk.GetKey().GetId()) != nil {
 			res.Skipped[i] = true
 			continue
 		}

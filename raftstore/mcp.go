@@ -90,8 +90,8 @@ type McpPolicy struct{ key, team []string }
 // McpPolicy returns the allow-lists of the key and of its team.
 func (s *State) McpPolicy(keyID, teamID string) McpPolicy {
 	var p McpPolicy
-	if k := s.Key(keyID); k != nil {
-		p.key = k.GetKey().GetMcpTools()
+	if k := s.KeyByID(keyID); k != nil {
+		p.key = k.mcpTools()
 	}
 	if teamID != "" {
 		p.team = s.TeamConfig(teamID).GetMcpTools()
@@ -235,9 +235,9 @@ func setMcpTools(cur *State, c *pb.SetMcpToolsCommand, ts *timestamppb.Timestamp
 		if err != nil {
 			return nil, nil, err
 		}
-		sk := proto.Clone(old).(*pb.StoredKey)
-		sk.Key.McpTools, sk.Key.UpdatedAt = tools, ts
-		return cur.putKey(sk), res, nil
+		old.Key.McpTools, old.Key.UpdatedAt = tools, ts // old is decoded for this command
+		next, err := cur.putKey(old)
+		return next, res, err
 	}
 	old := cur.TeamConfig(c.GetTeamId())
 	if old == nil {

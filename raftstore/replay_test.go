@@ -314,8 +314,8 @@ func TestPersistWhileApplyingWritesTheCapturedState(t *testing.T) {
 // of keys by team, secret hash and creation, of leases by node, and of
 // request ids by age.
 type stateIndexes struct {
-	byTeam  []teamKeyItem
-	byHash  map[[32]byte]Key
+	byTeam  []string // team/id
+	byHash  map[string]Key
 	byTime  []string
 	leases  []leaseItem
 	byAge   []ageItem
@@ -327,8 +327,8 @@ func indexesOf(st *State) stateIndexes {
 	ix := stateIndexes{routes: viewsOf(st), keySize: st.keys.Len()}
 	ix.byHash = ix.routes.keys
 	ix.routes.keys = nil
-	st.keysByTeam.ascend(func(it teamKeyItem) bool { ix.byTeam = append(ix.byTeam, it); return true })
-	st.keysByCreated.ascend(func(sk *pb.StoredKey) bool { ix.byTime = append(ix.byTime, sk.GetKey().GetId()); return true })
+	st.keysByTeam.ascend(func(k *Key) bool { ix.byTeam = append(ix.byTeam, k.TeamID+"/"+k.ID); return true })
+	st.keysByCreated.ascend(func(k *Key) bool { ix.byTime = append(ix.byTime, k.ID); return true })
 	st.leasesByNode.ascend(func(it leaseItem) bool { ix.leases = append(ix.leases, it); return true })
 	st.requestsByAge.ascend(func(it ageItem) bool { ix.byAge = append(ix.byAge, it); return true })
 	if st.keysByHash.Len() != len(ix.byHash) {

@@ -115,6 +115,9 @@ func writeSnapshot(w io.Writer, st *State) error {
 	if err := writeRecord(w, recordHeader, &pb.SnapshotHeader{FormatVersion: snapshotFormat, Index: st.Index}); err != nil {
 		return err
 	}
+	if err := writeKeyParts(w, st); err != nil {
+		return err
+	}
 	if err := snapshotParts(st, func(part *pb.Snapshot) error { return writeRecord(w, recordPart, part) }); err != nil {
 		return err
 	}
@@ -133,7 +136,7 @@ func readSnapshot(r *bufio.Reader, b *stateBuilder) (*State, error) {
 	// One goroutine reads and decodes the records while this one builds
 	// the state from them: a restart restores in about the time of the
 	// larger of the two rather than their sum.
-	parts := make(chan *pb.Snapshot, 4)
+	parts := make(chan snapshotPart, 4)
 	stop := make(chan struct{})
 	var index uint64
 	decoded := make(chan error, 1)
@@ -142,7 +145,7 @@ func readSnapshot(r *bufio.Reader, b *stateBuilder) (*State, error) {
 		decoded <- decodeRecords(r, &index, parts, stop)
 	}()
 	for part := range parts {
-		if err := b.add(part); err != nil {
+		if err := b.addPart(part); err != nil {
 			close(stop)
 			for range parts { // let the decoder finish before the reader closes
 			}
@@ -159,7 +162,7 @@ func readSnapshot(r *bufio.Reader, b *stateBuilder) (*State, error) {
 // decodeRecords reads a streamed snapshot's records (after the magic),
 // sets *index from the header and sends the decoded parts, until the end
 // record, an error, or stop.
-func decodeRecords(r *bufio.Reader, index *uint64, parts chan<- *pb.Snapshot, stop <-chan struct{}) error {
+func decodeRecords(r *bufio.Reader, index *uint64, parts chan<- snapshotPart, stop <-chan struct{}) error {
 	for n := 0; ; n++ {
 		kind, data, err := readRecord(r)
 		if err != nil {
@@ -171,8 +174,8 @@ func decodeRecords(r *bufio.Reader, index *uint64, parts chan<- *pb.Snapshot, st
 				return err
 			}
 		case n > 0 && kind == recordPart:
-			part := &pb.Snapshot{}
-			if err := proto.Unmarshal(data, part); err != nil {
+			part, err := decodePart(data)
+			if err != nil {
 				return fmt.Errorf("decode snapshot record %d: %w", n, err)
 			}
 			select {
@@ -237,17 +240,15 @@ func readLegacySnapshot(r io.Reader, b *stateBuilder) (*State, error) {
 	return b.finish(), nil
 }
 
-// snapshotParts calls emit with the state in parts of at most
-// snapshotChunk items each, in a stable order: keys by creation, routes,
+// snapshotParts calls emit with the state but its keys (which
+// writeKeyParts and snapshotOf add) in parts of at most snapshotChunk
+// items each, in a stable order: routes,
 // credentials, teams, hourly then daily rollups, budget periods, node
 // report counters, the audit log, users, admin tokens, applied request
 // ids, the cluster secret.
 func snapshotParts(st *State, emit func(*pb.Snapshot) error) error {
 	c := &chunker{part: &pb.Snapshot{}, emit: emit}
 	steps := []func() error{
-		func() error {
-			return walkParts(c, st.keysByCreated, func(p *pb.Snapshot, v *pb.StoredKey) { p.Keys = append(p.Keys, v) })
-		},
 		func() error {
 			c.part.Routes, c.part.Credentials, c.part.Teams = st.RouteConfigs(), st.Credentials(), st.Teams()
 			c.part.McpServers = st.McpServers()
@@ -338,7 +339,7 @@ func adminTokensOf(st *State) [][]byte {
 // snapshotOf returns the whole state as one Snapshot message (what an
 // admin snapshot save holds and a RestoreCommand carries).
 func snapshotOf(st *State) *pb.Snapshot {
-	snap := &pb.Snapshot{}
+	snap := &pb.Snapshot{Keys: st.Keys()}
 	_ = snapshotParts(st, func(part *pb.Snapshot) error {
 		proto.Merge(snap, part)
 		return nil
@@ -373,16 +374,18 @@ func newStateBuilder(sealer *Sealer, r Retention) *stateBuilder {
 // add merges one part of a snapshot into the state being built.
 func (b *stateBuilder) add(part *pb.Snapshot) error {
 	st := b.st
-	for _, k := range part.GetKeys() {
-		if _, err := hash32(k.GetSecretHash()); err != nil {
-			return fmt.Errorf("snapshot key %q: %w", k.GetKey().GetId(), err)
+	keys := make([]*Key, 0, len(part.GetKeys()))
+	for _, sk := range part.GetKeys() {
+		if _, err := hash32(sk.GetSecretHash()); err != nil {
+			return fmt.Errorf("snapshot key %q: %w", sk.GetKey().GetId(), err)
 		}
+		k, err := newKey(sk)
+		if err != nil {
+			return fmt.Errorf("snapshot key: %w", err)
+		}
+		keys = append(keys, k)
 	}
-	if b.replaceKeys {
-		for _, k := range part.GetKeys() {
-			b.keys.put(k)
-		}
-	} else if err := b.keys.putNew(part.GetKeys()); err != nil {
+	if err := b.addKeys(keys); err != nil {
 		return err
 	}
 	for _, h := range part.GetAdminTokenHashes() {

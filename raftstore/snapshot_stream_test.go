@@ -42,8 +42,8 @@ func TestSnapshotStreamsInRecords(t *testing.T) {
 	h := rich(t)
 	big := bigState(3000)
 	st := h.state().withKeys(func(kw *keyWriter) {
-		big.keysByCreated.ascend(func(sk *pb.StoredKey) bool {
-			kw.put(sk)
+		big.keysByCreated.ascend(func(k *Key) bool {
+			kw.putKey(k)
 			return true
 		})
 	})

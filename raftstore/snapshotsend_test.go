@@ -59,8 +59,8 @@ func richWithKeys(t *testing.T, n int) *State {
 	h.must(&pb.Command{Op: &pb.Command_SetClusterSecret{SetClusterSecret: &pb.SetClusterSecretCommand{Secret: "cluster-secret-0123456789"}}})
 	big := bigState(n)
 	return h.state().withKeys(func(kw *keyWriter) {
-		big.keysByCreated.ascend(func(sk *pb.StoredKey) bool {
-			kw.put(sk)
+		big.keysByCreated.ascend(func(k *Key) bool {
+			kw.putKey(k)
 			return true
 		})
 	})

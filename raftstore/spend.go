@@ -133,11 +133,11 @@ func (s *State) Teams() []*pb.Team {
 // KeysOfTeam returns the ids of the keys that belong to a team, sorted.
 func (s *State) KeysOfTeam(team string) []string {
 	var ids []string
-	s.keysByTeam.ascendFrom(teamKeyItem{team: team}, func(it teamKeyItem) bool {
-		if it.team != team {
+	s.keysByTeam.ascendFrom(&Key{TeamID: team}, func(k *Key) bool {
+		if k.TeamID != team {
 			return false
 		}
-		ids = append(ids, it.id)
+		ids = append(ids, k.ID)
 		return true
 	})
 	return ids
@@ -148,8 +148,8 @@ func (s *State) BudgetLimit(id string) *Limit {
 	kind, ref, _ := strings.Cut(id, ":")
 	switch kind {
 	case "key":
-		if k := s.Key(ref); k != nil {
-			return limitOf(id, k.GetKey().GetBudget())
+		if k := s.KeyByID(ref); k != nil {
+			return k.Budget
 		}
 	case "team":
 		if t := s.Team(ref); t != nil {

@@ -2,7 +2,6 @@ package raftstore
 
 import (
 	"crypto/sha256"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,10 +17,10 @@ type State struct {
 	// Index is the Raft log index this state reflects.
 	Index uint64
 
-	keys          ptree[named[*pb.StoredKey]] // by key id
-	keysByHash    hashTrie                    // by SHA-256 of the secret
-	keysByCreated ptree[*pb.StoredKey]        // by creation time, then id
-	keysByTeam    ptree[teamKeyItem]          // team, key id
+	keys          ptree[*Key] // by key id (key.go)
+	keysByHash    hashTrie    // by SHA-256 of the secret
+	keysByCreated ptree[*Key] // by creation time, then id
+	keysByTeam    ptree[*Key] // by team, then id; the keys that have one
 	routeSrc      map[string]*pb.ModelRoute
 	routes        map[string]*Route // derived from routeSrc and creds
 	routeNames    []string          // sorted
@@ -44,53 +43,6 @@ type State struct {
 	sealer        *Sealer                // opens sealed credentials; nil when none are
 	users         users                  // admin users (users.go)
 	audit         ptree[*pb.AuditRecord] // by index (audit.go)
-}
-
-// Key is the data plane's view of a virtual key, with what an auth check
-// needs precomputed.
-type Key struct {
-	ID   string
-	Name string
-	// ExpiresAt is the expiry in Unix nanoseconds; zero means never.
-	ExpiresAt int64
-	Revoked   bool
-	// TeamID is the key's team, empty for none.
-	TeamID string
-	// Budget is the key's own budget, nil for none.
-	Budget *Limit
-	// Limits are the key's own rate limits, nil for none.
-	Limits *RateLimits
-	hash   [32]byte // of the secret
-	// models are the names the key allows, exact names before nExact and
-	// patterns from it: few, so a scan beats a map and costs far less
-	// memory. (A million views are held: the fields are ordered so the
-	// struct fits a 144-byte size class.)
-	models   []string
-	nExact   int32
-	allowAll bool
-}
-
-// Allows reports whether the key may use the model route named model.
-func (k *Key) Allows(model string) bool {
-	if k.allowAll {
-		return true
-	}
-	for _, m := range k.models[:k.nExact] {
-		if m == model {
-			return true
-		}
-	}
-	for _, p := range k.models[k.nExact:] {
-		if MatchPattern(p, model) {
-			return true
-		}
-	}
-	return false
-}
-
-// Expired reports whether the key has expired at nowUnixNano.
-func (k *Key) Expired(nowUnixNano int64) bool {
-	return k.ExpiresAt != 0 && nowUnixNano >= k.ExpiresAt
 }
 
 // Route is the data plane's view of a model route: its deployments with
@@ -146,7 +98,7 @@ type Deployment struct {
 
 func emptyState() *State {
 	return &State{
-		keys:          newNamedTree[*pb.StoredKey](),
+		keys:          newPtree(keyIDLess),
 		keysByCreated: newPtree(createdLess),
 		keysByTeam:    newPtree(teamKeyLess),
 		routeSrc:      map[string]*pb.ModelRoute{},
@@ -175,11 +127,17 @@ func (s *State) KeyByHash(h [32]byte) *Key {
 	return s.keysByHash.get(h)
 }
 
-// Key returns the stored key with the given id, or nil. The result must not
-// be modified.
+// KeyByID returns the key with the given id, or nil.
+func (s *State) KeyByID(id string) *Key {
+	k, _ := s.keys.get(&Key{ID: id})
+	return k
+}
+
+// Key returns the stored key with the given id, or nil: decoded on every
+// call (an admin read), so the caller may modify it.
 func (s *State) Key(id string) *pb.StoredKey {
-	if it, ok := s.keys.get(named[*pb.StoredKey]{k: id}); ok {
-		return it.v
+	if k := s.KeyByID(id); k != nil {
+		return k.Stored()
 	}
 	return nil
 }
@@ -190,8 +148,8 @@ func (s *State) KeyCount() int { return s.keys.Len() }
 // Keys returns every stored key sorted by creation time, then id.
 func (s *State) Keys() []*pb.StoredKey {
 	out := make([]*pb.StoredKey, 0, s.keys.Len())
-	s.keysByCreated.ascend(func(sk *pb.StoredKey) bool {
-		out = append(out, sk)
+	s.keysByCreated.ascend(func(k *Key) bool {
+		out = append(out, k.Stored())
 		return true
 	})
 	return out
@@ -205,13 +163,13 @@ func (s *State) KeysPage(after string, limit int) []*pb.StoredKey {
 		return nil
 	}
 	out := make([]*pb.StoredKey, 0, min(limit, s.keys.Len()))
-	add := func(sk *pb.StoredKey) bool {
-		if sk.GetKey().GetId() != after {
-			out = append(out, sk)
+	add := func(k *Key) bool {
+		if k.ID != after {
+			out = append(out, k.Stored())
 		}
 		return len(out) < limit
 	}
-	if k := s.Key(after); k != nil {
+	if k := s.KeyByID(after); k != nil {
 		s.keysByCreated.ascendFrom(k, add)
 	} else {
 		s.keysByCreated.ascend(add)
@@ -219,20 +177,17 @@ func (s *State) KeysPage(after string, limit int) []*pb.StoredKey {
 	return out
 }
 
-// AscendKeys calls fn for the stored keys whose id is not before from, in
-// id order, until it returns false; with team, for that team's keys only
-// (through the team index). Nothing is copied.
-func (s *State) AscendKeys(team, from string, fn func(*pb.StoredKey) bool) {
+// AscendKeys calls fn for the keys whose id is not before from, in id
+// order, until it returns false; with team, for that team's keys only
+// (through the team index). Nothing is decoded or copied: fn decodes
+// (Key.Stored) the keys it answers with.
+func (s *State) AscendKeys(team, from string, fn func(*Key) bool) {
 	if team == "" {
-		s.keys.ascendFrom(named[*pb.StoredKey]{k: from}, func(it named[*pb.StoredKey]) bool { return fn(it.v) })
+		s.keys.ascendFrom(&Key{ID: from}, fn)
 		return
 	}
-	s.keysByTeam.ascendFrom(teamKeyItem{team: team, id: from}, func(it teamKeyItem) bool {
-		if it.team != team {
-			return false
-		}
-		sk := s.Key(it.id)
-		return sk == nil || fn(sk)
+	s.keysByTeam.ascendFrom(&Key{TeamID: team, ID: from}, func(k *Key) bool {
+		return k.TeamID == team && fn(k)
 	})
 }
 
@@ -324,58 +279,6 @@ func MatchPattern(pattern, name string) bool {
 		}
 		name, pattern = name[i+star:], pattern[star+1:]
 	}
-}
-
-func newKeyView(sk *pb.StoredKey) *Key {
-	k := sk.GetKey()
-	v := &Key{ID: k.GetId(), Name: k.GetName(), Revoked: k.GetRevokedAt() != nil, TeamID: k.GetTeamId()}
-	if b := k.GetBudget(); b != nil { // the id's string only when it is used
-		v.Budget = limitOf(KeyBudgetID(k.GetId()), b)
-	}
-	if l := k.GetLimits(); rateLimitsOf("", l) != nil {
-		v.Limits = rateLimitsOf("key:"+k.GetId(), l)
-	}
-	v.hash, _ = hash32(sk.GetSecretHash()) // checked before a key is stored
-	if e := k.GetExpiresAt(); e != nil {
-		v.ExpiresAt = e.AsTime().UnixNano()
-	}
-	if len(k.GetModels()) == 0 {
-		v.allowAll = true
-		return v
-	}
-	models := k.GetModels()
-	isPattern := func(m string) bool { return strings.IndexByte(m, '*') >= 0 }
-	v.allowAll = slices.Contains(models, "*")
-	switch n := countFunc(models, func(m string) bool { return !isPattern(m) }); {
-	case !slices.ContainsFunc(models[:n], isPattern):
-		// Exact names already come first: share the slice, which
-		// neither side ever modifies.
-		v.models, v.nExact = models, int32(n)
-	default:
-		v.models = make([]string, 0, len(models))
-		for _, m := range models {
-			if !isPattern(m) {
-				v.models = append(v.models, m)
-			}
-		}
-		for _, m := range models {
-			if isPattern(m) {
-				v.models = append(v.models, m)
-			}
-		}
-		v.nExact = int32(n)
-	}
-	return v
-}
-
-func countFunc(s []string, f func(string) bool) int {
-	n := 0
-	for _, m := range s {
-		if f(m) {
-			n++
-		}
-	}
-	return n
 }
 
 func newRouteView(r *pb.ModelRoute, creds map[string]*pb.StoredCredential, sealer *Sealer) *Route {

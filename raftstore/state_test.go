@@ -10,8 +10,8 @@ import (
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 )
 
-func viewWithModels(models ...string) *Key {
-	return newKeyView(&pb.StoredKey{Key: &pb.Key{Id: "k", Models: models}, SecretHash: hashOf("s")})
+func viewWithModels(t *testing.T, models ...string) *Key {
+	return mustKey(t, &pb.StoredKey{Key: &pb.Key{Id: "k", Models: models}, SecretHash: hashOf("s")})
 }
 
 func TestKeyAllows(t *testing.T) {
@@ -33,7 +33,7 @@ func TestKeyAllows(t *testing.T) {
 		{models: []string{"a*a"}, allowed: []string{"aa", "aba"}, refused: []string{"a"}},
 	}
 	for _, tc := range cases {
-		k := viewWithModels(tc.models...)
+		k := viewWithModels(t, tc.models...)
 		for _, m := range tc.allowed {
 			if !k.Allows(m) {
 				t.Errorf("models %q: Allows(%q) = false, want true", tc.models, m)
@@ -49,7 +49,7 @@ func TestKeyAllows(t *testing.T) {
 
 func TestKeyViewFields(t *testing.T) {
 	sk := &pb.StoredKey{Key: &pb.Key{Id: "k", Name: "n", RevokedAt: ts(5), ExpiresAt: ts(baseNanos)}, SecretHash: hashOf("s")}
-	k := newKeyView(sk)
+	k := mustKey(t, sk)
 	if k.ID != "k" || k.Name != "n" || !k.Revoked || k.ExpiresAt != baseNanos {
 		t.Errorf("view = %+v", k)
 	}
@@ -135,7 +135,7 @@ func TestMatchPatternLongInput(t *testing.T) {
 			t.Errorf("MatchPattern(%q, a×%d) = %v, want %v", p, len(name), got, want)
 		}
 	}
-	k := viewWithModels("a*b*c", "*x*y*z")
+	k := viewWithModels(t, "a*b*c", "*x*y*z")
 	if k.Allows("a" + strings.Repeat("b", 1<<16)) {
 		t.Error("long name allowed")
 	}
@@ -221,7 +221,7 @@ func TestKeyAllowsWhateverTheOrderOfItsModels(t *testing.T) {
 		{"claude-*", "*-mini", "gpt-4o", "o1"},
 	} {
 		stored := slices.Clone(models)
-		k := newKeyView(&pb.StoredKey{Key: &pb.Key{Id: "k", Models: stored}, SecretHash: hashOf("s")})
+		k := mustKey(t, &pb.StoredKey{Key: &pb.Key{Id: "k", Models: stored}, SecretHash: hashOf("s")})
 		for m, want := range map[string]bool{"o1": true, "gpt-4o": true, "gpt-4o-mini": true, "claude-3": true, "o1-pro": false, "gpt-4": false} {
 			if k.Allows(m) != want {
 				t.Errorf("models %v: Allows(%q) = %v", models, m, !want)
@@ -231,7 +231,7 @@ func TestKeyAllowsWhateverTheOrderOfItsModels(t *testing.T) {
 			t.Errorf("the view reordered the stored models: %v", stored)
 		}
 	}
-	if k := newKeyView(&pb.StoredKey{Key: &pb.Key{Id: "k", Models: []string{"o1", "*"}}, SecretHash: hashOf("s")}); !k.Allows("anything") {
+	if k := mustKey(t, &pb.StoredKey{Key: &pb.Key{Id: "k", Models: []string{"o1", "*"}}, SecretHash: hashOf("s")}); !k.Allows("anything") {
 		t.Error(`"*" does not allow everything`)
 	}
 }

@@ -68,30 +68,6 @@ func namedLess[V any](a, b named[V]) bool { return a.k < b.k }
 
 func newNamedTree[V any]() ptree[named[V]] { return newPtree(namedLess[V]) }
 
-func createdNanos(k *pb.Key) int64 {
-	c := k.GetCreatedAt()
-	return c.GetSeconds()*1e9 + int64(c.GetNanos())
-}
-
-// createdLess orders keys by creation time, then id (the order of Keys).
-func createdLess(a, b *pb.StoredKey) bool {
-	ta, tb := createdNanos(a.GetKey()), createdNanos(b.GetKey())
-	if ta != tb {
-		return ta < tb
-	}
-	return a.GetKey().GetId() < b.GetKey().GetId()
-}
-
-// teamKeyItem indexes a key under its team.
-type teamKeyItem struct{ team, id string }
-
-func teamKeyLess(a, b teamKeyItem) bool {
-	if a.team != b.team {
-		return a.team < b.team
-	}
-	return a.id < b.id
-}
-
 // periodItem orders budget periods by budget, then start: one budget's
 // periods are adjacent, oldest first.
 type periodItem struct {
@@ -153,12 +129,13 @@ func ageLess(a, b ageItem) bool {
 
 // --- keys ---------------------------------------------------------------------
 
-// keyWriter changes the key trees of one new state.
+// keyWriter changes the key trees of one new state. Every tree holds the
+// same *Key objects.
 type keyWriter struct {
-	byID      *ptxn[named[*pb.StoredKey]]
+	byID      *ptxn[*Key]
 	byHash    *htTxn
-	byCreated *ptxn[*pb.StoredKey]
-	byTeam    *ptxn[teamKeyItem]
+	byCreated *ptxn[*Key]
+	byTeam    *ptxn[*Key] // the keys that have a team
 }
 
 func (s *State) keyWriter() *keyWriter {
@@ -179,50 +156,64 @@ func (s *State) withKeys(fn func(*keyWriter)) *State {
 	return &n
 }
 
-// put stores sk, replacing the key with its id and its index entries.
-func (kw *keyWriter) put(sk *pb.StoredKey) {
-	k := sk.GetKey()
-	view := newKeyView(sk)
-	if old, ok := kw.byID.get(named[*pb.StoredKey]{k: k.GetId()}); ok {
-		if oh, _ := hash32(old.v.GetSecretHash()); oh != view.hash {
-			kw.byHash.delete(oh)
+// get returns the key with the given id, or nil.
+func (kw *keyWriter) get(id string) *Key {
+	k, _ := kw.byID.get(&Key{ID: id})
+	return k
+}
+
+// put encodes sk and stores it, replacing the key with its id.
+func (kw *keyWriter) put(sk *pb.StoredKey) (*Key, error) {
+	k, err := newKey(sk)
+	if err != nil {
+		return nil, err
+	}
+	kw.putKey(k)
+	return k, nil
+}
+
+// putKey stores k, replacing the key with its id and its index entries.
+func (kw *keyWriter) putKey(k *Key) {
+	if old, ok := kw.byID.put(k); ok {
+		if old.hash != k.hash {
+			var h [32]byte
+			copy(h[:], old.hash)
+			kw.byHash.delete(h)
 		}
-		kw.byCreated.delete(old.v)
-		if t := old.v.GetKey().GetTeamId(); t != "" {
-			kw.byTeam.delete(teamKeyItem{t, k.GetId()})
+		kw.byCreated.delete(old)
+		if old.TeamID != "" {
+			kw.byTeam.delete(old)
 		}
 	}
-	kw.byID.put(named[*pb.StoredKey]{k.GetId(), sk})
-	kw.byHash.put(view)
-	kw.byCreated.put(sk)
-	if t := k.GetTeamId(); t != "" {
-		kw.byTeam.put(teamKeyItem{t, k.GetId()})
+	kw.byHash.put(k)
+	kw.byCreated.put(k)
+	if k.TeamID != "" {
+		kw.byTeam.put(k)
 	}
 }
 
 // putNew stores keys none of which the trees hold yet (a snapshot's):
-// the secret-hash trie with the data plane views in one goroutine, the
-// other trees in this one. A key id that comes twice is an error.
-func (kw *keyWriter) putNew(keys []*pb.StoredKey) error {
+// the secret-hash trie in one goroutine, the other trees in this one. A
+// key id that comes twice is an error.
+func (kw *keyWriter) putNew(keys []*Key) error {
 	if len(keys) == 0 {
 		return nil
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for _, sk := range keys {
-			kw.byHash.put(newKeyView(sk))
+		for _, k := range keys {
+			kw.byHash.put(k)
 		}
 	}()
 	var dup string
-	for _, sk := range keys {
-		k := sk.GetKey()
-		if _, replaced := kw.byID.put(named[*pb.StoredKey]{k.GetId(), sk}); replaced && dup == "" {
-			dup = k.GetId()
+	for _, k := range keys {
+		if _, replaced := kw.byID.put(k); replaced && dup == "" {
+			dup = k.ID
 		}
-		kw.byCreated.put(sk)
-		if t := k.GetTeamId(); t != "" {
-			kw.byTeam.put(teamKeyItem{t, k.GetId()})
+		kw.byCreated.put(k)
+		if k.TeamID != "" {
+			kw.byTeam.put(k)
 		}
 	}
 	<-done

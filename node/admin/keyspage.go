@@ -47,13 +47,19 @@ func newKeyFilter(req *pb.ListKeysRequest) (keyFilter, error) {
 
 func (f keyFilter) match(sk *pb.StoredKey) bool {
 	k := sk.GetKey()
-	if k.GetRevokedAt() != nil && !f.revoked {
+	return f.matchView(&raftstore.Key{ID: k.GetId(), Name: k.GetName(), TeamID: k.GetTeamId(), Revoked: k.GetRevokedAt() != nil})
+}
+
+// matchView is match on the State's view of a key, which a walk reads
+// without decoding the key.
+func (f keyFilter) matchView(k *raftstore.Key) bool {
+	if k.Revoked && !f.revoked {
 		return false
 	}
-	if f.team != "" && k.GetTeamId() != f.team {
+	if f.team != "" && k.TeamID != f.team {
 		return false
 	}
-	return f.query == "" || containsFold(k.GetId(), f.query) || containsFold(k.GetName(), f.query)
+	return f.query == "" || containsFold(k.ID, f.query) || containsFold(k.Name, f.query)
 }
 
 // page returns the first size matches after f.after, the token of the
@@ -66,18 +72,18 @@ func (f keyFilter) page(st *raftstore.State, size int, totals *keyTotals) *pb.Li
 	if !known {
 		from = "" // count from the first key
 	}
-	st.AscendKeys(f.team, from, func(sk *pb.StoredKey) bool {
-		if !f.match(sk) {
+	st.AscendKeys(f.team, from, func(sk *raftstore.Key) bool {
+		if !f.matchView(sk) {
 			return true
 		}
 		if !known {
 			resp.Total++
 		}
-		if id := sk.GetKey().GetId(); f.after != "" && id <= f.after {
+		if id := sk.ID; f.after != "" && id <= f.after {
 			return true
 		}
 		if len(resp.Keys) < size {
-			resp.Keys = append(resp.Keys, publicKey(sk))
+			resp.Keys = append(resp.Keys, publicKey(sk.Stored()))
 		} else if resp.NextPageToken == "" {
 			resp.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(resp.Keys[size-1].GetId()))
 		}
