@@ -126,3 +126,37 @@ func TestHashTrieNodesHoldOnlyOccupiedSlots(t *testing.T) {
 		walk(tr.root)
 	}
 }
+
+// Keys whose hashes differ only in their last digit sit 64 levels deep;
+// deleting them one by one empties each node on the way (the trie ends
+// with no root), and every earlier version still finds what it held.
+func TestHashTrieDeletesDeepestKeysDownToEmpty(t *testing.T) {
+	var a, b, c [32]byte
+	for i := range a {
+		a[i], b[i], c[i] = 0xab, 0xab, 0xab
+	}
+	b[31], c[31] = 0xac, 0xba // b differs in the last digit, c in the one before
+	ka, kb, kc := &Key{hash: string(a[:])}, &Key{hash: string(b[:])}, &Key{hash: string(c[:])}
+	x := hashTrie{}.txn()
+	x.put(ka)
+	x.put(kb)
+	x.put(kc)
+	full := x.commit()
+	x = full.txn()
+	x.delete(b)
+	noB := x.commit()
+	x = noB.txn()
+	x.delete(a)
+	x.delete(c)
+	x.delete(c) // not there any more: nothing changes
+	empty := x.commit()
+	checkTrie(t, 0, full, map[[32]byte]*Key{a: ka, b: kb, c: kc}, [][32]byte{a, b, c})
+	checkTrie(t, 1, noB, map[[32]byte]*Key{a: ka, c: kc}, [][32]byte{a, b, c})
+	checkTrie(t, 2, empty, map[[32]byte]*Key{}, [][32]byte{a, b, c})
+	if empty.root != nil {
+		t.Fatal("an empty trie keeps nodes")
+	}
+	x = empty.txn()
+	x.put(kb)
+	checkTrie(t, 3, x.commit(), map[[32]byte]*Key{b: kb}, [][32]byte{a, b, c})
+}

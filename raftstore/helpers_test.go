@@ -193,9 +193,19 @@ type views struct {
 	admin      int
 }
 
+// copyKeyView copies what k points to as well (its lists, budget and
+// limits), so that a change to any of them in place shows.
 func copyKeyView(k *Key) Key {
 	c := *k
 	c.lists = slices.Clone(k.lists)
+	if k.Budget != nil {
+		b := *k.Budget
+		c.Budget = &b
+	}
+	if k.Limits != nil {
+		l := *k.Limits
+		c.Limits = &l
+	}
 	return c
 }
 

@@ -327,3 +327,24 @@ func TestKeyStoredIsACopy(t *testing.T) {
 		t.Fatal("a key without limits has some")
 	}
 }
+
+// protowire.ConsumeTag accepts field numbers up to 2^31-1 but
+// proto.Unmarshal refuses those above 2^29-1: the scanner refuses them too,
+// at any depth, so that a key it accepts always decodes (and an older
+// member, which decodes it, can restore a snapshot that holds it).
+func TestKeyFromEncodingRefusesFieldNumbersAboveTheMaximum(t *testing.T) {
+	good, _ := proto.Marshal(&pb.StoredKey{Key: &pb.Key{Id: "k"}, SecretHash: hashOf("s")})
+	big := protowire.AppendString(protowire.AppendTag(nil, protowire.MaxValidNumber+1, protowire.BytesType), "x")
+	nested := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), big)
+	for name, enc := range map[string][]byte{
+		"in the stored key": append(slices.Clone(big), good...),
+		"in the key":        append(nested, good...),
+	} {
+		if err := proto.Unmarshal(enc, &pb.StoredKey{}); err == nil {
+			t.Fatalf("%s: proto.Unmarshal accepts it", name)
+		}
+		if _, err := keyFromEncoding(enc); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

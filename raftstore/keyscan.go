@@ -26,7 +26,10 @@ type keyFields struct {
 	rpm, tpm, maxParallel  int64
 }
 
-var errBadUTF8 = errors.New("string field holds invalid UTF-8")
+var (
+	errBadUTF8     = errors.New("string field holds invalid UTF-8")
+	errFieldNumber = errors.New("field number out of range")
+)
 
 // scanStoredKey reads a pb.StoredKey encoding into f as proto.Unmarshal
 // would decode it: the last of a repeated scalar field wins, a repeated
@@ -166,6 +169,9 @@ func scanFields(enc string, fn func(num protowire.Number, typ protowire.Type, v 
 		num, typ, n := protowire.ConsumeTag(b[i:])
 		if n < 0 {
 			return protowire.ParseError(n)
+		}
+		if num > protowire.MaxValidNumber { // ConsumeTag lets these through; Unmarshal does not
+			return errFieldNumber
 		}
 		i += n
 		var v uint64
