@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
@@ -363,10 +363,10 @@ func TestStoreRestartFromSnapshot(t *testing.T) {
 }
 
 // compactLog deletes the log entries up to index from the closed store's
-// raft.db.
+// log.
 func compactLog(t *testing.T, dir string, index uint64) {
 	t.Helper()
-	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+	bolt, _, err := openLogStore(dir, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

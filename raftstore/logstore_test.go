@@ -1,0 +1,185 @@
+package raftstore
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// A new data dir keeps its log in the WAL (no raft.db), and a store
+// closed and opened again there finds everything it applied.
+func TestNewDataDirUsesWALAndReopens(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	s := openReady(t, cfg)
+	if got := s.LogStoreKind(); got != LogStoreWAL {
+		t.Fatalf("LogStoreKind() = %q, want %q", got, LogStoreWAL)
+	}
+	waitLeader(t, s)
+	populate(t, s, "a")
+	closeStore(t, s)
+	if _, err := os.Stat(filepath.Join(dir, boltFileName)); !os.IsNotExist(err) {
+		t.Fatalf("a new data dir has %s (err %v)", boltFileName, err)
+	}
+	if segs, _ := filepath.Glob(filepath.Join(dir, walDirName, "*.wal")); len(segs) == 0 {
+		t.Fatal("no WAL segment in the data dir")
+	}
+
+	s = openReady(t, cfg)
+	defer closeStore(t, s)
+	if got := s.LogStoreKind(); got != LogStoreWAL {
+		t.Fatalf("reopened: LogStoreKind() = %q, want %q", got, LogStoreWAL)
+	}
+	checkPopulated(t, s.State(), "a")
+	waitLeader(t, s)
+	mustApply(t, s, createKeyCmd("after", "after"))
+}
+
+// The previous release's data dir (a bolt raft.db) keeps its bolt log: it
+// opens, serves its keys and takes new writes, and no WAL appears.
+func TestDataDirOfPreviousReleaseKeepsItsBoltLog(t *testing.T) {
+	want := readManifest(t)
+	dir := filepath.Join(copyDir(t, "testdata/v0-datadir"), "raft")
+	cfg := testConfig(dir)
+	cfg.NodeID, cfg.Bootstrap = want.NodeID, false
+	s := openReady(t, cfg)
+	if got := s.LogStoreKind(); got != LogStoreBolt {
+		t.Fatalf("LogStoreKind() = %q, want %q", got, LogStoreBolt)
+	}
+	waitLeader(t, s)
+	if got := s.State().KeyCount(); got != len(want.Keys) {
+		t.Fatalf("%d keys, want %d", got, len(want.Keys))
+	}
+	mustApply(t, s, createKeyCmd("new-after-upgrade", "new-secret"))
+	closeStore(t, s)
+	if _, err := os.Stat(filepath.Join(dir, walDirName)); !os.IsNotExist(err) {
+		t.Fatalf("the old data dir got a %s dir (err %v)", walDirName, err)
+	}
+	s = openReady(t, cfg)
+	defer closeStore(t, s)
+	if s.State().KeyByHash(HashSecret("new-secret")) == nil {
+		t.Fatal("the key written after the upgrade is gone after a restart")
+	}
+}
+
+// A compacted entry is gone from the WAL as Raft sees it, even while its
+// segment still holds it, so a leader sends a lagging follower its
+// snapshot instead.
+func TestWALGetLogBelowFirstIndexIsNotFound(t *testing.T) {
+	ls, _, err := openLogStore(t.TempDir(), hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Close()
+	for i := uint64(1); i <= 10; i++ {
+		if err := ls.StoreLogs([]*raft.Log{{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte{byte(i)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ls.DeleteRange(1, 5); err != nil {
+		t.Fatal(err)
+	}
+	var l raft.Log
+	if err := ls.GetLog(5, &l); err != raft.ErrLogNotFound {
+		t.Fatalf("GetLog(5) after compaction: err = %v, want ErrLogNotFound", err)
+	}
+	if err := ls.GetLog(6, &l); err != nil || l.Data[0] != 6 {
+		t.Fatalf("GetLog(6) = %v, %v", l.Data, err)
+	}
+}
+
+const killDirEnv = "TOLLGATE_TEST_KILL_DIR"
+
+// killedWriter is the process TestKilledDuringAppendsKeepsAcknowledgedEntries
+// kills: it writes keys one after another and prints each one's id once
+// Apply has returned it (acknowledged), until it is killed.
+func killedWriter(dir string) {
+	cfg := testConfig(dir)
+	cfg.LogLevel = "off"
+	s, err := Open(cfg)
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.WaitReady(ctx); err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	for i := 0; i < 100_000; i++ { // bounded; the parent kills it far sooner
+		id := "k" + strconv.Itoa(i)
+		if _, err := s.Apply(ctx, createKeyCmd(id, "s-"+id)); err != nil {
+			continue // not leader yet: not acknowledged, try again
+		}
+		fmt.Println("acked", id)
+	}
+}
+
+func TestKillHelperProcess(t *testing.T) {
+	if dir := os.Getenv(killDirEnv); dir != "" {
+		killedWriter(dir)
+		os.Exit(0)
+	}
+	t.Skip("helper process of TestKilledDuringAppendsKeepsAcknowledgedEntries")
+}
+
+// A node killed with SIGKILL in the middle of appends keeps, after a
+// restart, every entry it acknowledged.
+func TestKilledDuringAppendsKeepsAcknowledgedEntries(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKillHelperProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), killDirEnv+"="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var acked []string
+	sc := bufio.NewScanner(out)
+	for len(acked) < 300 && sc.Scan() {
+		line := sc.Text()
+		if id, ok := strings.CutPrefix(line, "acked "); ok {
+			acked = append(acked, id)
+		} else if strings.HasPrefix(line, "error") {
+			t.Fatalf("writer: %s", line)
+		}
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for sc.Scan() { // what it acknowledged before the kill landed
+		if id, ok := strings.CutPrefix(sc.Text(), "acked "); ok {
+			acked = append(acked, id)
+		}
+	}
+	_ = cmd.Wait()
+	if len(acked) < 300 {
+		t.Fatalf("the writer acknowledged only %d keys", len(acked))
+	}
+
+	s := openReady(t, testConfig(dir))
+	defer closeStore(t, s)
+	if err := s.WaitCaughtUp(ctxT(t), s.lastIndexAtOpen); err != nil {
+		t.Fatal(err)
+	}
+	st := s.State()
+	for _, id := range acked {
+		if st.KeyByHash(HashSecret("s-"+id)) == nil {
+			t.Fatalf("key %s was acknowledged before the kill but is gone after the restart (%d acknowledged)", id, len(acked))
+		}
+	}
+	t.Logf("%d acknowledged keys all present after kill -9", len(acked))
+}
