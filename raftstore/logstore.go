@@ -12,7 +12,6 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
-	"go.etcd.io/bbolt"
 )
 
 // Log store kinds, as LogStoreKind reports them.
@@ -46,12 +45,8 @@ func openLogStore(dir string, logger hclog.Logger) (logStore, string, error) {
 	_, err := os.Stat(boltPath)
 	switch {
 	case err == nil:
-		// NoFreelistSync: bolt rebuilds its freelist when it opens
-		// instead of writing it on every commit (fewer pages per append).
-		db, err := raftboltdb.New(raftboltdb.Options{
-			Path:        boltPath,
-			BoltOptions: &bbolt.Options{NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
-		})
+		// (NoFreelistSync saved nothing measurable: BENCH.md, 2026-12-02.)
+		db, err := raftboltdb.New(raftboltdb.Options{Path: boltPath})
 		if err != nil {
 			return nil, "", fmt.Errorf("raftstore: open %s: %w", boltFileName, err)
 		}
