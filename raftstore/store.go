@@ -27,7 +27,7 @@ import (
 
 // Snapshot defaults: entries are small (a key, a grant) to a few hundred KB
 // (a spend report), so every node snapshots after a few thousand of them,
-// which bounds both raft.db and the log a restart or a joiner replays.
+// which bounds both the log on disk and what a restart or a joiner replays.
 const (
 	DefaultSnapshotThreshold = 8192
 	DefaultSnapshotInterval  = 2 * time.Minute
