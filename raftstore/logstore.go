@@ -59,7 +59,8 @@ func openLogStore(dir string, logger hclog.Logger) (logStore, string, error) {
 		return nil, "", fmt.Errorf("raftstore: create %s: %w", walDirName, err)
 	}
 	meta := &metadb.BoltMetaDB{}
-	w, err := wal.Open(walDir, wal.WithLogger(logger.Named("wal")), wal.WithMetaStore(meta))
+	w, err := wal.Open(walDir, wal.WithLogger(logger.Named("wal")), wal.WithMetaStore(meta),
+		wal.WithSegmentFiler(newWALFiler(walDir)))
 	if err != nil {
 		_ = meta.Close()
 		return nil, "", fmt.Errorf("raftstore: open %s: %w", walDirName, err)

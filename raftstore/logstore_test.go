@@ -183,3 +183,59 @@ func TestKilledDuringAppendsKeepsAcknowledgedEntries(t *testing.T) {
 	}
 	t.Logf("%d acknowledged keys all present after kill -9", len(acked))
 }
+
+// appendLogs stores entries from..to of term, one append each.
+func appendLogs(t *testing.T, ls logStore, from, to, term uint64) {
+	t.Helper()
+	for i := from; i <= to; i++ {
+		l := &raft.Log{Index: i, Term: term, Type: raft.LogCommand, Data: []byte{byte(i), byte(term)}}
+		if err := ls.StoreLogs([]*raft.Log{l}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A follower that drops a conflicting suffix (Raft's DeleteRange up to
+// LastIndex) and appends the leader's entries still reads the entries it
+// kept after a restart: raft-wal v0.4.0 marks the truncated segment sealed
+// without an index block, and then could not read it again.
+func TestWALKeepsEntriesBeforeATruncatedSuffixAcrossReopen(t *testing.T) {
+	dir := t.TempDir()
+	ls, _, err := openLogStore(dir, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendLogs(t, ls, 1, 10, 1)
+	if err := ls.DeleteRange(6, 10); err != nil {
+		t.Fatal(err)
+	}
+	var l raft.Log
+	if err := ls.GetLog(8, &l); err != raft.ErrLogNotFound {
+		t.Fatalf("GetLog(8) above the truncated tail: err = %v, want ErrLogNotFound", err)
+	}
+	appendLogs(t, ls, 6, 8, 2)
+	if err := ls.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	ls, _, err = openLogStore(dir, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Close()
+	if last, _ := ls.LastIndex(); last != 8 {
+		t.Fatalf("LastIndex() = %d after reopen, want 8", last)
+	}
+	for i := uint64(1); i <= 8; i++ {
+		wantTerm := uint64(1)
+		if i >= 6 {
+			wantTerm = 2
+		}
+		if err := ls.GetLog(i, &l); err != nil || l.Term != wantTerm || l.Data[0] != byte(i) {
+			t.Fatalf("GetLog(%d) after reopen = term %d data %v, err %v; want term %d", i, l.Term, l.Data, err, wantTerm)
+		}
+	}
+	if err := ls.GetLog(9, &l); err != raft.ErrLogNotFound {
+		t.Fatalf("GetLog(9) after reopen: err = %v, want ErrLogNotFound", err)
+	}
+}
