@@ -61,6 +61,13 @@ func openLogStore(dir string, logger hclog.Logger) (logStore, string, error) {
 	meta := &metadb.BoltMetaDB{}
 	w, err := wal.Open(walDir, wal.WithLogger(logger.Named("wal")), wal.WithMetaStore(meta),
 		wal.WithSegmentFiler(newWALFiler(walDir)))
+	if err == nil {
+		// raft-wal v0.4.0 creates its metadata file 0644.
+		err = os.Chmod(filepath.Join(walDir, metadb.FileName), walFileMode)
+		if err != nil {
+			_ = w.Close()
+		}
+	}
 	if err != nil {
 		_ = meta.Close()
 		return nil, "", fmt.Errorf("raftstore: open %s: %w", walDirName, err)

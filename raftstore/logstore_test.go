@@ -76,16 +76,9 @@ func TestDataDirOfPreviousReleaseKeepsItsBoltLog(t *testing.T) {
 // segment still holds it, so a leader sends a lagging follower its
 // snapshot instead.
 func TestWALGetLogBelowFirstIndexIsNotFound(t *testing.T) {
-	ls, _, err := openLogStore(t.TempDir(), hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ls := openTestLogStore(t, t.TempDir())
 	defer ls.Close()
-	for i := uint64(1); i <= 10; i++ {
-		if err := ls.StoreLogs([]*raft.Log{{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte{byte(i)}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendLogs(t, ls, 1, 10, 1)
 	if err := ls.DeleteRange(1, 5); err != nil {
 		t.Fatal(err)
 	}
@@ -184,6 +177,16 @@ func TestKilledDuringAppendsKeepsAcknowledgedEntries(t *testing.T) {
 	t.Logf("%d acknowledged keys all present after kill -9", len(acked))
 }
 
+// openTestLogStore opens dir's log store, failing the test on an error.
+func openTestLogStore(t *testing.T, dir string) logStore {
+	t.Helper()
+	ls, _, err := openLogStore(dir, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ls
+}
+
 // appendLogs stores entries from..to of term, one append each.
 func appendLogs(t *testing.T, ls logStore, from, to, term uint64) {
 	t.Helper()
@@ -201,10 +204,7 @@ func appendLogs(t *testing.T, ls logStore, from, to, term uint64) {
 // without an index block, and then could not read it again.
 func TestWALKeepsEntriesBeforeATruncatedSuffixAcrossReopen(t *testing.T) {
 	dir := t.TempDir()
-	ls, _, err := openLogStore(dir, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ls := openTestLogStore(t, dir)
 	appendLogs(t, ls, 1, 10, 1)
 	if err := ls.DeleteRange(6, 10); err != nil {
 		t.Fatal(err)
@@ -218,10 +218,7 @@ func TestWALKeepsEntriesBeforeATruncatedSuffixAcrossReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ls, _, err = openLogStore(dir, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ls = openTestLogStore(t, dir)
 	defer ls.Close()
 	if last, _ := ls.LastIndex(); last != 8 {
 		t.Fatalf("LastIndex() = %d after reopen, want 8", last)
@@ -237,5 +234,32 @@ func TestWALKeepsEntriesBeforeATruncatedSuffixAcrossReopen(t *testing.T) {
 	}
 	if err := ls.GetLog(9, &l); err != raft.ErrLogNotFound {
 		t.Fatalf("GetLog(9) after reopen: err = %v, want ErrLogNotFound", err)
+	}
+}
+
+// Every file of the WAL is private to its owner, as the rest of the data
+// dir is: segments hold sealed credentials and key hashes.
+func TestWALFilesArePrivate(t *testing.T) {
+	dir := t.TempDir()
+	ls := openTestLogStore(t, dir)
+	appendLogs(t, ls, 1, 10, 1)
+	if err := ls.DeleteRange(6, 10); err != nil { // a tail truncation makes a new segment
+		t.Fatal(err)
+	}
+	if err := ls.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, walDirName, "*"))
+	if len(files) < 3 {
+		t.Fatalf("want two segments and the metadata file, have %v", files)
+	}
+	for _, f := range files {
+		st, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perm := st.Mode().Perm(); perm&0o077 != 0 {
+			t.Errorf("%s is %v: readable beyond its owner", filepath.Base(f), perm)
+		}
 	}
 }
