@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -39,8 +40,9 @@ type logStore interface {
 
 // openLogStore opens dir's Raft log: raft.db when the data dir has one
 // (written by an earlier release; its log and term stay where they are),
-// else the write-ahead log in dir/wal. It returns the kind it opened.
-func openLogStore(dir string, logger hclog.Logger) (logStore, string, error) {
+// else the write-ahead log in dir/wal, in segments of segmentBytes (0:
+// raft-wal's default). It returns the kind it opened.
+func openLogStore(dir string, logger hclog.Logger, segmentBytes int) (logStore, string, error) {
 	boltPath := filepath.Join(dir, boltFileName)
 	_, err := os.Stat(boltPath)
 	switch {
@@ -60,7 +62,8 @@ func openLogStore(dir string, logger hclog.Logger) (logStore, string, error) {
 	}
 	meta := &metadb.BoltMetaDB{}
 	w, err := wal.Open(walDir, wal.WithLogger(logger.Named("wal")), wal.WithMetaStore(meta),
-		wal.WithSegmentFiler(newWALFiler(walDir)))
+		wal.WithSegmentFiler(newWALFiler(walDir)),
+		wal.WithSegmentSize(cmp.Or(segmentBytes, wal.DefaultSegmentSize)))
 	if err == nil {
 		// raft-wal v0.4.0 creates its metadata file 0644.
 		err = os.Chmod(filepath.Join(walDir, metadb.FileName), walFileMode)

@@ -41,7 +41,7 @@ func openBenchLogStore(b *testing.B, kind string) logStore {
 			b.Fatal(err)
 		}
 	}
-	ls, got, err := openLogStore(dir, hclog.NewNullLogger())
+	ls, got, err := openLogStore(dir, hclog.NewNullLogger(), 0)
 	if err != nil || got != kind {
 		b.Fatalf("openLogStore: %q, %v", got, err)
 	}

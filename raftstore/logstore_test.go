@@ -127,8 +127,9 @@ func TestKillHelperProcess(t *testing.T) {
 	t.Skip("helper process of TestKilledDuringAppendsKeepsAcknowledgedEntries")
 }
 
-// A node killed with SIGKILL in the middle of appends keeps, after a
-// restart, every entry it acknowledged.
+// A node killed with SIGKILL in the middle of appends, which rotate
+// through small WAL segments, keeps every entry it acknowledged after a
+// restart.
 func TestKilledDuringAppendsKeepsAcknowledgedEntries(t *testing.T) {
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestKillHelperProcess$", "-test.count=1")
@@ -163,6 +164,9 @@ func TestKilledDuringAppendsKeepsAcknowledgedEntries(t *testing.T) {
 		t.Fatalf("the writer acknowledged only %d keys", len(acked))
 	}
 
+	if segs, _ := filepath.Glob(filepath.Join(dir, walDirName, "*.wal")); len(segs) < 2 {
+		t.Fatalf("the writer filled %d WAL segment(s); the kill should land among rotations", len(segs))
+	}
 	s := openReady(t, testConfig(dir))
 	defer closeStore(t, s)
 	if err := s.WaitCaughtUp(ctxT(t), s.lastIndexAtOpen); err != nil {
@@ -180,7 +184,7 @@ func TestKilledDuringAppendsKeepsAcknowledgedEntries(t *testing.T) {
 // openTestLogStore opens dir's log store, failing the test on an error.
 func openTestLogStore(t *testing.T, dir string) logStore {
 	t.Helper()
-	ls, _, err := openLogStore(dir, hclog.NewNullLogger())
+	ls, _, err := openLogStore(dir, hclog.NewNullLogger(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,6 +88,9 @@ type Config struct {
 	// TrailingBytes of entries. Zero: DefaultSnapshotBytes,
 	// DefaultTrailingBytes.
 	SnapshotBytes, TrailingBytes int64
+	// WALSegmentBytes is the size of each WAL segment file, preallocated
+	// when it is created. Zero: raft-wal's 64 MB.
+	WALSegmentBytes int
 	// Retention bounds the spend history kept in the state (zero fields:
 	// DefaultRetention). Every node must use the same.
 	Retention Retention
@@ -165,7 +168,7 @@ func Open(cfg Config) (*Store, error) {
 
 	rc := raftConfig(cfg, logger)
 
-	logs, kind, err := openLogStore(cfg.Dir, logger)
+	logs, kind, err := openLogStore(cfg.Dir, logger, cfg.WALSegmentBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -29,6 +29,9 @@ func testConfig(dir string) Config {
 		ElectionTimeout:    50 * time.Millisecond,
 		LeaderLeaseTimeout: 50 * time.Millisecond,
 		CommitTimeout:      5 * time.Millisecond,
+		// Small segments: tests rotate them and do not preallocate 64 MB
+		// per store.
+		WALSegmentBytes: 32 << 10,
 	}
 }
 
@@ -366,7 +369,7 @@ func TestStoreRestartFromSnapshot(t *testing.T) {
 // log.
 func compactLog(t *testing.T, dir string, index uint64) {
 	t.Helper()
-	bolt, _, err := openLogStore(dir, hclog.NewNullLogger())
+	bolt, _, err := openLogStore(dir, hclog.NewNullLogger(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
