@@ -29,9 +29,9 @@ func testConfig(dir string) Config {
 		ElectionTimeout:    50 * time.Millisecond,
 		LeaderLeaseTimeout: 50 * time.Millisecond,
 		CommitTimeout:      5 * time.Millisecond,
-		// Small segments: tests rotate them and do not preallocate 64 MB
+		// Small segments (16 KB): tests rotate them and do not preallocate 64 MB
 		// per store.
-		WALSegmentBytes: 32 << 10,
+		WALSegmentBytes: 16 << 10,
 	}
 }
 
