@@ -17,7 +17,7 @@ import (
 // makes, an encrypted gossip key and a secrets key: the cluster forms over
 // mutual-TLS Raft, tollctl reaches it only with the cluster CA, a write
 // through a follower is forwarded over TLS, a credential reaches no node's
-// raft.db in the clear, and after the leader is killed (-9) the other two
+// Raft log in the clear, and after the leader is killed (-9) the other two
 // elect a new one and take writes.
 func TestClusterTLS(t *testing.T) {
 	if testing.Short() {
@@ -101,11 +101,11 @@ func TestClusterTLS(t *testing.T) {
 		var db []byte
 		waitFor(t, 10*time.Second, g.id+" to store the sealed credential", func() bool {
 			var err error
-			db, err = os.ReadFile(filepath.Join(g.dir, "raft", "raft.db"))
+			db, err = readRaftLog(filepath.Join(g.dir, "raft"))
 			return err == nil && bytes.Contains(db, []byte("tgsealed:v1:"))
 		})
 		if bytes.Contains(db, []byte(credValue)) {
-			t.Errorf("%s: raft.db holds the credential in the clear", g.id)
+			t.Errorf("%s: the Raft log holds the credential in the clear", g.id)
 		}
 	}
 
@@ -120,4 +120,22 @@ func TestClusterTLS(t *testing.T) {
 			t.Fatalf("key created after the leader died, used on %s: %d %s", g.id, code, b)
 		}
 	}
+}
+
+// readRaftLog returns the bytes of a data dir's Raft log: its WAL
+// segments, or raft.db in a data dir of an earlier release.
+func readRaftLog(dir string) ([]byte, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "wal", "*.wal"))
+	if err != nil {
+		return nil, err
+	}
+	var all []byte
+	for _, f := range append(files, filepath.Join(dir, "raft.db")) {
+		b, err := os.ReadFile(f)
+		if err != nil && !os.IsNotExist(err) {
+			return nil, err
+		}
+		all = append(all, b...)
+	}
+	return all, nil
 }

@@ -420,7 +420,7 @@ func (n *Node) newAdminServer(dataPlane *proxy.Handler) *admin.Server {
 	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(adm.UnaryInterceptor(), n.forwardInterceptor),
 		grpc.ChainStreamInterceptor(adm.StreamInterceptor()),
-		grpc.MaxRecvMsgSize(256 << 20), grpc.MaxSendMsgSize(256 << 20),
+		grpc.MaxRecvMsgSize(256 << 20), grpc.MaxSendMsgSize(256 << 20), adminStreamWorkers(),
 	}
 	if n.tls != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(n.tls.admin)))

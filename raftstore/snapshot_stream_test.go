@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -83,9 +84,18 @@ func TestRestoreReadsSingleMessageSnapshot(t *testing.T) {
 // snapshot in SnapshotForRestart, so its next start restores instead of
 // replaying the log.
 func TestFollowerSnapshotsAtShutdown(t *testing.T) {
-	leader := openReady(t, testConfig(t.TempDir()))
+	// With two voters the leader keeps its lease only while the follower
+	// answers within LeaderLeaseTimeout: testConfig's 50 ms lost it under
+	// load (a stalled fsync or a starved CPU on the new follower; "leadership
+	// lost while committing log" at the first Apply), which is not what this
+	// test pins. 500 ms only makes the first election slower.
+	patient := func(cfg Config) Config {
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond
+		return cfg
+	}
+	leader := openReady(t, patient(testConfig(t.TempDir())))
 	waitLeader(t, leader)
-	cfg2 := testConfig(t.TempDir())
+	cfg2 := patient(testConfig(t.TempDir()))
 	cfg2.NodeID, cfg2.Bootstrap = "n2", false
 	follower := openStore(t, cfg2)
 	t.Cleanup(func() { _ = follower.Close() })

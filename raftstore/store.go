@@ -1,6 +1,6 @@
 // Package raftstore keeps Tollgate's control state (keys, model routes,
 // credentials, admin tokens) in a hashicorp/raft state machine with a
-// raft-boltdb log and file snapshots, and publishes an immutable State after
+// write-ahead log (raft-wal; raft-boltdb for older data dirs) and file snapshots, and publishes an immutable State after
 // every apply for the data plane to read without locks.
 package raftstore
 
@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
@@ -29,7 +27,7 @@ import (
 
 // Snapshot defaults: entries are small (a key, a grant) to a few hundred KB
 // (a spend report), so every node snapshots after a few thousand of them,
-// which bounds both raft.db and the log a restart or a joiner replays.
+// which bounds both the log on disk and what a restart or a joiner replays.
 const (
 	DefaultSnapshotThreshold = 8192
 	DefaultSnapshotInterval  = 2 * time.Minute
@@ -51,7 +49,8 @@ var ErrClosed = errors.New("raft store is closed")
 
 // Config configures a Store.
 type Config struct {
-	// Dir holds raft.db and the snapshots.
+	// Dir holds the Raft log (wal/, or raft.db in a data dir of an
+	// earlier release) and the snapshots.
 	Dir string
 	// NodeID is this node's Raft server id.
 	NodeID string
@@ -89,6 +88,9 @@ type Config struct {
 	// TrailingBytes of entries. Zero: DefaultSnapshotBytes,
 	// DefaultTrailingBytes.
 	SnapshotBytes, TrailingBytes int64
+	// WALSegmentBytes is the size of each WAL segment file, preallocated
+	// when it is created. Zero: raft-wal's 64 MB.
+	WALSegmentBytes int
 	// Retention bounds the spend history kept in the state (zero fields:
 	// DefaultRetention). Every node must use the same.
 	Retention Retention
@@ -113,7 +115,8 @@ type Store struct {
 	raft      *raft.Raft
 	fsm       *fsm
 	transport *raft.NetworkTransport
-	boltStore *raftboltdb.BoltStore
+	logs      logStore
+	logKind   string
 	snaps     *formatSnapshots
 	fresh     bool
 	// completeAtOpen: the node was the only voter and every command on
@@ -165,11 +168,11 @@ func Open(cfg Config) (*Store, error) {
 
 	rc := raftConfig(cfg, logger)
 
-	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")})
+	logs, kind, err := openLogStore(cfg.Dir, logger, cfg.WALSegmentBytes)
 	if err != nil {
-		return nil, fmt.Errorf("raftstore: open raft.db: %w", err)
+		return nil, err
 	}
-	s := &Store{cfg: cfg, fsm: newSealedFSM(cfg.Secrets), boltStore: bolt, trailingBytes: cmp.Or(cfg.TrailingBytes, DefaultTrailingBytes)}
+	s := &Store{cfg: cfg, fsm: newSealedFSM(cfg.Secrets), logs: logs, logKind: kind, trailingBytes: cmp.Or(cfg.TrailingBytes, DefaultTrailingBytes)}
 	s.fsm.meter = newLogMeter(cmp.Or(cfg.SnapshotBytes, DefaultSnapshotBytes), int(rc.TrailingLogs))
 	s.fsm.setRetention(cfg.Retention.orDefault())
 	s.fsm.onFatal = cfg.OnFatal
@@ -192,24 +195,24 @@ func Open(cfg Config) (*Store, error) {
 		return nil, err
 	}
 
-	existing, err := raft.HasExistingState(bolt, bolt, snaps)
+	existing, err := raft.HasExistingState(logs, logs, snaps)
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: check existing state: %w", err)
 	}
 	s.fresh = !existing
-	if s.lastIndexAtOpen, err = lastCommandIndex(bolt); err != nil {
+	if s.lastIndexAtOpen, err = lastCommandIndex(logs); err != nil {
 		return nil, fmt.Errorf("raftstore: read last index: %w", err)
 	}
 
 	if existing {
-		s.completeAtOpen, err = completeOnDisk(cfg.NodeID, bolt, snaps, s.lastIndexAtOpen)
+		s.completeAtOpen, err = completeOnDisk(cfg.NodeID, logs, snaps, s.lastIndexAtOpen)
 		if err != nil {
 			return nil, fmt.Errorf("raftstore: read configuration: %w", err)
 		}
 	}
 	// Pipelined replication can deadlock shutdown and stall replication in
 	// hashicorp/raft (#612); plain AppendEntries are fast enough here.
-	s.raft, err = raft.NewRaft(rc, s.fsm, bolt, bolt, snaps, noPipeline{s.transport})
+	s.raft, err = raft.NewRaft(rc, s.fsm, logs, logs, snaps, noPipeline{s.transport})
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: start raft: %w", err)
 	}
@@ -300,8 +303,8 @@ func (s *Store) closeResources() {
 	if s.transport != nil {
 		_ = s.transport.Close()
 	}
-	if s.boltStore != nil {
-		_ = s.boltStore.Close()
+	if s.logs != nil {
+		_ = s.logs.Close()
 	}
 }
 
@@ -313,6 +316,10 @@ func (s *Store) Close() error {
 	s.closeResources()
 	return err
 }
+
+// LogStoreKind names the Raft log store the data dir uses: LogStoreWAL
+// or LogStoreBolt.
+func (s *Store) LogStoreKind() string { return s.logKind }
 
 // State returns the current published state. It never blocks.
 func (s *Store) State() *State { return s.fsm.state.Load() }
@@ -518,7 +525,7 @@ func (noPipeline) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft
 func (s *Store) WaitCaughtUp(ctx context.Context, target uint64) error {
 	for {
 		if s.raft.AppliedIndex() >= target {
-			last, err := lastCommandAtOrBelow(s.boltStore, target)
+			last, err := lastCommandAtOrBelow(s.logs, target)
 			if err == nil && s.State().Index >= last {
 				return nil
 			}

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
@@ -29,6 +29,9 @@ func testConfig(dir string) Config {
 		ElectionTimeout:    50 * time.Millisecond,
 		LeaderLeaseTimeout: 50 * time.Millisecond,
 		CommitTimeout:      5 * time.Millisecond,
+		// Small segments (16 KB): tests rotate them and do not preallocate 64 MB
+		// per store.
+		WALSegmentBytes: 16 << 10,
 	}
 }
 
@@ -363,10 +366,10 @@ func TestStoreRestartFromSnapshot(t *testing.T) {
 }
 
 // compactLog deletes the log entries up to index from the closed store's
-// raft.db.
+// log.
 func compactLog(t *testing.T, dir string, index uint64) {
 	t.Helper()
-	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+	bolt, _, err := openLogStore(dir, hclog.NewNullLogger(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -25,8 +26,9 @@ import (
 // with tollctl key import), and closed-loop clients spread requests over
 // all of them for a bounded time. Every sample interval the harness reads
 // the node's CPU (/proc), its Raft last index (ClusterService.Status), the
-// size of raft.db and the RSS: what budget bookkeeping (lease grants,
-// spend reports) costs in Raft entries, log growth and CPU.
+// Raft log's growth (raftLogMB: entry bytes appended to the WAL, or the
+// size of raft.db in a bolt data dir) and the RSS: what budget bookkeeping
+// (lease grants, spend reports) costs in Raft entries, log growth and CPU.
 
 // BudgetsConfig bounds the budgets run.
 type BudgetsConfig struct {
@@ -50,25 +52,26 @@ type BudgetsSample struct {
 
 // BudgetsResults is the report of a budgets run.
 type BudgetsResults struct {
-	Date          string           `json:"date"`
-	Command       string           `json:"command"`
-	Machine       Machine          `json:"machine"`
-	Config        BudgetsConfig    `json:"config"`
-	ImportSeconds float64          `json:"import_seconds"`
-	Requests      int64            `json:"requests"`
-	Status        map[int]int64    `json:"status"`
-	Errors        int64            `json:"transport_errors"`
-	Seconds       float64          `json:"traffic_seconds"`
-	Entries       uint64           `json:"raft_entries"`
-	EntriesPerSec float64          `json:"raft_entries_per_second"`
-	RaftDBStartMB float64          `json:"raft_db_start_mb"`
-	RaftDBEndMB   float64          `json:"raft_db_end_mb"`
-	GrowthMBMin   float64          `json:"raft_db_growth_mb_per_minute"`
-	CPUSeconds    float64          `json:"cpu_seconds"`
-	RSSStartMB    float64          `json:"rss_start_mb"`
-	RSSEndMB      float64          `json:"rss_end_mb"`
-	Samples       []*BudgetsSample `json:"samples"`
-	Err           string           `json:"error,omitempty"`
+	Date           string           `json:"date"`
+	Command        string           `json:"command"`
+	Machine        Machine          `json:"machine"`
+	Config         BudgetsConfig    `json:"config"`
+	ImportSeconds  float64          `json:"import_seconds"`
+	Requests       int64            `json:"requests"`
+	Status         map[int]int64    `json:"status"`
+	Errors         int64            `json:"transport_errors"`
+	Seconds        float64          `json:"traffic_seconds"`
+	Entries        uint64           `json:"raft_entries"`
+	EntriesPerSec  float64          `json:"raft_entries_per_second"`
+	RaftLogMeasure string           `json:"raft_log_measure"` // raftLogWAL or raftLogBolt
+	RaftDBStartMB  float64          `json:"raft_db_start_mb"`
+	RaftDBEndMB    float64          `json:"raft_db_end_mb"`
+	GrowthMBMin    float64          `json:"raft_db_growth_mb_per_minute"`
+	CPUSeconds     float64          `json:"cpu_seconds"`
+	RSSStartMB     float64          `json:"rss_start_mb"`
+	RSSEndMB       float64          `json:"rss_end_mb"`
+	Samples        []*BudgetsSample `json:"samples"`
+	Err            string           `json:"error,omitempty"`
 }
 
 func budgetSecret(i int) string { return fmt.Sprintf("sk-budget-%012d-0123456789", i) }
@@ -140,12 +143,15 @@ type budgetsProbe struct {
 	at       time.Time
 	index    uint64
 	ticks    uint64
-	raftDB   float64
+	raftDB   float64 // raftLogMB
+	measure  string
 	rss      float64
 	requests int64
 }
 
-func probeBudgets(gw *Gateway, cluster pb.ClusterServiceClient, requests int64) (budgetsProbe, error) {
+// probeBudgets samples the node; the WAL's log is measured from index
+// after (the start's last index), or from the probe's own index when 0.
+func probeBudgets(gw *Gateway, cluster pb.ClusterServiceClient, requests int64, after uint64) (budgetsProbe, error) {
 	p := budgetsProbe{at: time.Now(), requests: requests}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -157,8 +163,8 @@ func probeBudgets(gw *Gateway, cluster pb.ClusterServiceClient, requests int64) 
 	if p.ticks, err = cpuTicks(gw.Pid()); err != nil {
 		return p, err
 	}
-	if fi, err := os.Stat(filepath.Join(gw.dir, "raft", "raft.db")); err == nil {
-		p.raftDB = float64(fi.Size()) / (1 << 20)
+	if p.raftDB, p.measure, err = raftLogMB(filepath.Join(gw.dir, "raft"), cmp.Or(after, p.index)); err != nil {
+		return p, err
 	}
 	p.rss, _ = rssMB(gw.Pid())
 	return p, nil
@@ -174,7 +180,7 @@ func budgetsTraffic(gw *Gateway, cluster pb.ClusterServiceClient, cfg BudgetsCon
 	body := []byte(`{"model":"bench","messages":[{"role":"user","content":"hello"}],"max_tokens":50}`)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	start, err := probeBudgets(gw, cluster, 0)
+	start, err := probeBudgets(gw, cluster, 0, 0)
 	if err != nil {
 		return err
 	}
@@ -208,7 +214,7 @@ func budgetsTraffic(gw *Gateway, cluster pb.ClusterServiceClient, cfg BudgetsCon
 	end := start.at.Add(cfg.Dur)
 	for time.Now().Before(end) {
 		time.Sleep(min(cfg.Sample, time.Until(end)))
-		p, err := probeBudgets(gw, cluster, done.Load())
+		p, err := probeBudgets(gw, cluster, done.Load(), start.index)
 		if err != nil {
 			close(stop)
 			wg.Wait()
@@ -216,7 +222,7 @@ func budgetsTraffic(gw *Gateway, cluster pb.ClusterServiceClient, cfg BudgetsCon
 		}
 		res.Samples = append(res.Samples, budgetsSample(start, prev, p))
 		s := res.Samples[len(res.Samples)-1]
-		logf("budgets: %3.0f s: %d requests, %.1f Raft entries/s, CPU %.0f%%, raft.db %.2f MB, RSS %.0f MB",
+		logf("budgets: %3.0f s: %d requests, %.1f Raft entries/s, CPU %.0f%%, Raft log %.2f MB, RSS %.0f MB",
 			s.Second, p.requests, s.EntriesPerSec, s.CPUPercent, s.RaftDBMB, s.RSSMB)
 		prev = p
 	}
@@ -227,6 +233,7 @@ func budgetsTraffic(gw *Gateway, cluster pb.ClusterServiceClient, cfg BudgetsCon
 	res.Seconds = secs
 	res.Entries = prev.index - start.index
 	res.EntriesPerSec = float64(res.Entries) / secs
+	res.RaftLogMeasure = start.measure
 	res.RaftDBStartMB, res.RaftDBEndMB = start.raftDB, prev.raftDB
 	res.GrowthMBMin = (prev.raftDB - start.raftDB) / secs * 60
 	res.CPUSeconds = float64(prev.ticks-start.ticks) / 100
@@ -270,8 +277,14 @@ func (r *BudgetsResults) write(dir string) error {
 	fmt.Fprintf(&b, "`%s` on %d cores (%s). One node and mockllm on loopback; %d keys, each with a monthly\n", r.Command, r.Machine.NProc, r.Machine.CPUModel, r.Config.Keys)
 	fmt.Fprintf(&b, "budget of its own, imported with `tollctl key import` in %.1f s; then %d closed-loop clients send\n", r.ImportSeconds, r.Config.Clients)
 	fmt.Fprintf(&b, "chat requests spread round-robin over every key for %v. CPU is the node's user+system time from /proc\n", r.Config.Dur)
-	b.WriteString("(10 ms ticks); Raft entries from the node's last log index (ClusterService.Status); raft.db is the log's Bolt file.\n\n")
-	fmt.Fprintf(&b, "| requests | status | transport errors | Raft entries | entries/s | raft.db start → end | growth | node CPU | CPU per request | RSS start → end |\n")
+	b.WriteString("(10 ms ticks); Raft entries from the node's last log index (ClusterService.Status).\n")
+	if r.RaftLogMeasure == raftLogWAL {
+		b.WriteString("Raft log: the encoded bytes of the entries appended to the WAL since traffic started, read from its\n")
+		b.WriteString("segments (raft-wal DumpLogs); the segment files are preallocated, so their size says nothing.\n\n")
+	} else {
+		b.WriteString("Raft log: the size of the log's Bolt file, raft.db.\n\n")
+	}
+	fmt.Fprintf(&b, "| requests | status | transport errors | Raft entries | entries/s | Raft log start → end | growth | node CPU | CPU per request | RSS start → end |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	perReq := 0.0
 	if r.Requests > 0 {
@@ -279,7 +292,7 @@ func (r *BudgetsResults) write(dir string) error {
 	}
 	fmt.Fprintf(&b, "| %d | %v | %d | %d | %.1f | %.2f → %.2f MB | %.2f MB/min | %.1f s | %.3f ms | %.0f → %.0f MB |\n\n",
 		r.Requests, r.Status, r.Errors, r.Entries, r.EntriesPerSec, r.RaftDBStartMB, r.RaftDBEndMB, r.GrowthMBMin, r.CPUSeconds, perReq, r.RSSStartMB, r.RSSEndMB)
-	b.WriteString("Per interval:\n\n| second | requests | Raft entries/s | node CPU | CPU per request | raft.db | RSS |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("Per interval:\n\n| second | requests | Raft entries/s | node CPU | CPU per request | Raft log | RSS |\n|---|---|---|---|---|---|---|\n")
 	for _, s := range r.Samples {
 		fmt.Fprintf(&b, "| %.0f | %d | %.1f | %.0f%% | %.3f ms | %.2f MB | %.0f MB |\n", s.Second, s.Requests, s.EntriesPerSec, s.CPUPercent, s.CPUPerRequestMs, s.RaftDBMB, s.RSSMB)
 	}
