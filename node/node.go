@@ -159,10 +159,11 @@ type Config struct {
 	rateSaveInterval time.Duration
 }
 
-// RaftTuning holds Raft timings; tests shorten them.
+// RaftTuning holds Raft timings (tests shorten them), the log level and
+// the log store of a new data dir (raftstore.Config.LogStore).
 type RaftTuning struct {
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout, CommitTimeout time.Duration
-	LogLevel                                                             string
+	LogLevel, LogStore                                                   string
 }
 
 // Node is a running Tollgate node.
@@ -327,7 +328,7 @@ func (n *Node) raftConfig(adv string, single bool) (raftstore.Config, error) {
 	rcfg := raftstore.Config{
 		Dir: filepath.Join(cfg.DataDir, "raft"), NodeID: n.cfg.NodeID,
 		BindAddr: cfg.RaftAddr, AdvertiseAddr: adv, Bootstrap: single,
-		Logger: cfg.Logger, LogLevel: cfg.Raft.LogLevel,
+		Logger: cfg.Logger, LogLevel: cfg.Raft.LogLevel, LogStore: cfg.Raft.LogStore,
 		HeartbeatTimeout: cfg.Raft.HeartbeatTimeout, ElectionTimeout: cfg.Raft.ElectionTimeout,
 		LeaderLeaseTimeout: cfg.Raft.LeaderLeaseTimeout, CommitTimeout: cfg.Raft.CommitTimeout,
 	}

@@ -18,10 +18,12 @@ import (
 // Log store kinds, as LogStoreKind reports them.
 const (
 	// LogStoreWAL is hashicorp/raft-wal in the data dir's wal/: append-only
-	// segment files, one fsync per append. New data dirs use it.
+	// segment files, one fsync per append. Opt-in for new data dirs
+	// (Config.LogStore): v0.4.0, the release the module proxy serves, needs
+	// the repairs below, and releases before it do not read wal/.
 	LogStoreWAL = "wal"
-	// LogStoreBolt is raft-boltdb's raft.db, which releases before the
-	// WAL wrote: a data dir that holds one keeps using it.
+	// LogStoreBolt is raft-boltdb's raft.db: the default for a new data
+	// dir, and what every earlier release wrote.
 	LogStoreBolt = "bolt"
 )
 
@@ -38,23 +40,35 @@ type logStore interface {
 	Close() error
 }
 
-// openLogStore opens dir's Raft log: raft.db when the data dir has one
-// (written by an earlier release; its log and term stay where they are),
-// else the write-ahead log in dir/wal, in segments of segmentBytes (0:
-// raft-wal's default). It returns the kind it opened.
-func openLogStore(dir string, logger hclog.Logger, segmentBytes int) (logStore, string, error) {
+// openLogStore opens dir's Raft log in the store the data dir already
+// has: raft.db, or the write-ahead log in dir/wal (in segments of
+// segmentBytes; 0: raft-wal's default). A new data dir gets the store
+// named by want (LogStoreBolt when empty). A data dir with both refuses to
+// open: one of them is stale (a release before the WAL, started on a WAL
+// data dir, begins an empty raft.db beside it), and picking either could
+// lose entries. It returns the kind it opened.
+func openLogStore(dir string, logger hclog.Logger, segmentBytes int, want string) (logStore, string, error) {
 	boltPath := filepath.Join(dir, boltFileName)
-	_, err := os.Stat(boltPath)
+	hasBolt, err := exists(boltPath)
+	if err != nil {
+		return nil, "", fmt.Errorf("raftstore: open %s: %w", boltFileName, err)
+	}
+	hasWAL, err := exists(filepath.Join(dir, walDirName))
+	if err != nil {
+		return nil, "", fmt.Errorf("raftstore: open %s: %w", walDirName, err)
+	}
 	switch {
-	case err == nil:
+	case hasBolt && hasWAL:
+		return nil, "", fmt.Errorf("raftstore: %s holds both %s and %s/; one of them is stale (was this data dir opened by an older release?): keep the one this node last ran with, move the other away, and start again", dir, boltFileName, walDirName)
+	case want != "" && want != LogStoreBolt && want != LogStoreWAL:
+		return nil, "", fmt.Errorf("raftstore: unknown Raft log store %q (want %s or %s)", want, LogStoreBolt, LogStoreWAL)
+	case hasBolt || !hasWAL && want != LogStoreWAL:
 		// (NoFreelistSync saved nothing measurable: BENCH.md, 2026-12-02.)
 		db, err := raftboltdb.New(raftboltdb.Options{Path: boltPath})
 		if err != nil {
 			return nil, "", fmt.Errorf("raftstore: open %s: %w", boltFileName, err)
 		}
 		return db, LogStoreBolt, nil
-	case !errors.Is(err, fs.ErrNotExist):
-		return nil, "", fmt.Errorf("raftstore: open %s: %w", boltFileName, err)
 	}
 	walDir := filepath.Join(dir, walDirName)
 	if err := os.MkdirAll(walDir, 0o700); err != nil {
@@ -102,4 +116,13 @@ func (w *walStore) GetLog(index uint64, l *raft.Log) error {
 
 func (w *walStore) Close() error {
 	return errors.Join(w.WAL.Close(), w.meta.Close())
+}
+
+// exists reports whether path exists.
+func exists(path string) (bool, error) {
+	_, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
 }

@@ -1,9 +1,6 @@
 package raftstore
 
 import (
-	"os"
-	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,7 +17,7 @@ func BenchmarkLogStoreAppend(b *testing.B) {
 			ls := openBenchLogStore(b, kind)
 			defer ls.Close()
 			data := make([]byte, 200)
-			cpu0 := processCPU()
+			cpu0 := processCPU(b)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				l := &raft.Log{Index: uint64(i + 1), Term: 1, Type: raft.LogCommand, Data: data, AppendedAt: time.Now()}
@@ -29,27 +26,15 @@ func BenchmarkLogStoreAppend(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
+			b.ReportMetric(float64(processCPU(b)-cpu0)/1e3/float64(b.N), "cpu-us/op")
 		})
 	}
 }
 
 func openBenchLogStore(b *testing.B, kind string) logStore {
-	dir := b.TempDir()
-	if kind == LogStoreBolt { // an existing raft.db selects bolt
-		if err := os.WriteFile(filepath.Join(dir, boltFileName), nil, 0o600); err != nil {
-			b.Fatal(err)
-		}
-	}
-	ls, got, err := openLogStore(dir, hclog.NewNullLogger(), 0)
+	ls, got, err := openLogStore(b.TempDir(), hclog.NewNullLogger(), 0, kind)
 	if err != nil || got != kind {
 		b.Fatalf("openLogStore: %q, %v", got, err)
 	}
 	return ls
-}
-
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -16,11 +16,45 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// A new data dir keeps its log in the WAL (no raft.db), and a store
+// walConfig is testConfig for a new data dir that keeps its log in the WAL.
+func walConfig(dir string) Config {
+	cfg := testConfig(dir)
+	cfg.LogStore = LogStoreWAL
+	return cfg
+}
+
+// A new data dir gets the bolt log by default; one with both logs, or an
+// unknown store asked for, does not open.
+func TestLogStoreChoice(t *testing.T) {
+	dir := t.TempDir()
+	s := openReady(t, testConfig(dir))
+	if got := s.LogStoreKind(); got != LogStoreBolt {
+		t.Fatalf("default LogStoreKind() = %q, want %q", got, LogStoreBolt)
+	}
+	closeStore(t, s)
+	s = openReady(t, walConfig(dir)) // the data dir keeps its store
+	if got := s.LogStoreKind(); got != LogStoreBolt {
+		t.Fatalf("reopened asking for the WAL: LogStoreKind() = %q, want %q", got, LogStoreBolt)
+	}
+	closeStore(t, s)
+	if err := os.Mkdir(filepath.Join(dir, walDirName), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(testConfig(dir)); err == nil || !strings.Contains(err.Error(), "stale") {
+		t.Fatalf("a data dir with raft.db and wal/ opened: %v", err)
+	}
+	cfg := testConfig(t.TempDir())
+	cfg.LogStore = "rocks"
+	if _, err := Open(cfg); err == nil || !strings.Contains(err.Error(), "unknown Raft log store") {
+		t.Fatalf("an unknown log store: %v", err)
+	}
+}
+
+// A new data dir asking for the WAL keeps its log there (no raft.db), and a store
 // closed and opened again there finds everything it applied.
 func TestNewDataDirUsesWALAndReopens(t *testing.T) {
 	dir := t.TempDir()
-	cfg := testConfig(dir)
+	cfg := walConfig(dir)
 	s := openReady(t, cfg)
 	if got := s.LogStoreKind(); got != LogStoreWAL {
 		t.Fatalf("LogStoreKind() = %q, want %q", got, LogStoreWAL)
@@ -97,7 +131,7 @@ const killDirEnv = "TOLLGATE_TEST_KILL_DIR"
 // kills: it writes keys one after another and prints each one's id once
 // Apply has returned it (acknowledged), until it is killed.
 func killedWriter(dir string) {
-	cfg := testConfig(dir)
+	cfg := walConfig(dir)
 	cfg.LogLevel = "off"
 	s, err := Open(cfg)
 	if err != nil {
@@ -167,7 +201,7 @@ func TestKilledDuringAppendsKeepsAcknowledgedEntries(t *testing.T) {
 	if segs, _ := filepath.Glob(filepath.Join(dir, walDirName, "*.wal")); len(segs) < 2 {
 		t.Fatalf("the writer filled %d WAL segment(s); the kill should land among rotations", len(segs))
 	}
-	s := openReady(t, testConfig(dir))
+	s := openReady(t, walConfig(dir))
 	defer closeStore(t, s)
 	if err := s.WaitCaughtUp(ctxT(t), s.lastIndexAtOpen); err != nil {
 		t.Fatal(err)
@@ -184,7 +218,7 @@ func TestKilledDuringAppendsKeepsAcknowledgedEntries(t *testing.T) {
 // openTestLogStore opens dir's log store, failing the test on an error.
 func openTestLogStore(t *testing.T, dir string) logStore {
 	t.Helper()
-	ls, _, err := openLogStore(dir, hclog.NewNullLogger(), 0)
+	ls, _, err := openLogStore(dir, hclog.NewNullLogger(), 0, LogStoreWAL)
 	if err != nil {
 		t.Fatal(err)
 	}

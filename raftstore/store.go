@@ -88,6 +88,10 @@ type Config struct {
 	// TrailingBytes of entries. Zero: DefaultSnapshotBytes,
 	// DefaultTrailingBytes.
 	SnapshotBytes, TrailingBytes int64
+	// LogStore is the Raft log store of a new data dir: LogStoreBolt
+	// (empty: the default) or LogStoreWAL. A data dir keeps the store it
+	// was created with.
+	LogStore string
 	// WALSegmentBytes is the size of each WAL segment file, preallocated
 	// when it is created. Zero: raft-wal's 64 MB.
 	WALSegmentBytes int
@@ -168,7 +172,7 @@ func Open(cfg Config) (*Store, error) {
 
 	rc := raftConfig(cfg, logger)
 
-	logs, kind, err := openLogStore(cfg.Dir, logger, cfg.WALSegmentBytes)
+	logs, kind, err := openLogStore(cfg.Dir, logger, cfg.WALSegmentBytes, cfg.LogStore)
 	if err != nil {
 		return nil, err
 	}

@@ -369,7 +369,7 @@ func TestStoreRestartFromSnapshot(t *testing.T) {
 // log.
 func compactLog(t *testing.T, dir string, index uint64) {
 	t.Helper()
-	bolt, _, err := openLogStore(dir, hclog.NewNullLogger(), 0)
+	bolt, _, err := openLogStore(dir, hclog.NewNullLogger(), 0, "")
 	if err != nil {
 		t.Fatal(err)
 	}

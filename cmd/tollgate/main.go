@@ -136,6 +136,7 @@ func (o *options) define(fs *flag.FlagSet) {
 	str(&o.cfg.AdminAddr, "admin-addr", "TOLLGATE_ADMIN_ADDR", "127.0.0.1:4100", "listen address of the admin gRPC API; beyond loopback it needs TLS (--tls-cert) or --admin-insecure")
 	fs.BoolVar(&o.adminInsecure, "admin-insecure", envBool("TOLLGATE_ADMIN_INSECURE"), "allow the admin API to listen beyond loopback without TLS (plaintext: only on a network you trust) [TOLLGATE_ADMIN_INSECURE]")
 	str(&o.cfg.RaftAddr, "raft-addr", "TOLLGATE_RAFT_ADDR", ":4200", "listen address of the Raft transport")
+	str(&o.cfg.Raft.LogStore, "raft-log-store", "TOLLGATE_RAFT_LOG_STORE", "bolt", "Raft log store of a NEW data dir: bolt (raft.db) or wal (hashicorp/raft-wal, one fsync per append, less CPU per write; releases before 2026-12-02 cannot read it); an existing data dir keeps its own")
 	str(&o.cfg.RaftAdvertise, "raft-advertise", "TOLLGATE_RAFT_ADVERTISE", "", "Raft address other nodes dial (default: raft-addr, 127.0.0.1 if its host is unspecified)")
 	str(&o.cfg.GossipAddr, "gossip-addr", "TOLLGATE_GOSSIP_ADDR", ":4300", "listen address of gossip (memberlist, UDP and TCP)")
 	str(&o.cfg.GossipAdvertise, "gossip-advertise", "TOLLGATE_GOSSIP_ADVERTISE", "", "gossip address other nodes reach; a host name is resolved at start (default: chosen from the interfaces)")
