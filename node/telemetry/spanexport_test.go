@@ -248,3 +248,34 @@ func TestQueueSettingsFollowTheBSPVariables(t *testing.T) {
 		t.Fatalf("bad values: got %+v, %v; want the defaults %+v and an error", c, err, want)
 	}
 }
+
+// A string that is not valid UTF-8 (a model name or finish reason as a
+// client or upstream sent it) goes out with U+FFFD in its place: protobuf
+// strings must be UTF-8, and a receiver rejects the whole batch, other
+// requests' spans with it, when one is not.
+func TestInvalidUTF8DoesNotSpoilTheBatch(t *testing.T) {
+	c := &captureClient{}
+	tr := testTracer(t, c, 8, defaultSampler)
+	_, ok := tr.Start(context.Background(), "fine")
+	ok.End()
+	_, bad := tr.Start(context.Background(), "chat gpt\xff")
+	bad.SetAttributes(attribute.String("gen_ai.request.model", "gpt\xff"), attribute.String("k\xfe", "v"),
+		attribute.StringSlice("gen_ai.response.finish_reasons", []string{"stop\xc3"}))
+	bad.AddEvent("ev\xff", trace.WithAttributes(attribute.String("e", "\xff")))
+	bad.SetStatus(codes.Error, "bad \xff")
+	bad.End()
+	if err := tr.q.shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans := c.got()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans arrived, want 2", len(spans))
+	}
+	s := spans[1]
+	attrs := otlptest.Attrs(s.GetAttributes())
+	if s.GetName() != "chat gpt\uFFFD" || attrs["gen_ai.request.model"] != "gpt\uFFFD" || attrs["k\uFFFD"] != "v" ||
+		s.GetEvents()[0].GetName() != "ev\uFFFD" || s.GetStatus().GetMessage() != "bad \uFFFD" ||
+		s.GetAttributes()[2].GetValue().GetArrayValue().GetValues()[0].GetStringValue() != "stop\uFFFD" {
+		t.Fatalf("span %v", s)
+	}
+}
