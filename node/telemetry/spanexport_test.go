@@ -219,9 +219,9 @@ func BenchmarkSpanExport(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			for i, sd := range spans {
-				s := spanPool.Get().(*span)
-				s.sc, s.name, s.kind, s.start, s.end = sd.SpanContext(), sd.Name(), sd.SpanKind(), sd.StartTime(), sd.EndTime()
-				s.attrs = append(s.attrs, sd.Attributes()...)
+				s := &span{sc: sd.SpanContext(), name: sd.Name(), kind: sd.SpanKind(), start: sd.StartTime(), end: sd.EndTime(),
+					buf: attrBufs.Get().(*attrBuf)}
+				s.attrs = append(s.buf.kv[:0], sd.Attributes()...)
 				batch[i] = s
 			}
 			batch = q.export(batch)[:len(spans)]

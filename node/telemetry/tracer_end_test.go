@@ -1,0 +1,56 @@
+package telemetry
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tollgate/tollgate/node/telemetry/otlptest"
+)
+
+// A span used after End, once the exporter has encoded it, behaves as the
+// SDK's does: End again, SetAttributes, AddEvent and SetStatus are no-ops,
+// it is not recording, and its SpanContext is still its own (a request
+// log or exemplar reading the trace id late gets the right one); and none
+// of it touches the span of a request started since.
+func TestSpanUsedAfterItsExportIsANoOp(t *testing.T) {
+	c := &captureClient{hold: make(chan struct{}), entered: make(chan struct{}, 8)}
+	tr := testTracer(t, c, 1, defaultSampler)
+	release := sync.OnceFunc(func() { close(c.hold) })
+	t.Cleanup(release)
+	ctx, a := tr.Start(context.Background(), "a", trace.WithSpanKind(trace.SpanKindServer))
+	want := a.SpanContext()
+	a.End()
+	<-c.entered // a was encoded and its record released before the upload
+	if got := trace.SpanFromContext(ctx).SpanContext(); !got.Equal(want) || a.IsRecording() {
+		t.Fatalf("after its export the span says %v (recording %v), want %v, not recording", got, a.IsRecording(), want)
+	}
+	_, b := tr.Start(context.Background(), "b")
+	b.SetAttributes(attribute.String("mine", "b"))
+	a.SetAttributes(attribute.String("late", "a"))
+	a.AddEvent("late")
+	a.SetStatus(codes.Error, "late")
+	a.SetName("late")
+	a.End()
+	if !b.IsRecording() {
+		t.Fatal("ending a span again ended the next request's")
+	}
+	b.End()
+	release()
+	if err := tr.q.shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans := c.got()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans exported, want a and b once each: %v", len(spans), spans)
+	}
+	s := spans[1]
+	if attrs := otlptest.Attrs(s.GetAttributes()); s.GetName() != "b" || len(attrs) != 1 || attrs["mine"] != "b" ||
+		len(s.GetEvents()) != 0 || s.GetStatus().GetCode() != 0 {
+		t.Fatalf("the next request's span got the late calls: %v", s)
+	}
+}
