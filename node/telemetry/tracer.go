@@ -49,7 +49,7 @@ func (t *Tracer) Start(ctx context.Context, name string, opts ...trace.SpanStart
 	}
 	sc := newSpanContext(parent)
 	if !t.sampler.sampled(parent, sc.TraceID()) {
-		ctx = trace.ContextWithSpanContext(ctx, sc) // propagated, not recorded
+		ctx = trace.ContextWithSpanContext(ctx, sc.WithTraceFlags(sc.TraceFlags()&^trace.FlagsSampled)) // propagated, not recorded
 		return ctx, trace.SpanFromContext(ctx)
 	}
 	s := &span{t: t, sc: sc.WithTraceFlags(sc.TraceFlags() | trace.FlagsSampled), parent: parent, name: name}
@@ -67,11 +67,12 @@ func (t *Tracer) Start(ctx context.Context, name string, opts ...trace.SpanStart
 }
 
 // newSpanContext is a new span's context: a fresh span id, in parent's
-// trace (with its trace state) or a new one.
+// trace (with its trace state and flags, as the SDK's: the sampled flag
+// is then set or cleared by the decision) or a new one.
 func newSpanContext(parent trace.SpanContext) trace.SpanContext {
-	c := trace.SpanContextConfig{TraceID: parent.TraceID(), TraceState: parent.TraceState()}
+	c := trace.SpanContextConfig{TraceID: parent.TraceID(), TraceState: parent.TraceState(), TraceFlags: parent.TraceFlags()}
 	if !parent.IsValid() {
-		c.TraceID, c.TraceState = newTraceID(), trace.TraceState{}
+		c.TraceID, c.TraceState, c.TraceFlags = newTraceID(), trace.TraceState{}, 0
 	}
 	for !c.SpanID.IsValid() {
 		putUint64(c.SpanID[:], rand.Uint64()) // the runtime's per-thread generator: no lock

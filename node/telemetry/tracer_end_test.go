@@ -2,11 +2,15 @@ package telemetry
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/node/telemetry/otlptest"
@@ -52,5 +56,35 @@ func TestSpanUsedAfterItsExportIsANoOp(t *testing.T) {
 	if attrs := otlptest.Attrs(s.GetAttributes()); s.GetName() != "b" || len(attrs) != 1 || attrs["mine"] != "b" ||
 		len(s.GetEvents()) != 0 || s.GetStatus().GetCode() != 0 {
 		t.Fatalf("the next request's span got the late calls: %v", s)
+	}
+}
+
+// A span in the client's trace keeps the trace flags its traceparent had
+// (W3C's random flag, 02) besides the sampling decision, as the SDK's
+// spans do: the traceparent sent upstream and the exported span say 03
+// (or 02 unsampled), not 01 (00).
+func TestSpanKeepsTheTraceFlagsOfTheClientsTraceparent(t *testing.T) {
+	for _, tc := range []struct {
+		smp  sampler
+		tp   string
+		want trace.TraceFlags
+	}{
+		{defaultSampler, "00-" + clientTrace + "-00f067aa0ba902b7-03", 0x03},
+		{defaultSampler, "00-" + clientTrace + "-00f067aa0ba902b7-02", 0x02},
+		{sampler{none: true}, "00-" + clientTrace + "-00f067aa0ba902b7-03", 0x02},
+		{sampler{all: true}, "00-" + clientTrace + "-00f067aa0ba902b7-02", 0x03},
+	} {
+		tr := testTracer(t, &captureClient{}, 8, tc.smp)
+		ctx, server := tr.Start(requestWith(tc.tp), "chat", trace.WithSpanKind(trace.SpanKindServer))
+		ctx, attempt := tr.Start(ctx, "chat m", trace.WithSpanKind(trace.SpanKindClient))
+		h := http.Header{}
+		propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(h))
+		if f := server.SpanContext().TraceFlags(); f != tc.want || attempt.SpanContext().TraceFlags() != tc.want ||
+			!strings.HasSuffix(h.Get("Traceparent"), fmt.Sprintf("-%s-%s", attempt.SpanContext().SpanID(), tc.want)) {
+			t.Errorf("%+v %s: server flags %s, attempt %s, upstream traceparent %q; want %s", tc.smp, tc.tp, f,
+				attempt.SpanContext().TraceFlags(), h.Get("Traceparent"), tc.want)
+		}
+		attempt.End()
+		server.End()
 	}
 }
