@@ -88,3 +88,21 @@ func TestSpanKeepsTheTraceFlagsOfTheClientsTraceparent(t *testing.T) {
 		server.End()
 	}
 }
+
+// A span that ends while the exporter shuts down (it found the queue open,
+// and reached it after the exporter's last look) is counted as dropped,
+// not left in the queue unexported and uncounted.
+func TestSpanEndingDuringShutdownIsCountedDropped(t *testing.T) {
+	c := &captureClient{}
+	tr := testTracer(t, c, 8, defaultSampler)
+	_, s := tr.Start(context.Background(), "late")
+	if err := tr.q.shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tr.q.closed.Store(false) // as the span's End saw it, just before the shutdown
+	s.End()
+	tr.q.closed.Store(true)
+	if d, n := tr.q.Dropped(), len(tr.q.ch); d != 1 || n != 0 || len(c.got()) != 0 {
+		t.Fatalf("dropped %d, %d left in the queue, %d exported; want 1 dropped", d, n, len(c.got()))
+	}
+}
