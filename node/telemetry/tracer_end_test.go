@@ -106,3 +106,25 @@ func TestSpanEndingDuringShutdownIsCountedDropped(t *testing.T) {
 		t.Fatalf("dropped %d, %d left in the queue, %d exported; want 1 dropped", d, n, len(c.got()))
 	}
 }
+
+// The client's tracestate goes on with its trace (to the spans and the
+// upstream request); an invalid traceparent starts a trace of our own,
+// decided as a root.
+func TestTraceStateCarriesOnAndABadTraceparentStartsARoot(t *testing.T) {
+	tr := testTracer(t, &captureClient{}, 8, sampler{parentBased: true, none: true})
+	h := http.Header{"Traceparent": {sampledTP}, "Tracestate": {"vendor=x,other=y"}}
+	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.HeaderCarrier(h))
+	ctx, server := tr.Start(ctx, "chat", trace.WithSpanKind(trace.SpanKindServer))
+	ctx, attempt := tr.Start(ctx, "chat m", trace.WithSpanKind(trace.SpanKindClient))
+	out := http.Header{}
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(out))
+	if server.SpanContext().TraceState().String() != "vendor=x,other=y" || out.Get("Tracestate") != "vendor=x,other=y" || !attempt.IsRecording() {
+		t.Fatalf("tracestate %q, upstream %q (recording %v)", server.SpanContext().TraceState(), out.Get("Tracestate"), attempt.IsRecording())
+	}
+	attempt.End()
+	server.End()
+	_, bad := tr.Start(requestWith("00-"+clientTrace+"-0000000000000000-01"), "chat", trace.WithSpanKind(trace.SpanKindServer))
+	if sc := bad.SpanContext(); !sc.IsValid() || sc.TraceID().String() == clientTrace || sc.IsSampled() || bad.IsRecording() {
+		t.Fatalf("a bad traceparent gave %v (recording %v): want a new, unsampled root", sc, bad.IsRecording())
+	}
+}
