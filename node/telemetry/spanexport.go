@@ -109,12 +109,31 @@ func (q *spanQueue) push(s *span) {
 	if !q.closed.Load() {
 		select {
 		case q.ch <- s:
+			select {
+			case <-q.done: // shut down after the look at closed: none will export it
+				q.dropLeft()
+			default:
+			}
 			return
 		default:
 		}
 	}
 	q.dropped.Add(1)
 	s.release()
+}
+
+// dropLeft counts as dropped what is left in the queue once the exporter
+// stopped.
+func (q *spanQueue) dropLeft() {
+	for {
+		select {
+		case s := <-q.ch:
+			q.dropped.Add(1)
+			s.release()
+		default:
+			return
+		}
+	}
 }
 
 // Dropped is how many spans were dropped because the queue was full (or
@@ -203,6 +222,7 @@ func (q *spanQueue) shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	q.dropLeft() // pushed while the exporter drained
 	return q.client.Stop(ctx)
 }
 

@@ -219,9 +219,9 @@ func BenchmarkSpanExport(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			for i, sd := range spans {
-				s := spanPool.Get().(*span)
-				s.sc, s.name, s.kind, s.start, s.end = sd.SpanContext(), sd.Name(), sd.SpanKind(), sd.StartTime(), sd.EndTime()
-				s.attrs = append(s.attrs, sd.Attributes()...)
+				s := &span{sc: sd.SpanContext(), name: sd.Name(), kind: sd.SpanKind(), start: sd.StartTime(), end: sd.EndTime(),
+					buf: attrBufs.Get().(*attrBuf)}
+				s.attrs = append(s.buf.kv[:0], sd.Attributes()...)
 				batch[i] = s
 			}
 			batch = q.export(batch)[:len(spans)]
@@ -246,5 +246,36 @@ func TestQueueSettingsFollowTheBSPVariables(t *testing.T) {
 	want = queueConfig{size: DefaultSpanQueue, batch: 512, delay: 5 * time.Second, timeout: 30 * time.Second}
 	if err == nil || c != want {
 		t.Fatalf("bad values: got %+v, %v; want the defaults %+v and an error", c, err, want)
+	}
+}
+
+// A string that is not valid UTF-8 (a model name or finish reason as a
+// client or upstream sent it) goes out with U+FFFD in its place: protobuf
+// strings must be UTF-8, and a receiver rejects the whole batch, other
+// requests' spans with it, when one is not.
+func TestInvalidUTF8DoesNotSpoilTheBatch(t *testing.T) {
+	c := &captureClient{}
+	tr := testTracer(t, c, 8, defaultSampler)
+	_, ok := tr.Start(context.Background(), "fine")
+	ok.End()
+	_, bad := tr.Start(context.Background(), "chat gpt\xff")
+	bad.SetAttributes(attribute.String("gen_ai.request.model", "gpt\xff"), attribute.String("k\xfe", "v"),
+		attribute.StringSlice("gen_ai.response.finish_reasons", []string{"stop\xc3"}))
+	bad.AddEvent("ev\xff", trace.WithAttributes(attribute.String("e", "\xff")))
+	bad.SetStatus(codes.Error, "bad \xff")
+	bad.End()
+	if err := tr.q.shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans := c.got()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans arrived, want 2", len(spans))
+	}
+	s := spans[1]
+	attrs := otlptest.Attrs(s.GetAttributes())
+	if s.GetName() != "chat gpt\uFFFD" || attrs["gen_ai.request.model"] != "gpt\uFFFD" || attrs["k\uFFFD"] != "v" ||
+		s.GetEvents()[0].GetName() != "ev\uFFFD" || s.GetStatus().GetMessage() != "bad \uFFFD" ||
+		s.GetAttributes()[2].GetValue().GetArrayValue().GetValues()[0].GetStringValue() != "stop\uFFFD" {
+		t.Fatalf("span %v", s)
 	}
 }

@@ -3,8 +3,10 @@ package telemetry
 import (
 	"bytes"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -142,7 +144,7 @@ func appendValue(b []byte, v attribute.Value) []byte {
 		return protowire.AppendFixed64(b, math.Float64bits(v.AsFloat64()))
 	case attribute.STRING:
 		b = protowire.AppendTag(b, anyString, protowire.BytesType)
-		return protowire.AppendString(b, v.AsString())
+		return protowire.AppendString(b, validUTF8(v.AsString()))
 	case attribute.BYTESLICE:
 		b = protowire.AppendTag(b, anyBytes, protowire.BytesType)
 		return protowire.AppendBytes(b, v.AsByteSlice())
@@ -235,7 +237,17 @@ func appendStringField(b []byte, num protowire.Number, v string) []byte {
 		return b
 	}
 	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendString(b, v)
+	return protowire.AppendString(b, validUTF8(v))
+}
+
+// validUTF8 is s with U+FFFD for each invalid sequence: a protobuf string
+// must be UTF-8, and a receiver refuses the whole batch when one is not
+// (the model a client named, a finish reason an upstream wrote, may not).
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {

@@ -22,8 +22,8 @@ import (
 // server span; the spans of an unsampled trace are not recorded, only
 // propagated.
 //
-// As in the SDK, a span must not be used after End: its record may be
-// recycled by then.
+// As with the SDK, a span may still be used after End: every call is
+// then a no-op but SpanContext, which stays the span's own.
 type Tracer struct {
 	embedded.Tracer
 	sampler sampler
@@ -49,11 +49,12 @@ func (t *Tracer) Start(ctx context.Context, name string, opts ...trace.SpanStart
 	}
 	sc := newSpanContext(parent)
 	if !t.sampler.sampled(parent, sc.TraceID()) {
-		ctx = trace.ContextWithSpanContext(ctx, sc) // propagated, not recorded
+		ctx = trace.ContextWithSpanContext(ctx, sc.WithTraceFlags(sc.TraceFlags()&^trace.FlagsSampled)) // propagated, not recorded
 		return ctx, trace.SpanFromContext(ctx)
 	}
-	s := spanPool.Get().(*span)
-	s.t, s.sc, s.parent, s.name = t, sc.WithTraceFlags(sc.TraceFlags()|trace.FlagsSampled), parent, name
+	s := &span{t: t, sc: sc.WithTraceFlags(sc.TraceFlags() | trace.FlagsSampled), parent: parent, name: name}
+	s.buf = attrBufs.Get().(*attrBuf)
+	s.attrs = s.buf.kv[:0]
 	s.kind = trace.ValidateSpanKind(cfg.SpanKind()) // unspecified: internal, as the SDK
 	if s.start = cfg.Timestamp(); s.start.IsZero() {
 		s.start = time.Now()
@@ -66,11 +67,12 @@ func (t *Tracer) Start(ctx context.Context, name string, opts ...trace.SpanStart
 }
 
 // newSpanContext is a new span's context: a fresh span id, in parent's
-// trace (with its trace state) or a new one.
+// trace (with its trace state and flags, as the SDK's: the sampled flag
+// is then set or cleared by the decision) or a new one.
 func newSpanContext(parent trace.SpanContext) trace.SpanContext {
-	c := trace.SpanContextConfig{TraceID: parent.TraceID(), TraceState: parent.TraceState()}
+	c := trace.SpanContextConfig{TraceID: parent.TraceID(), TraceState: parent.TraceState(), TraceFlags: parent.TraceFlags()}
 	if !parent.IsValid() {
-		c.TraceID, c.TraceState = newTraceID(), trace.TraceState{}
+		c.TraceID, c.TraceState, c.TraceFlags = newTraceID(), trace.TraceState{}, 0
 	}
 	for !c.SpanID.IsValid() {
 		putUint64(c.SpanID[:], rand.Uint64()) // the runtime's per-thread generator: no lock
@@ -93,7 +95,11 @@ func putUint64(b []byte, v uint64) {
 	}
 }
 
-// span is one recorded span: what the OTLP Span message says.
+// span is one recorded span: what the OTLP Span message says. Its
+// attributes are appended to a slice taken from a pool, which the exporter
+// puts back once it has encoded the span; the span itself is not reused,
+// so that a caller still holding it after End (End again, SpanContext, as
+// the SDK allows) touches only its own, ended span.
 type span struct {
 	embedded.Span
 	t          *Tracer
@@ -102,29 +108,31 @@ type span struct {
 	kind       trace.SpanKind
 	start, end time.Time
 	attrs      []attribute.KeyValue
+	buf        *attrBuf // where attrs came from
 	events     []sdktrace.Event
 	links      []sdktrace.Link
 	status     sdktrace.Status
-	ended      bool
+	ended      bool // set by End, never by the exporter: a late call reads it safely
 }
 
-var spanPool = sync.Pool{New: func() any { return &span{attrs: make([]attribute.KeyValue, 0, 32)} }}
+// attrBuf holds a pooled attribute slice.
+type attrBuf struct{ kv []attribute.KeyValue }
 
-// maxKeptAttrs bounds the attribute slice a pooled span keeps.
+var attrBufs = sync.Pool{New: func() any { return &attrBuf{kv: make([]attribute.KeyValue, 0, 32)} }}
+
+// maxKeptAttrs bounds the attribute slice put back in the pool.
 const maxKeptAttrs = 128
 
-// release clears s (its strings go to the collector) and puts it back in
-// the pool.
+// release puts the ended s's attribute slice back in the pool, cleared
+// (its strings go to the collector), and lets go of its events and links.
+// Only the exporter (or a dropping push) calls it, once.
 func (s *span) release() {
 	clear(s.attrs)
-	clear(s.events)
-	clear(s.links)
-	attrs := s.attrs[:0]
-	if cap(attrs) > maxKeptAttrs {
-		attrs = nil
+	if b := s.buf; b != nil && cap(s.attrs) <= maxKeptAttrs {
+		b.kv = s.attrs[:0]
+		attrBufs.Put(b)
 	}
-	*s = span{attrs: attrs, events: s.events[:0], links: s.links[:0]}
-	spanPool.Put(s)
+	s.attrs, s.buf, s.events, s.links = nil, nil, nil, nil
 }
 
 // End implements trace.Span: the span goes to the exporter's queue.

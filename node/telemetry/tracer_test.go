@@ -109,12 +109,15 @@ func TestPooledSpansDoNotLeakAttributesBetweenRequests(t *testing.T) {
 	}
 }
 
-// A span released to the pool keeps nothing but its emptied slices.
+// A released span lets go of what it recorded: its attribute slice, back
+// in the pool, is cleared; its SpanContext stays its own.
 func TestReleasedSpanIsEmpty(t *testing.T) {
-	s := &span{name: "x", attrs: []attribute.KeyValue{attribute.String("k", "secret")}, status: sdktrace.Status{Code: codes.Error}}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}})
+	b := &attrBuf{kv: []attribute.KeyValue{attribute.String("k", "secret")}}
+	s := &span{sc: sc, attrs: b.kv, buf: b, events: []sdktrace.Event{{Name: "e"}}, ended: true}
 	attrs := s.attrs
 	s.release()
-	if s.name != "" || len(s.attrs) != 0 || s.status.Code != codes.Unset || attrs[:1][0].Value.AsString() != "" {
+	if len(s.attrs) != 0 || s.buf != nil || s.events != nil || attrs[:1][0].Value.AsString() != "" || !s.SpanContext().Equal(sc) {
 		t.Fatalf("released span keeps %+v", s)
 	}
 }
