@@ -195,3 +195,73 @@ func (x *htTxn) deleteAt(n *htNode, d int, h string) *htNode {
 	}
 	return c
 }
+
+// putAll stores keys (whose hashes are set) as put would one by one; into
+// an empty trie it builds the nodes at once from the keys partitioned by
+// digit, each node's slots in one allocation of the size it needs, instead
+// of growing them a key at a time.
+func (x *htTxn) putAll(keys []*Key) {
+	if x.t.root != nil || len(keys) == 0 {
+		for _, k := range keys {
+			x.put(k)
+		}
+		return
+	}
+	scratch := make([]*Key, len(keys))
+	var n int
+	x.t.root, n = x.build(slices.Clone(keys), scratch, 0)
+	x.t.n = n
+}
+
+// build returns the node at depth d holding keys (which agree on the
+// digits before d, and not all of one hash) and how many keys it holds. It
+// reorders keys, a stable partition by the digit at d through scratch, so
+// that of keys with one hash the last one stays, as with put.
+func (x *htTxn) build(keys, scratch []*Key, d int) (*htNode, int) {
+	var count [16]int
+	for _, k := range keys {
+		count[digit(k.hash, d)]++
+	}
+	var start [17]int
+	c := &htNode{owner: x.owner}
+	for i, m := range count {
+		start[i+1] = start[i] + m
+		if m > 0 {
+			c.used |= 1 << i
+		}
+	}
+	pos := start
+	for _, k := range keys {
+		i := digit(k.hash, d)
+		scratch[pos[i]] = k
+		pos[i]++
+	}
+	copy(keys, scratch)
+	c.slots = make([]htSlot, 0, bits.OnesCount16(c.used))
+	total := 0
+	for i := range 16 {
+		part := keys[start[i]:start[i+1]]
+		switch {
+		case len(part) == 0:
+			continue
+		case len(part) == 1 || sameHash(part):
+			c.slots = append(c.slots, htSlot{key: part[len(part)-1]})
+			total++
+		default:
+			sub, n := x.build(part, scratch[start[i]:start[i+1]], d+1)
+			c.slots = append(c.slots, htSlot{sub: sub})
+			total += n
+		}
+	}
+	return c, total
+}
+
+// sameHash reports whether every key of keys has the first one's hash.
+func sameHash(keys []*Key) bool {
+	for _, k := range keys[1:] {
+		if k.hash != keys[0].hash {
+			return false
+		}
+	}
+	return true
+}

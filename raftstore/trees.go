@@ -136,6 +136,8 @@ type keyWriter struct {
 	byHash    *htTxn
 	byCreated *ptxn[*Key]
 	byTeam    *ptxn[*Key] // the keys that have a team
+	// pendingHash are keys putNew stored that the trie does not hold yet.
+	pendingHash []*Key
 }
 
 func (s *State) keyWriter() *keyWriter {
@@ -143,6 +145,8 @@ func (s *State) keyWriter() *keyWriter {
 }
 
 func (kw *keyWriter) commit(s *State) {
+	kw.byHash.putAll(kw.pendingHash)
+	kw.pendingHash = nil
 	s.keys, s.keysByHash = kw.byID.commit(), kw.byHash.commit()
 	s.keysByCreated, s.keysByTeam = kw.byCreated.commit(), kw.byTeam.commit()
 }
@@ -192,20 +196,11 @@ func (kw *keyWriter) putKey(k *Key) {
 	}
 }
 
-// putNew stores keys none of which the trees hold yet (a snapshot's):
-// the secret-hash trie in one goroutine, the other trees in this one. A
-// key id that comes twice is an error.
+// putNew stores keys none of which the trees hold yet (a snapshot's) in
+// the B-trees, and keeps them for the secret-hash trie, which commit
+// builds from all of them at once (see htTxn.putAll). A key id that comes
+// twice is an error.
 func (kw *keyWriter) putNew(keys []*Key) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for _, k := range keys {
-			kw.byHash.put(k)
-		}
-	}()
 	var dup string
 	for _, k := range keys {
 		if _, replaced := kw.byID.put(k); replaced && dup == "" {
@@ -216,7 +211,7 @@ func (kw *keyWriter) putNew(keys []*Key) error {
 			kw.byTeam.put(k)
 		}
 	}
-	<-done
+	kw.pendingHash = append(kw.pendingHash, keys...)
 	if dup != "" {
 		return fmt.Errorf("snapshot holds key %q twice: %w", dup, ErrInvalid)
 	}
