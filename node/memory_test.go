@@ -13,7 +13,7 @@ func TestMemoryReleaseWaitsInProportionToItsCost(t *testing.T) {
 	if !r.due(t0, idle) {
 		t.Fatal("90 MB of idle heap over a 32 MB threshold: a release is due")
 	}
-	r.released(t0, 2*time.Second) // a full GC of a large heap
+	r.released(t0, 2*time.Second, 800<<20) // a full GC of a large heap
 	for _, after := range []time.Duration{5 * time.Second, 30 * time.Second, 99 * time.Second} {
 		if r.due(t0.Add(after), idle) {
 			t.Fatalf("a release that took 2 s is due again %v later; want none before 100 s (2%% of the time)", after)
@@ -27,7 +27,7 @@ func TestMemoryReleaseWaitsInProportionToItsCost(t *testing.T) {
 func TestMemoryReleaseOfSmallHeapDueEveryTick(t *testing.T) {
 	r := memReleaser{threshold: 32 << 20, costShare: 0.02}
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	r.released(t0, 5*time.Millisecond)
+	r.released(t0, 5*time.Millisecond, 10<<20)
 	mostlyFree := &runtime.MemStats{HeapAlloc: 10 << 20, HeapInuse: 30 << 20}
 	if !r.due(t0.Add(5*time.Second), mostlyFree) {
 		t.Fatal("a heap two-thirds free, 5 s after a 5 ms release: a release is due")
@@ -35,5 +35,21 @@ func TestMemoryReleaseOfSmallHeapDueEveryTick(t *testing.T) {
 	busy := &runtime.MemStats{HeapIdle: 8 << 20, HeapAlloc: 25 << 20, HeapInuse: 30 << 20}
 	if r.due(t0.Add(5*time.Second), busy) {
 		t.Fatal("8 MB idle and the heap mostly in use: no release is due")
+	}
+}
+
+// A burst's garbage that no GC has collected yet (an idle node runs none)
+// looks in use; a heap grown well past what the last release left is due.
+func TestMemoryReleaseDueForUncollectedGarbage(t *testing.T) {
+	r := memReleaser{threshold: 32 << 20, costShare: 0.02}
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	r.released(t0, 5*time.Millisecond, 10<<20)
+	garbage := &runtime.MemStats{HeapIdle: 4 << 20, HeapAlloc: 238 << 20, HeapInuse: 240 << 20}
+	if !r.due(t0.Add(5*time.Second), garbage) {
+		t.Fatal("240 MB in use after a release that left 10 MB: a release is due")
+	}
+	atRest := &runtime.MemStats{HeapIdle: 4 << 20, HeapAlloc: 40 << 20, HeapInuse: 45 << 20}
+	if r.due(t0.Add(5*time.Second), atRest) {
+		t.Fatal("45 MB in use after a release that left 10 MB (under 2x + 32 MB): no release is due")
 	}
 }
