@@ -89,3 +89,23 @@ func TestScaleReportOfClusterNamesEveryNodeAndTheJoin(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestChatReportSaysWhichTargetsTheRatiosMet(t *testing.T) {
+	for _, c := range []struct {
+		rps, p99 float64
+		want     []string
+	}{
+		{0.95, 1.1, []string{"0.95 (target ≥ 0.9: met)", "1.10 (target ≤ 1.2: met)"}},
+		{0.88, 1.79, []string{"0.88 (target ≥ 0.9: not met)", "1.79 (target ≤ 1.2: not met)"}},
+		{0, 0, []string{"(target ≥ 0.9: not met)", "(target ≤ 1.2: not met)"}}, // no runs measured
+	} {
+		var b strings.Builder
+		f := &ChatFigures{Keys: 250000, Node: "node", ThroughputRatio: c.rps, P99Ratio: c.p99, LoadAvg: "1.00 2.00 3.00 / 4.00 5.00 6.00"}
+		f.write(&b, ChatConfig{Clients: 8, Dur: 10 * time.Second, CreateRate: 200})
+		for _, want := range append(c.want, "200/s", "before / after the chat runs: 1.00 2.00 3.00 / 4.00 5.00 6.00") {
+			if !strings.Contains(b.String(), want) {
+				t.Errorf("ratios %.2f, %.2f: report lacks %q:\n%s", c.rps, c.p99, want, b.String())
+			}
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,8 +47,9 @@ type ChatFigures struct {
 	WritesRPS       float64    `json:"writes_rps"`
 	QuietP99Ms      float64    `json:"quiet_p99_ms"`
 	WritesP99Ms     float64    `json:"writes_p99_ms"`
-	ThroughputRatio float64    `json:"throughput_ratio"` // writes ÷ quiet: target ≥ 0.9
-	P99Ratio        float64    `json:"p99_ratio"`        // writes ÷ quiet: target ≤ 1.2
+	ThroughputRatio float64    `json:"throughput_ratio"`  // writes ÷ quiet: target ≥ 0.9
+	P99Ratio        float64    `json:"p99_ratio"`         // writes ÷ quiet: target ≤ 1.2
+	LoadAvg         string     `json:"loadavg,omitempty"` // before / after the runs
 }
 
 // chat runs the chat phase against the leader, with mockllm as upstream.
@@ -65,6 +67,7 @@ func (sc *scaleSet) chat(cfg ChatConfig, keys int, logf func(string, ...any)) (*
 		Shape:  "choices", MinBytes: 1000}
 	admin := pb.NewKeyServiceClient(sc.conns[sc.index(leader)])
 	f := &ChatFigures{Keys: keys, Node: sc.names[sc.index(leader)]}
+	before := loadAvg()
 	for rep := range cfg.Reps {
 		order := []bool{false, true}
 		if rep%2 == 1 {
@@ -78,6 +81,7 @@ func (sc *scaleSet) chat(cfg ChatConfig, keys int, logf func(string, ...any)) (*
 		}
 	}
 	f.summarize()
+	f.LoadAvg = before + " / " + loadAvg()
 	return f, nil
 }
 
@@ -181,4 +185,30 @@ func (f *ChatFigures) summarize() {
 	if f.QuietP99Ms > 0 {
 		f.P99Ratio = f.WritesP99Ms / f.QuietP99Ms
 	}
+}
+
+// write writes the chat phase's section of the scale report: every run,
+// the medians, and the ratios against issue 12's targets.
+func (c *ChatFigures) write(b *strings.Builder, cfg ChatConfig) {
+	fmt.Fprintf(b, "\n## Chat traffic while keys are created (%d keys, to %s)\n\n", c.Keys, c.Node)
+	fmt.Fprintf(b, "%d closed-loop clients for %v per run (after 1 s of warm-up), alone and while key creates arrive at %.0f/s through the admin API,\n",
+		cfg.Clients, cfg.Dur, cfg.CreateRate)
+	b.WriteString("alternating (alone, with writes, with writes, alone, ...), each run:\n\n| | req/s | p99 | creates/s |\n|---|---|---|---|\n")
+	for _, run := range c.Runs {
+		fmt.Fprintf(b, "| %s | %.0f | %.2f ms | %.0f (%d failed) |\n", map[bool]string{false: "alone", true: "with writes"}[run.Writes],
+			run.Result.Throughput, run.Result.Lat.P99/1e3, run.CreatesPerSec, run.CreateErrors)
+	}
+	if c.LoadAvg != "" {
+		fmt.Fprintf(b, "\nLoad average (1, 5, 15 min) before / after the chat runs: %s.\n", c.LoadAvg)
+	}
+	fmt.Fprintf(b, "\nMedians: alone %.0f req/s, p99 %.2f ms; with writes %.0f req/s, p99 %.2f ms.\n", c.QuietRPS, c.QuietP99Ms, c.WritesRPS, c.WritesP99Ms)
+	fmt.Fprintf(b, "Throughput with writes ÷ alone: %.2f (target ≥ 0.9: %s); p99 with writes ÷ alone: %.2f (target ≤ 1.2: %s).\n",
+		c.ThroughputRatio, metWord(c.ThroughputRatio >= 0.9), c.P99Ratio, metWord(c.P99Ratio > 0 && c.P99Ratio <= 1.2))
+}
+
+func metWord(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "not met"
 }
