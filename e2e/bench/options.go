@@ -81,7 +81,7 @@ func (o *options) scaleFlags() {
 	flag.IntVar(&c.Chat.Reps, "scale-chat-reps", 3, "pairs of scale chat runs (alone, with writes); the ratios compare the medians")
 	flag.StringVar(&c.Tag, "tag", "", "a suffix for the scale scenario's results folder: DATE-scale-TAG")
 	flag.StringVar(&o.nodeEnv, "scale-node-env", "", "comma-separated NAME=VALUE settings for the scale nodes' environment, e.g. GOMEMLIMIT=1000MiB")
-	flag.StringVar(&c.ProfileDir, "scale-profile", "", "start the (single) scale node with --pprof-addr and keep a CPU profile of each step's creates and a heap profile in this folder")
+	flag.StringVar(&c.ProfileDir, "scale-profile", "", "start the (single) scale node with --pprof-addr and keep a CPU profile of each step's creates, a heap profile, and CPU profiles of the first chat runs (-scale-chat) in this folder")
 }
 
 // applyQuick sets the -quick defaults of the flags not given.

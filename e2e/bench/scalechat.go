@@ -74,7 +74,7 @@ func (sc *scaleSet) chat(cfg ChatConfig, keys int, logf func(string, ...any)) (*
 			order = []bool{true, false}
 		}
 		for _, writes := range order {
-			r := chatRun(t, admin, cfg, writes, fmt.Sprintf("chat-%d-%d", rep, len(f.Runs)))
+			r := sc.profiledChatRun(rep, t, admin, cfg, writes, fmt.Sprintf("chat-%d-%d", rep, len(f.Runs)), logf)
 			f.Runs = append(f.Runs, r)
 			logf("scale: chat at %d keys, writes %v: %.0f req/s, p99 %.2f ms, errors %d; %d creates (%.0f/s, %d failed)",
 				keys, writes, r.Result.Throughput, r.Result.Lat.P99/1e3, r.Result.Errors, r.Creates, r.CreatesPerSec, r.CreateErrors)
@@ -106,10 +106,13 @@ func (sc *scaleSet) chatSetup(leader *Gateway) (string, error) {
 	return leader.createKey("chat")
 }
 
+// chatWarmup is the unrecorded start of every chat run.
+const chatWarmup = time.Second
+
 // chatRun is one closed-loop chat run, with key creates at cfg.CreateRate
 // alongside when writes is set (over the warm-up and the measurement).
 func chatRun(t *Target, admin pb.KeyServiceClient, cfg ChatConfig, writes bool, prefix string) *ChatRun {
-	const warmup = time.Second
+	const warmup = chatWarmup
 	r := &ChatRun{Writes: writes}
 	var wg sync.WaitGroup
 	if writes {
@@ -122,6 +125,23 @@ func chatRun(t *Target, admin pb.KeyServiceClient, cfg ChatConfig, writes bool, 
 	}
 	r.Result = ClosedLoop{Clients: cfg.Clients, Warmup: warmup, Dur: cfg.Dur, MaxRequests: 5_000_000}.Run(t, nil)
 	wg.Wait()
+	return r
+}
+
+// profiledChatRun is chatRun; with -scale-profile, the first pair's runs
+// also leave a CPU profile of the node over their warm-up and measurement
+// (cpu-chat-alone.pprof, cpu-chat-writes.pprof).
+func (sc *scaleSet) profiledChatRun(rep int, t *Target, admin pb.KeyServiceClient, cfg ChatConfig, writes bool, prefix string,
+	logf func(string, ...any)) *ChatRun {
+	if rep > 0 || sc.prof == nil {
+		return chatRun(t, admin, cfg, writes, prefix)
+	}
+	name := "cpu-chat-" + map[bool]string{false: "alone", true: "writes"}[writes] + ".pprof"
+	done := sc.prof.cpu(name, chatWarmup+cfg.Dur)
+	r := chatRun(t, admin, cfg, writes, prefix)
+	if err := <-done; err != nil {
+		logf("scale: chat CPU profile %s: %v", name, err)
+	}
 	return r
 }
 
