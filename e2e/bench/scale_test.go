@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -52,7 +53,7 @@ func TestPacedCreatesKeepTheirRate(t *testing.T) {
 	}
 }
 
-func TestChatMediansAverageTheMiddleTwo(t *testing.T) {
+func TestChatSummaryAveragesTheMiddleTwoAndRatiosEachPair(t *testing.T) {
 	run := func(writes bool, rps, p99us float64) *ChatRun {
 		return &ChatRun{Writes: writes, Result: &RunResult{Throughput: rps, Lat: Percentiles{P99: p99us}}}
 	}
@@ -63,6 +64,15 @@ func TestChatMediansAverageTheMiddleTwo(t *testing.T) {
 	}
 	if f.ThroughputRatio != 0.35 || f.P99Ratio != 25.0/12 {
 		t.Fatalf("ratios %.3f, %.3f", f.ThroughputRatio, f.P99Ratio)
+	}
+	// Pairs: (alone 1000, writes 800), (writes 600, alone 3000).
+	if !slices.Equal(f.PairThroughputRatios, []float64{0.8, 0.2}) || !slices.Equal(f.PairP99Ratios, []float64{3, 20_000.0 / 14_000}) {
+		t.Fatalf("pair ratios %v, %v", f.PairThroughputRatios, f.PairP99Ratios)
+	}
+	var b strings.Builder
+	f.write(&b, ChatConfig{})
+	if !strings.Contains(b.String(), "Within each pair of adjacent runs: throughput 0.80, 0.20; p99 3.00, 1.43.") {
+		t.Fatalf("report lacks the pair ratios:\n%s", b.String())
 	}
 }
 

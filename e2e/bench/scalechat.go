@@ -50,6 +50,11 @@ type ChatFigures struct {
 	ThroughputRatio float64    `json:"throughput_ratio"`  // writes ÷ quiet: target ≥ 0.9
 	P99Ratio        float64    `json:"p99_ratio"`         // writes ÷ quiet: target ≤ 1.2
 	LoadAvg         string     `json:"loadavg,omitempty"` // before / after the runs
+	// The same ratios within each pair of adjacent runs (alone and with
+	// writes, in either order): on a busy machine they show how much
+	// of the ratio of medians is noise between pairs.
+	PairThroughputRatios []float64 `json:"pair_throughput_ratios,omitempty"`
+	PairP99Ratios        []float64 `json:"pair_p99_ratios,omitempty"`
 }
 
 // chat runs the chat phase against the leader, with mockllm as upstream.
@@ -205,6 +210,17 @@ func (f *ChatFigures) summarize() {
 	if f.QuietP99Ms > 0 {
 		f.P99Ratio = f.WritesP99Ms / f.QuietP99Ms
 	}
+	f.PairThroughputRatios, f.PairP99Ratios = nil, nil
+	for i := 0; i+1 < len(f.Runs); i += 2 {
+		quiet, writes := f.Runs[i].Result, f.Runs[i+1].Result
+		if f.Runs[i].Writes {
+			quiet, writes = writes, quiet
+		}
+		if quiet.Throughput > 0 && quiet.Lat.P99 > 0 {
+			f.PairThroughputRatios = append(f.PairThroughputRatios, writes.Throughput/quiet.Throughput)
+			f.PairP99Ratios = append(f.PairP99Ratios, writes.Lat.P99/quiet.Lat.P99)
+		}
+	}
 }
 
 // write writes the chat phase's section of the scale report: every run,
@@ -224,6 +240,9 @@ func (c *ChatFigures) write(b *strings.Builder, cfg ChatConfig) {
 	fmt.Fprintf(b, "\nMedians: alone %.0f req/s, p99 %.2f ms; with writes %.0f req/s, p99 %.2f ms.\n", c.QuietRPS, c.QuietP99Ms, c.WritesRPS, c.WritesP99Ms)
 	fmt.Fprintf(b, "Throughput with writes ÷ alone: %.2f (target ≥ 0.9: %s); p99 with writes ÷ alone: %.2f (target ≤ 1.2: %s).\n",
 		c.ThroughputRatio, metWord(c.ThroughputRatio >= 0.9), c.P99Ratio, metWord(c.P99Ratio > 0 && c.P99Ratio <= 1.2))
+	if len(c.PairThroughputRatios) > 0 {
+		fmt.Fprintf(b, "Within each pair of adjacent runs: throughput %s; p99 %s.\n", ratioList(c.PairThroughputRatios), ratioList(c.PairP99Ratios))
+	}
 }
 
 func metWord(ok bool) string {
@@ -231,4 +250,13 @@ func metWord(ok bool) string {
 		return "met"
 	}
 	return "not met"
+}
+
+// ratioList is "0.57, 0.83, 0.43" for the ratios.
+func ratioList(rs []float64) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = fmt.Sprintf("%.2f", r)
+	}
+	return strings.Join(parts, ", ")
 }
