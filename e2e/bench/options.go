@@ -74,13 +74,14 @@ func (o *options) scaleFlags() {
 	flag.IntVar(&c.CreateClients, "scale-create-clients", 1, "callers creating keys at once in each scale step (each one create after another)")
 	flag.DurationVar(&c.CreateTime, "scale-create-time", 20*time.Second, "the longest the creates of one scale step may take")
 	flag.IntVar(&c.Nodes, "scale-nodes", 1, "nodes of the scale scenario: 1, or a cluster of 3 (or more) formed with --bootstrap-expect; a cluster also times the join of one more node at the last step")
+	flag.BoolVar(&c.Join, "scale-join", false, "time the join of one more node (fresh data dir) at the last step of a single-node scale run too: ready time, snapshot or log replay, its CPU and RSS")
 	flag.DurationVar(&c.Chat.Dur, "scale-chat", 0, "at the last scale step, chat traffic for this long per run, alone and while keys are created (0: none)")
 	flag.Float64Var(&c.Chat.CreateRate, "scale-chat-rate", 200, "key creates per second during the scale chat runs with writes")
 	flag.IntVar(&c.Chat.Clients, "scale-chat-clients", 8, "closed-loop clients of the scale chat runs")
-	flag.IntVar(&c.Chat.Reps, "scale-chat-reps", 2, "pairs of scale chat runs (alone, with writes)")
+	flag.IntVar(&c.Chat.Reps, "scale-chat-reps", 3, "pairs of scale chat runs (alone, with writes); the ratios compare the medians")
 	flag.StringVar(&c.Tag, "tag", "", "a suffix for the scale scenario's results folder: DATE-scale-TAG")
 	flag.StringVar(&o.nodeEnv, "scale-node-env", "", "comma-separated NAME=VALUE settings for the scale nodes' environment, e.g. GOMEMLIMIT=1000MiB")
-	flag.StringVar(&c.ProfileDir, "scale-profile", "", "start the (single) scale node with --pprof-addr and keep a CPU profile of each step's creates and a heap profile in this folder")
+	flag.StringVar(&c.ProfileDir, "scale-profile", "", "start the (single) scale node with --pprof-addr and keep a CPU profile of each step's creates, a heap profile, and CPU profiles of the first chat runs (-scale-chat) in this folder")
 }
 
 // applyQuick sets the -quick defaults of the flags not given.

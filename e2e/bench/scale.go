@@ -46,6 +46,9 @@ type ScaleConfig struct {
 	// Chat, when its Dur is set, runs chat traffic with and without key
 	// creates at the last step.
 	Chat ChatConfig `json:"chat"`
+	// Join times the join of one more node at the last step of a
+	// single-node run too (a cluster run always does).
+	Join bool `json:"join,omitempty"`
 }
 
 // ScaleStep is what one step measured.
@@ -74,7 +77,13 @@ type ScaleStep struct {
 	Nodes     []NodeFigures `json:"nodes,omitempty"`
 	JoinMs    float64       `json:"join_to_ready_ms,omitempty"`
 	JoinHow   string        `json:"join_how,omitempty"`
-	Err       string        `json:"error,omitempty"`
+	// The joiner's CPU and RSS when it turned ready, and the leader's
+	// CPU from the joiner's start to then.
+	JoinCPUMs       float64 `json:"join_cpu_ms,omitempty"`
+	JoinRSSMB       float64 `json:"join_rss_mb,omitempty"`
+	JoinLeaderCPUMs float64 `json:"join_leader_cpu_ms,omitempty"`
+	JoinLoadAvg     string  `json:"join_loadavg,omitempty"` // before / after the join
+	Err             string  `json:"error,omitempty"`
 }
 
 // NodeFigures are one node's figures at a step.
@@ -123,6 +132,7 @@ func runScale(bin *Binaries, tmp string, cfg ScaleConfig, res *ScaleResults, log
 		return err
 	}
 	defer sc.stop()
+	defer func() { res.Machine.LoadAvgEnd = loadAvg() }()
 	have := 0
 	for i, n := range cfg.Steps {
 		st := &ScaleStep{Keys: n}
@@ -132,7 +142,7 @@ func runScale(bin *Binaries, tmp string, cfg ScaleConfig, res *ScaleResults, log
 		if err == nil && last && cfg.Chat.Dur > 0 {
 			res.Chat, err = sc.chat(cfg.Chat, n, logf)
 		}
-		if err == nil && last && len(sc.nodes) > 1 {
+		if err == nil && last && (len(sc.nodes) > 1 || cfg.Join) {
 			err = sc.join(st, logf)
 		}
 		if err != nil {
@@ -388,27 +398,19 @@ func (r *ScaleResults) write(dir string) error {
 	if len(r.Config.NodeEnv) > 0 {
 		fmt.Fprintf(&b, "The nodes ran with %s.\n", strings.Join(r.Config.NodeEnv, " "))
 	}
+	if r.Machine.LoadAvgStart != "" {
+		fmt.Fprintf(&b, "Load average (1, 5, 15 min) at the start / end: %s / %s.\n", r.Machine.LoadAvgStart, r.Machine.LoadAvgEnd)
+	}
 	b.WriteString("\n| keys | import keys/s | creates | CPU per create | create p50 / p99 | RSS | RSS at rest | snapshot | data dir | restarted | ready after SIGTERM | after kill -9 |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range r.Steps {
 		writeScaleRow(&b, s)
 	}
 	for _, s := range r.Steps {
-		if s.JoinMs > 0 {
-			fmt.Fprintf(&b, "\nAt %d keys one more node joined (--join, fresh data dir): ready %.0f ms after its start; it %s.\n", s.Keys, s.JoinMs, s.JoinHow)
-		}
+		writeJoin(&b, s)
 	}
-	if c := r.Chat; c != nil {
-		fmt.Fprintf(&b, "\n## Chat traffic while keys are created (%d keys, to %s)\n\n", c.Keys, c.Node)
-		fmt.Fprintf(&b, "%d closed-loop clients for %v per run (after 1 s of warm-up), alone and while key creates arrive at %.0f/s through the admin API,\n",
-			r.Config.Chat.Clients, r.Config.Chat.Dur, r.Config.Chat.CreateRate)
-		b.WriteString("alternating (alone, with writes, with writes, alone, ...), each run:\n\n| | req/s | p99 | creates/s |\n|---|---|---|---|\n")
-		for _, run := range c.Runs {
-			fmt.Fprintf(&b, "| %s | %.0f | %.2f ms | %.0f (%d failed) |\n", map[bool]string{false: "alone", true: "with writes"}[run.Writes],
-				run.Result.Throughput, run.Result.Lat.P99/1e3, run.CreatesPerSec, run.CreateErrors)
-		}
-		fmt.Fprintf(&b, "\nMedians: alone %.0f req/s, p99 %.2f ms; with writes %.0f req/s, p99 %.2f ms.\n", c.QuietRPS, c.QuietP99Ms, c.WritesRPS, c.WritesP99Ms)
-		fmt.Fprintf(&b, "Throughput with writes ÷ alone: %.2f (target ≥ 0.9); p99 with writes ÷ alone: %.2f (target ≤ 1.2).\n", c.ThroughputRatio, c.P99Ratio)
+	if r.Chat != nil {
+		r.Chat.write(&b, r.Config.Chat)
 	}
 	if len(r.Steps) > 1 && r.Steps[0].CPUPerCreateMs > 0 {
 		last := r.Steps[len(r.Steps)-1]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -52,7 +53,7 @@ func TestPacedCreatesKeepTheirRate(t *testing.T) {
 	}
 }
 
-func TestChatMediansAverageTheMiddleTwo(t *testing.T) {
+func TestChatSummaryAveragesTheMiddleTwoAndRatiosEachPair(t *testing.T) {
 	run := func(writes bool, rps, p99us float64) *ChatRun {
 		return &ChatRun{Writes: writes, Result: &RunResult{Throughput: rps, Lat: Percentiles{P99: p99us}}}
 	}
@@ -63,6 +64,15 @@ func TestChatMediansAverageTheMiddleTwo(t *testing.T) {
 	}
 	if f.ThroughputRatio != 0.35 || f.P99Ratio != 25.0/12 {
 		t.Fatalf("ratios %.3f, %.3f", f.ThroughputRatio, f.P99Ratio)
+	}
+	// Pairs: (alone 1000, writes 800), (writes 600, alone 3000).
+	if !slices.Equal(f.PairThroughputRatios, []float64{0.8, 0.2}) || !slices.Equal(f.PairP99Ratios, []float64{3, 20_000.0 / 14_000}) {
+		t.Fatalf("pair ratios %v, %v", f.PairThroughputRatios, f.PairP99Ratios)
+	}
+	var b strings.Builder
+	f.write(&b, ChatConfig{})
+	if !strings.Contains(b.String(), "Within each pair of adjacent runs: throughput 0.80, 0.20; p99 3.00, 1.43.") {
+		t.Fatalf("report lacks the pair ratios:\n%s", b.String())
 	}
 }
 
@@ -87,5 +97,25 @@ func TestScaleReportOfClusterNamesEveryNodeAndTheJoin(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "results.json")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestChatReportSaysWhichTargetsTheRatiosMet(t *testing.T) {
+	for _, c := range []struct {
+		rps, p99 float64
+		want     []string
+	}{
+		{0.95, 1.1, []string{"0.95 (target ≥ 0.9: met)", "1.10 (target ≤ 1.2: met)"}},
+		{0.88, 1.79, []string{"0.88 (target ≥ 0.9: not met)", "1.79 (target ≤ 1.2: not met)"}},
+		{0, 0, []string{"(target ≥ 0.9: not met)", "(target ≤ 1.2: not met)"}}, // no runs measured
+	} {
+		var b strings.Builder
+		f := &ChatFigures{Keys: 250000, Node: "node", ThroughputRatio: c.rps, P99Ratio: c.p99, LoadAvg: "1.00 2.00 3.00 / 4.00 5.00 6.00"}
+		f.write(&b, ChatConfig{Clients: 8, Dur: 10 * time.Second, CreateRate: 200})
+		for _, want := range append(c.want, "200/s", "before / after the chat runs: 1.00 2.00 3.00 / 4.00 5.00 6.00") {
+			if !strings.Contains(b.String(), want) {
+				t.Errorf("ratios %.2f, %.2f: report lacks %q:\n%s", c.rps, c.p99, want, b.String())
+			}
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,8 +47,14 @@ type ChatFigures struct {
 	WritesRPS       float64    `json:"writes_rps"`
 	QuietP99Ms      float64    `json:"quiet_p99_ms"`
 	WritesP99Ms     float64    `json:"writes_p99_ms"`
-	ThroughputRatio float64    `json:"throughput_ratio"` // writes ÷ quiet: target ≥ 0.9
-	P99Ratio        float64    `json:"p99_ratio"`        // writes ÷ quiet: target ≤ 1.2
+	ThroughputRatio float64    `json:"throughput_ratio"`  // writes ÷ quiet: target ≥ 0.9
+	P99Ratio        float64    `json:"p99_ratio"`         // writes ÷ quiet: target ≤ 1.2
+	LoadAvg         string     `json:"loadavg,omitempty"` // before / after the runs
+	// The same ratios within each pair of adjacent runs (alone and with
+	// writes, in either order): on a busy machine they show how much
+	// of the ratio of medians is noise between pairs.
+	PairThroughputRatios []float64 `json:"pair_throughput_ratios,omitempty"`
+	PairP99Ratios        []float64 `json:"pair_p99_ratios,omitempty"`
 }
 
 // chat runs the chat phase against the leader, with mockllm as upstream.
@@ -65,19 +72,21 @@ func (sc *scaleSet) chat(cfg ChatConfig, keys int, logf func(string, ...any)) (*
 		Shape:  "choices", MinBytes: 1000}
 	admin := pb.NewKeyServiceClient(sc.conns[sc.index(leader)])
 	f := &ChatFigures{Keys: keys, Node: sc.names[sc.index(leader)]}
+	before := loadAvg()
 	for rep := range cfg.Reps {
 		order := []bool{false, true}
 		if rep%2 == 1 {
 			order = []bool{true, false}
 		}
 		for _, writes := range order {
-			r := chatRun(t, admin, cfg, writes, fmt.Sprintf("chat-%d-%d", rep, len(f.Runs)))
+			r := sc.profiledChatRun(rep, t, admin, cfg, writes, fmt.Sprintf("chat-%d-%d", rep, len(f.Runs)), logf)
 			f.Runs = append(f.Runs, r)
 			logf("scale: chat at %d keys, writes %v: %.0f req/s, p99 %.2f ms, errors %d; %d creates (%.0f/s, %d failed)",
 				keys, writes, r.Result.Throughput, r.Result.Lat.P99/1e3, r.Result.Errors, r.Creates, r.CreatesPerSec, r.CreateErrors)
 		}
 	}
 	f.summarize()
+	f.LoadAvg = before + " / " + loadAvg()
 	return f, nil
 }
 
@@ -102,10 +111,13 @@ func (sc *scaleSet) chatSetup(leader *Gateway) (string, error) {
 	return leader.createKey("chat")
 }
 
+// chatWarmup is the unrecorded start of every chat run.
+const chatWarmup = time.Second
+
 // chatRun is one closed-loop chat run, with key creates at cfg.CreateRate
 // alongside when writes is set (over the warm-up and the measurement).
 func chatRun(t *Target, admin pb.KeyServiceClient, cfg ChatConfig, writes bool, prefix string) *ChatRun {
-	const warmup = time.Second
+	const warmup = chatWarmup
 	r := &ChatRun{Writes: writes}
 	var wg sync.WaitGroup
 	if writes {
@@ -118,6 +130,23 @@ func chatRun(t *Target, admin pb.KeyServiceClient, cfg ChatConfig, writes bool, 
 	}
 	r.Result = ClosedLoop{Clients: cfg.Clients, Warmup: warmup, Dur: cfg.Dur, MaxRequests: 5_000_000}.Run(t, nil)
 	wg.Wait()
+	return r
+}
+
+// profiledChatRun is chatRun; with -scale-profile, the first pair's runs
+// also leave a CPU profile of the node over their warm-up and measurement
+// (cpu-chat-alone.pprof, cpu-chat-writes.pprof).
+func (sc *scaleSet) profiledChatRun(rep int, t *Target, admin pb.KeyServiceClient, cfg ChatConfig, writes bool, prefix string,
+	logf func(string, ...any)) *ChatRun {
+	if rep > 0 || sc.prof == nil {
+		return chatRun(t, admin, cfg, writes, prefix)
+	}
+	name := "cpu-chat-" + map[bool]string{false: "alone", true: "writes"}[writes] + ".pprof"
+	done := sc.prof.cpu(name, chatWarmup+cfg.Dur)
+	r := chatRun(t, admin, cfg, writes, prefix)
+	if err := <-done; err != nil {
+		logf("scale: chat CPU profile %s: %v", name, err)
+	}
 	return r
 }
 
@@ -181,4 +210,53 @@ func (f *ChatFigures) summarize() {
 	if f.QuietP99Ms > 0 {
 		f.P99Ratio = f.WritesP99Ms / f.QuietP99Ms
 	}
+	f.PairThroughputRatios, f.PairP99Ratios = nil, nil
+	for i := 0; i+1 < len(f.Runs); i += 2 {
+		quiet, writes := f.Runs[i].Result, f.Runs[i+1].Result
+		if f.Runs[i].Writes {
+			quiet, writes = writes, quiet
+		}
+		if quiet.Throughput > 0 && quiet.Lat.P99 > 0 {
+			f.PairThroughputRatios = append(f.PairThroughputRatios, writes.Throughput/quiet.Throughput)
+			f.PairP99Ratios = append(f.PairP99Ratios, writes.Lat.P99/quiet.Lat.P99)
+		}
+	}
+}
+
+// write writes the chat phase's section of the scale report: every run,
+// the medians, and the ratios against issue 12's targets.
+func (c *ChatFigures) write(b *strings.Builder, cfg ChatConfig) {
+	fmt.Fprintf(b, "\n## Chat traffic while keys are created (%d keys, to %s)\n\n", c.Keys, c.Node)
+	fmt.Fprintf(b, "%d closed-loop clients for %v per run (after 1 s of warm-up), alone and while key creates arrive at %.0f/s through the admin API,\n",
+		cfg.Clients, cfg.Dur, cfg.CreateRate)
+	b.WriteString("alternating (alone, with writes, with writes, alone, ...), each run:\n\n| | req/s | p99 | creates/s |\n|---|---|---|---|\n")
+	for _, run := range c.Runs {
+		fmt.Fprintf(b, "| %s | %.0f | %.2f ms | %.0f (%d failed) |\n", map[bool]string{false: "alone", true: "with writes"}[run.Writes],
+			run.Result.Throughput, run.Result.Lat.P99/1e3, run.CreatesPerSec, run.CreateErrors)
+	}
+	if c.LoadAvg != "" {
+		fmt.Fprintf(b, "\nLoad average (1, 5, 15 min) before / after the chat runs: %s.\n", c.LoadAvg)
+	}
+	fmt.Fprintf(b, "\nMedians: alone %.0f req/s, p99 %.2f ms; with writes %.0f req/s, p99 %.2f ms.\n", c.QuietRPS, c.QuietP99Ms, c.WritesRPS, c.WritesP99Ms)
+	fmt.Fprintf(b, "Throughput with writes ÷ alone: %.2f (target ≥ 0.9: %s); p99 with writes ÷ alone: %.2f (target ≤ 1.2: %s).\n",
+		c.ThroughputRatio, metWord(c.ThroughputRatio >= 0.9), c.P99Ratio, metWord(c.P99Ratio > 0 && c.P99Ratio <= 1.2))
+	if len(c.PairThroughputRatios) > 0 {
+		fmt.Fprintf(b, "Within each pair of adjacent runs: throughput %s; p99 %s.\n", ratioList(c.PairThroughputRatios), ratioList(c.PairP99Ratios))
+	}
+}
+
+func metWord(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "not met"
+}
+
+// ratioList is "0.57, 0.83, 0.43" for the ratios.
+func ratioList(rs []float64) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = fmt.Sprintf("%.2f", r)
+	}
+	return strings.Join(parts, ", ")
 }

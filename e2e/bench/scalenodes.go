@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -165,34 +163,6 @@ func (sc *scaleSet) cpuTicks() ([]uint64, error) {
 		out[i] = t
 	}
 	return out, nil
-}
-
-// join starts one more node with --join on a fresh data dir and times it
-// to /readyz 200; it tells whether the node installed a snapshot from the
-// leader (its snapshot folder holds one) or replayed the leader's log.
-func (sc *scaleSet) join(st *ScaleStep, logf func(string, ...any)) error {
-	name := fmt.Sprintf("n%d", len(sc.nodes)+1)
-	g, err := sc.newNode(name)
-	if err != nil {
-		return err
-	}
-	g.Extra = append(g.Extra, "--join", sc.nodes[0].Gossip)
-	sc.nodes, sc.names = append(sc.nodes, g), append(sc.names, name)
-	d, err := g.Start()
-	if err != nil {
-		return fmt.Errorf("join of %s at %d keys: %w", name, st.Keys, err)
-	}
-	st.JoinMs = float64(d) / 1e6
-	if err := sc.dial(g); err != nil {
-		return err
-	}
-	snaps, _ := os.ReadDir(filepath.Join(g.dir, "raft", "snapshots"))
-	st.JoinHow = "replayed the leader's log"
-	if len(snaps) > 0 {
-		st.JoinHow = "installed a snapshot"
-	}
-	logf("scale: %s joined at %d keys: ready in %.0f ms, %s", name, st.Keys, st.JoinMs, st.JoinHow)
-	return nil
 }
 
 // settle waits (at most a minute) until every node is quiet: under 5% of
