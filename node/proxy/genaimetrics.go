@@ -33,7 +33,7 @@ func newGenAIMetrics(reg prometheus.Registerer) *genAIMetrics {
 			[]float64{.001, .005, .01, .02, .04, .06, .08, .1, .25, .5, .75, 1, 2.5, 5, 7.5, 10}),
 		tpot: h("gen_ai_server_time_per_output_token_seconds", "Time per output token after the first of a streamed answer (gen_ai.server.time_per_output_token).",
 			[]float64{.01, .025, .05, .075, .1, .15, .2, .3, .4, .5, .75, 1, 2.5}),
-		ex: newExemplarGate(),
+		ex: new(exemplarGate),
 	}
 	reg.MustRegister(m.tokens, m.duration, m.ttft, m.tpot)
 	return m
@@ -91,22 +91,17 @@ const exemplarEvery = int64(time.Second)
 // is last.
 type exemplarGate struct {
 	last sync.Map // prometheus.Observer -> *atomic.Int64: unix ns of its last exemplar, 0 for none
-	now  func() int64
 }
 
-func newExemplarGate() *exemplarGate {
-	return &exemplarGate{now: func() int64 { return time.Now().UnixNano() }}
-}
-
-// due reports whether o's next observation carries an exemplar, and if so
-// notes it as made now.
-func (g *exemplarGate) due(o prometheus.Observer) bool {
+// due reports whether o's observation at now (unix ns) carries an
+// exemplar, and if so notes it as made then.
+func (g *exemplarGate) due(o prometheus.Observer, now int64) bool {
 	v, ok := g.last.Load(o)
 	if !ok {
 		v, _ = g.last.LoadOrStore(o, new(atomic.Int64))
 	}
 	last := v.(*atomic.Int64)
-	t, now := last.Load(), g.now()
+	t := last.Load()
 	return (t == 0 || now-t >= exemplarEvery) && last.CompareAndSwap(t, now)
 }
 
@@ -115,7 +110,9 @@ func (g *exemplarGate) due(o prometheus.Observer) bool {
 // slow bucket to a trace. *ex is the request's exemplar, made on first
 // use and shared by its observations (the histograms copy the labels).
 func (g *exemplarGate) observe(o prometheus.Observer, v float64, rec *Record, ex *prometheus.Labels) {
-	if sampled(rec) && g.due(o) {
+	// The request's end is the time: reading the clock for each
+	// observation cost more than the gate saved.
+	if sampled(rec) && g.due(o, rec.Start.UnixNano()+int64(rec.Latency)) {
 		if eo, ok := o.(prometheus.ExemplarObserver); ok {
 			if *ex == nil {
 				*ex = exemplar(rec)

@@ -40,14 +40,16 @@ func exemplarOf(t *testing.T, o prometheus.Observer) (string, uint64) {
 // A series takes a sampled request's trace as exemplar at most once a
 // second: the observations in between count without one (the bucket keeps
 // the last exemplar), each series has its own second, and a request that
-// is not sampled does not use up the series' turn.
+// is not sampled does not use up the series' turn. The time is the
+// request's end.
 func TestExemplarsAtMostOncePerSecondPerSeries(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
 	vec := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "h", Buckets: []float64{10}}, []string{"s"})
 	a, b := vec.WithLabelValues("a"), vec.WithLabelValues("b")
-	now := int64(1)
-	g := &exemplarGate{now: func() int64 { return now }}
+	now := time.Unix(1000, 0)
+	var g exemplarGate
 	observe := func(o prometheus.Observer, rec *Record) {
+		rec.Start, rec.Latency = now.Add(-time.Second), time.Second // it ends now
 		var ex prometheus.Labels
 		g.observe(o, 1, rec, &ex)
 	}
@@ -58,7 +60,7 @@ func TestExemplarsAtMostOncePerSecondPerSeries(t *testing.T) {
 	if tr, n := exemplarOf(t, a); tr != firstTrace || n != 2 {
 		t.Fatalf("series a: exemplar %q count %d, want the first sampled request's %s and 2", tr, n, firstTrace)
 	}
-	now += int64(999 * time.Millisecond)
+	now = now.Add(999 * time.Millisecond)
 	second, secondTrace := sampledRecord(t, tp)
 	observe(a, second)
 	if tr, n := exemplarOf(t, a); tr != firstTrace || n != 3 {
@@ -68,7 +70,7 @@ func TestExemplarsAtMostOncePerSecondPerSeries(t *testing.T) {
 	if tr, _ := exemplarOf(t, b); tr != secondTrace {
 		t.Errorf("series b: exemplar %q, want %s (its own second)", tr, secondTrace)
 	}
-	now += int64(time.Millisecond)
+	now = now.Add(time.Millisecond)
 	third, thirdTrace := sampledRecord(t, tp)
 	observe(a, third)
 	if tr, n := exemplarOf(t, a); tr != thirdTrace || n != 4 {
