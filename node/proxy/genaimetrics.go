@@ -1,6 +1,10 @@
 package proxy
 
 import (
+	"sync"
+	"sync/atomic"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -10,6 +14,9 @@ import (
 // route and deployment: label sets bounded by the configured routes.
 type genAIMetrics struct {
 	tokens, duration, ttft, tpot *prometheus.HistogramVec
+	// ex gates the exemplars of these and of the data plane's latency
+	// histogram.
+	ex *exemplarGate
 }
 
 func newGenAIMetrics(reg prometheus.Registerer) *genAIMetrics {
@@ -26,6 +33,7 @@ func newGenAIMetrics(reg prometheus.Registerer) *genAIMetrics {
 			[]float64{.001, .005, .01, .02, .04, .06, .08, .1, .25, .5, .75, 1, 2.5, 5, 7.5, 10}),
 		tpot: h("gen_ai_server_time_per_output_token_seconds", "Time per output token after the first of a streamed answer (gen_ai.server.time_per_output_token).",
 			[]float64{.01, .025, .05, .075, .1, .15, .2, .3, .4, .5, .75, 1, 2.5}),
+		ex: new(exemplarGate),
 	}
 	reg.MustRegister(m.tokens, m.duration, m.ttft, m.tpot)
 	return m
@@ -44,43 +52,72 @@ func (m *genAIMetrics) record(rec *Record) {
 	if rec.Status >= 400 {
 		errType = statusLabel(rec.Status)
 	}
-	ex := exemplar(rec)
-	observeEx(m.duration.WithLabelValues(op, rec.Model, dep, errType), rec.Latency.Seconds(), ex)
+	var ex prometheus.Labels
+	m.ex.observe(m.duration.WithLabelValues(op, rec.Model, dep, errType), rec.Latency.Seconds(), rec, &ex)
 	if u := rec.Usage; u.Present {
-		observeEx(m.tokens.WithLabelValues(op, rec.Model, dep, "input"), float64(u.PromptTokens), ex)
-		observeEx(m.tokens.WithLabelValues(op, rec.Model, dep, "output"), float64(u.CompletionTokens), ex)
+		m.ex.observe(m.tokens.WithLabelValues(op, rec.Model, dep, "input"), float64(u.PromptTokens), rec, &ex)
+		m.ex.observe(m.tokens.WithLabelValues(op, rec.Model, dep, "output"), float64(u.CompletionTokens), rec, &ex)
 	}
 	if !rec.Stream || rec.FirstByte <= 0 || rec.Status >= 400 {
 		return
 	}
-	observeEx(m.ttft.WithLabelValues(op, rec.Model, dep), rec.FirstByte.Seconds(), ex)
+	m.ex.observe(m.ttft.WithLabelValues(op, rec.Model, dep), rec.FirstByte.Seconds(), rec, &ex)
 	if n := rec.Usage.CompletionTokens; n > 1 && rec.Latency > rec.FirstByte {
-		observeEx(m.tpot.WithLabelValues(op, rec.Model, dep), (rec.Latency-rec.FirstByte).Seconds()/float64(n-1), ex)
+		m.ex.observe(m.tpot.WithLabelValues(op, rec.Model, dep), (rec.Latency-rec.FirstByte).Seconds()/float64(n-1), rec, &ex)
 	}
 }
 
-// exemplar is the request's trace, when its span is sampled, made once for
-// all its observations (the histograms copy the labels); nil otherwise.
+// exemplar is the request's trace as exemplar labels: rec's span is
+// sampled (see sampled).
 func exemplar(rec *Record) prometheus.Labels {
-	if rec.span == nil {
-		return nil
-	}
 	sc := rec.span.SpanContext()
-	if !sc.IsSampled() {
-		return nil
-	}
 	return prometheus.Labels{"trace_id": sc.TraceID().String(), "span_id": sc.SpanID().String()}
 }
 
-// observe records v, with the request's trace as the exemplar when its
-// span is sampled, so a dashboard can jump from a slow bucket to a trace.
-func observe(o prometheus.Observer, v float64, rec *Record) { observeEx(o, v, exemplar(rec)) }
+// sampled reports whether rec's span is sampled: its trace may be an
+// exemplar.
+func sampled(rec *Record) bool { return rec.span != nil && rec.span.SpanContext().IsSampled() }
 
-// observeEx records v, with ex as the exemplar when there is one.
-func observeEx(o prometheus.Observer, v float64, ex prometheus.Labels) {
-	if ex != nil {
+// exemplarEvery is the least time between two exemplars of one series.
+// Prometheus keeps only the latest exemplar of a bucket, and the client
+// library builds each one (labels copied, a timestamp taken) on the
+// request's path: one a second per series links every busy bucket to a
+// trace for a fraction of the cost.
+const exemplarEvery = int64(time.Second)
+
+// exemplarGate lets at most one observation per exemplarEvery per series
+// carry its request's trace as exemplar; the others are plain. Series are
+// bounded by the routes and deployments (none is ever deleted), and so
+// is last.
+type exemplarGate struct {
+	last sync.Map // prometheus.Observer -> *atomic.Int64: unix ns of its last exemplar, 0 for none
+}
+
+// due reports whether o's observation at now (unix ns) carries an
+// exemplar, and if so notes it as made then.
+func (g *exemplarGate) due(o prometheus.Observer, now int64) bool {
+	v, ok := g.last.Load(o)
+	if !ok {
+		v, _ = g.last.LoadOrStore(o, new(atomic.Int64))
+	}
+	last := v.(*atomic.Int64)
+	t := last.Load()
+	return (t == 0 || now-t >= exemplarEvery) && last.CompareAndSwap(t, now)
+}
+
+// observe records v in o, with the request's trace as the exemplar when
+// its span is sampled and o is due one, so a dashboard can jump from a
+// slow bucket to a trace. *ex is the request's exemplar, made on first
+// use and shared by its observations (the histograms copy the labels).
+func (g *exemplarGate) observe(o prometheus.Observer, v float64, rec *Record, ex *prometheus.Labels) {
+	// The request's end is the time: reading the clock for each
+	// observation cost more than the gate saved.
+	if sampled(rec) && g.due(o, rec.Start.UnixNano()+int64(rec.Latency)) {
 		if eo, ok := o.(prometheus.ExemplarObserver); ok {
-			eo.ObserveWithExemplar(v, ex)
+			if *ex == nil {
+				*ex = exemplar(rec)
+			}
+			eo.ObserveWithExemplar(v, *ex)
 			return
 		}
 	}

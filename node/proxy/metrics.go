@@ -57,7 +57,7 @@ func (m *Metrics) Record(rec *Record) {
 	}
 	ep := rec.Endpoint.Name()
 	m.requests.WithLabelValues(ep, model, statusLabel(rec.Status)).Inc()
-	observe(m.latency.WithLabelValues(ep, model), rec.Latency.Seconds(), rec)
+	m.genAI.ex.observe(m.latency.WithLabelValues(ep, model), rec.Latency.Seconds(), rec, new(prometheus.Labels))
 	if rec.UpstreamLatency > 0 {
 		m.upstream.WithLabelValues(model, rec.Deployment).Observe(rec.UpstreamLatency.Seconds())
 	}

@@ -47,7 +47,8 @@ func (h *Handler) startSpan(w http.ResponseWriter, r *http.Request, rec *Record)
 	if !span.IsRecording() {
 		return w, r
 	}
-	tw := &traceWriter{ResponseWriter: w, keep: h.cfg.TraceContent, path: r.URL.Path}
+	tw := &traceWriter{ResponseWriter: w, keep: h.cfg.TraceContent, path: r.URL.Path,
+		gemini: rec.Endpoint == routing.EndpointGemini, reasonKey: reasonKeyOf(rec.Endpoint, h.cfg.TraceContent)}
 	rec.tw = tw
 	return tw, r
 }
@@ -338,8 +339,12 @@ type traceWriter struct {
 	http.ResponseWriter
 	content []byte
 	keep    bool // keep content
-	model   string
-	finish  []string
+	// gemini: the answer is in Gemini's format (its model is its
+	// modelVersion); reasonKey ends its finish reasons' member names.
+	gemini    bool
+	reasonKey []byte
+	model     string
+	finish    []string
 	// finishVal is finish as an attribute value, once made.
 	finishVal attribute.Value
 	// What the request asked for (traceRequest).
@@ -389,9 +394,28 @@ var (
 	modelKey = []byte(`"model":`)
 	// reasonKey ends every wire format's finish reason member:
 	// "finish_reason" (OpenAI), "stop_reason" (Anthropic),
-	// "finishReason" (Gemini).
+	// "finishReason" (Gemini), "reason" (the Responses API's
+	// incomplete_details). Its first byte is frequent in any text, which
+	// makes bytes.Index fall back to comparing at every offset: the
+	// formats that need less look for a rarer byte.
 	reasonKey = []byte(`eason":`)
+	// snakeReasonKey ends the OpenAI chat, completions and Anthropic
+	// ones, camelReasonKey Gemini's.
+	snakeReasonKey = []byte(`_reason":`)
+	camelReasonKey = []byte(`Reason":`)
 )
+
+// reasonKeyOf is the finish reasons' key in answers to ep. With content
+// kept, every format looks for them all, as the content may be noted.
+func reasonKeyOf(ep routing.Endpoint, keep bool) []byte {
+	switch {
+	case keep || ep == routing.EndpointResponses:
+		return reasonKey
+	case ep == routing.EndpointGemini:
+		return camelReasonKey
+	}
+	return snakeReasonKey
+}
 
 // maxFinishReasons bounds the distinct finish reasons noted.
 const maxFinishReasons = 8
@@ -404,7 +428,7 @@ func (tw *traceWriter) scan(p []byte) {
 		tw.model = tw.responseModel(p)
 	}
 	for rest := p; len(tw.finish) < maxFinishReasons; {
-		v, n := jsonStringAfter(rest, reasonKey)
+		v, n := jsonStringAfter(rest, tw.reasonKey)
 		if n < 0 {
 			break
 		}
@@ -439,7 +463,8 @@ var (
 	}
 )
 
-// responseModel returns the model an answer names in p ("" if none). The
+// responseModel returns the model an answer names in p ("" if none):
+// Gemini's modelVersion, the others' "model" before their content. The
 // searches run forward (bytes.Index is vectorized, bytes.LastIndex is
 // not) and the content keys are looked for only before the model.
 func (tw *traceWriter) responseModel(p []byte) string {
@@ -447,9 +472,11 @@ func (tw *traceWriter) responseModel(p []byte) string {
 		v, _ := jsonStringAfter(p, modelKey)
 		return v
 	}
-	if i := lastIndex(p, modelVersionKey); i >= 0 {
-		v, _ := jsonStringAfter(p[i:], modelVersionKey)
-		return v
+	if tw.gemini {
+		if i := lastIndex(p, modelVersionKey); i >= 0 {
+			v, _ := jsonStringAfter(p[i:], modelVersionKey)
+			return v
+		}
 	}
 	i := bytes.Index(p, modelKey)
 	if i < 0 {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
@@ -62,7 +63,8 @@ func tracingModes(b *testing.B, bench func(b *testing.B, tr trace.Tracer)) {
 }
 
 // BenchmarkTracingHandlerStream: the gateway's own cost of relaying a
-// 10-chunk stream from a canned upstream (no network), without and with
+// 10-chunk stream from a canned upstream (no network), with the data
+// plane's metrics (whose exemplars tracing turns on), without and with
 // tracing: where tracing weighs most, since nothing else does.
 func BenchmarkTracingHandlerStream(b *testing.B) {
 	var sb strings.Builder
@@ -71,12 +73,29 @@ func BenchmarkTracingHandlerStream(b *testing.B) {
 	}
 	sb.WriteString(`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"mock-up","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}` + "\n\n")
 	sb.WriteString(`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"mock-up","choices":[],"usage":{"prompt_tokens":6,"completion_tokens":10,"total_tokens":16}}` + "\n\ndata: [DONE]\n\n")
-	data := []byte(sb.String())
+	benchTracingHandler(b, "text/event-stream", []byte(sb.String()), `"stream":true`)
+}
+
+// BenchmarkTracingHandlerChat: as BenchmarkTracingHandlerStream, for a
+// non-streaming answer of about 1.3 KB (as the harness's scenario (c)).
+func BenchmarkTracingHandlerChat(b *testing.B) {
+	content := strings.Repeat("lorem ipsum dolor sit amet ", 40)
+	data := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"mock-up","choices":[{"index":0,` +
+		`"message":{"role":"assistant","content":"` + content + `"},"finish_reason":"stop"}],` +
+		`"usage":{"prompt_tokens":60,"completion_tokens":250,"total_tokens":310}}`)
+	benchTracingHandler(b, "application/json", data)
+}
+
+// benchTracingHandler serves a chat completion (extra: its request's
+// further members) from a canned upstream answering data, in every
+// tracing mode.
+func benchTracingHandler(b *testing.B, contentType string, data []byte, extra ...string) {
 	tracingModes(b, func(b *testing.B, tr trace.Tracer) {
 		route := newRoute(b, "tbench", dep(uniq("dep"), "http://upstream.invalid", "mock-up"))
 		_, secret := newKey(b, route)
-		h := proxy.New(proxy.Config{State: testStore(b), Transport: newCannedTransport("text/event-stream", data), Tracer: tr})
-		body := []byte(chatBody(route, `"stream":true`))
+		h := proxy.New(proxy.Config{State: testStore(b), Transport: newCannedTransport(contentType, data), Tracer: tr,
+			Recorders: []proxy.Recorder{proxy.NewMetrics(prometheus.NewRegistry())}})
+		body := []byte(chatBody(route, extra...))
 		rd := bytes.NewReader(body)
 		req, _ := http.NewRequest(http.MethodPost, "http://gateway/v1/chat/completions", rd)
 		req.Header.Set("Authorization", "Bearer "+secret)

@@ -35,7 +35,12 @@ import (
 // or HTTP, configured by the OTEL_EXPORTER_OTLP_* variables, with its
 // retries and compression) is the upstream one.
 type spanQueue struct {
-	ch      chan *span
+	ch chan *span
+	// full wakes the exporter when a batch is queued: a span is queued
+	// without waking it (a wake-up per span cost the data plane more than
+	// the span's encoding), and the exporter takes the queued spans when
+	// a batch is full or the delay is up.
+	full    chan struct{}
 	dropped atomic.Uint64
 	closed  atomic.Bool
 	stop    chan struct{}
@@ -96,7 +101,7 @@ func newSpanQueue(ctx context.Context, client otlptrace.Client, c queueConfig, r
 	if err := client.Start(ctx); err != nil {
 		return nil, err
 	}
-	q := &spanQueue{ch: make(chan *span, c.size), stop: make(chan struct{}), done: make(chan struct{}),
+	q := &spanQueue{ch: make(chan *span, c.size), full: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		client: client, batch: c.batch, delay: c.delay, timeout: c.timeout, scope: scope,
 		resource: &resourcepb.Resource{Attributes: newKeyValues(res.Attributes())}, resourceSchema: res.SchemaURL()}
 	go q.run()
@@ -109,6 +114,12 @@ func (q *spanQueue) push(s *span) {
 	if !q.closed.Load() {
 		select {
 		case q.ch <- s:
+			if len(q.ch) >= q.batch {
+				select {
+				case q.full <- struct{}{}:
+				default: // already woken
+				}
+			}
 			select {
 			case <-q.done: // shut down after the look at closed: none will export it
 				q.dropLeft()
@@ -147,19 +158,31 @@ func (q *spanQueue) run() {
 	defer tick.Stop()
 	for {
 		select {
-		case s := <-q.ch:
-			if batch = append(batch, s); len(batch) >= q.batch {
-				batch = q.export(batch)
-				tick.Reset(q.delay)
-			}
+		case <-q.full:
+			batch = q.exportQueued(batch, true)
+			tick.Reset(q.delay)
 		case <-tick.C:
-			batch = q.export(batch)
+			batch = q.exportQueued(batch, false)
 			tick.Reset(q.delay)
 		case <-q.stop:
 			q.drain(batch)
 			return
 		}
 	}
+}
+
+// exportQueued exports the spans queued when it begins, in batches: only
+// full ones when fullOnly (the rest wait for the next batch or the
+// delay). batch is empty, and returned so.
+func (q *spanQueue) exportQueued(batch []*span, fullOnly bool) []*span {
+	for n := len(q.ch); n > 0 && (!fullOnly || n >= q.batch); {
+		for range min(n, q.batch) {
+			batch = append(batch, <-q.ch)
+		}
+		n -= len(batch)
+		batch = q.export(batch)
+	}
+	return batch
 }
 
 // drain exports what is queued, at shutdown.
