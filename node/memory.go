@@ -22,10 +22,21 @@ func (n *Node) releaseMemory(ctx context.Context, every time.Duration, threshold
 	defer t.Stop()
 	r := memReleaser{threshold: threshold, costShare: releaseCostShare}
 	var ms runtime.MemStats
+	// Until the node is ready, also watch for that, to drop the pages of
+	// code only the start used (dropCodePages) once.
+	poll := time.NewTicker(readyPoll)
+	defer poll.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-poll.C:
+			if n.Ready() {
+				poll.Stop()
+				b, err := dropCodePages()
+				n.log.Debug("dropped the start's code pages", "bytes_advised", b, "err", err)
+			}
+			continue
 		case <-t.C:
 		}
 		runtime.ReadMemStats(&ms)
@@ -44,6 +55,9 @@ func (n *Node) releaseMemory(ctx context.Context, every time.Duration, threshold
 		}
 	}
 }
+
+// readyPoll is how often releaseMemory checks whether the node is ready.
+const readyPoll = 50 * time.Millisecond
 
 // releaseCostShare is the most of the wall time forced releases may take.
 const releaseCostShare = 0.02
