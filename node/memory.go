@@ -17,6 +17,9 @@ import (
 // million keys. So the releases are spaced by their own cost (see
 // memReleaser): a small node still gives memory back within one tick of a
 // burst, a large one never spends more than a few percent of a core on it.
+//
+// Once, when the node turns ready, it also unmaps the executable's pages
+// that only the start used (dropCodePages).
 func (n *Node) releaseMemory(ctx context.Context, every time.Duration, threshold uint64) {
 	t := time.NewTicker(every)
 	defer t.Stop()

@@ -19,8 +19,9 @@ import (
 // life of the process, and fault-around maps 64 KiB of the file around
 // every page touched: most of the read-only segments end up counted in the
 // node's RSS. Dropping them once, when the node is ready, leaves mapped
-// only what serving touches. Written pages (.data) are private copies and
-// are never dropped.
+// only what serving touches. Only mappings holding nothing but the file's
+// own pages are dropped (cleanMappings): never .data, which is written, nor
+// a mapping of a binary replaced on disk since it started ("(deleted)").
 func dropCodePages() (int, error) {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
