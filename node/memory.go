@@ -17,15 +17,29 @@ import (
 // million keys. So the releases are spaced by their own cost (see
 // memReleaser): a small node still gives memory back within one tick of a
 // burst, a large one never spends more than a few percent of a core on it.
+//
+// Once, when the node turns ready, it also unmaps the executable's pages
+// that only the start used (dropCodePages).
 func (n *Node) releaseMemory(ctx context.Context, every time.Duration, threshold uint64) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	r := memReleaser{threshold: threshold, costShare: releaseCostShare}
 	var ms runtime.MemStats
+	// Until the node is ready, also watch for that, to drop the pages of
+	// code only the start used (dropCodePages) once.
+	poll := time.NewTicker(readyPoll)
+	defer poll.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-poll.C:
+			if n.Ready() {
+				poll.Stop()
+				b, err := dropCodePages()
+				n.log.Debug("dropped the start's code pages", "bytes_advised", b, "err", err)
+			}
+			continue
 		case <-t.C:
 		}
 		runtime.ReadMemStats(&ms)
@@ -44,6 +58,9 @@ func (n *Node) releaseMemory(ctx context.Context, every time.Duration, threshold
 		}
 	}
 }
+
+// readyPoll is how often releaseMemory checks whether the node is ready.
+const readyPoll = 50 * time.Millisecond
 
 // releaseCostShare is the most of the wall time forced releases may take.
 const releaseCostShare = 0.02
