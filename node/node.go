@@ -418,11 +418,11 @@ func (n *Node) newAdminServer(dataPlane *proxy.Handler) *admin.Server {
 	n.store.SetPeerSnapshotFormat(n.peerSnapshotFormat)
 	adm := admin.New(admin.Config{Store: n.store, BootstrapToken: n.adminToken, Logger: n.cfg.Logger,
 		Prices: n.pricing.apiPrice, TestModel: dataPlane.TestModel, Health: dataPlane.DeploymentHealth, NodeID: n.cfg.NodeID})
-	opts := []grpc.ServerOption{
+	opts := append(adminServerOptions(),
 		grpc.ChainUnaryInterceptor(adm.UnaryInterceptor(), n.forwardInterceptor),
 		grpc.ChainStreamInterceptor(adm.StreamInterceptor()),
-		grpc.MaxRecvMsgSize(256 << 20), grpc.MaxSendMsgSize(256 << 20), adminStreamWorkers(),
-	}
+		grpc.MaxRecvMsgSize(256<<20), grpc.MaxSendMsgSize(256<<20),
+	)
 	if n.tls != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(n.tls.admin)))
 	}

@@ -27,7 +27,9 @@ func walConfig(dir string) Config {
 // unknown store asked for, does not open.
 func TestLogStoreChoice(t *testing.T) {
 	dir := t.TempDir()
-	s := openReady(t, testConfig(dir))
+	cfg := testConfig(dir)
+	cfg.LogStore = "" // the default, also in a run of the suite on the WAL
+	s := openReady(t, cfg)
 	if got := s.LogStoreKind(); got != LogStoreBolt {
 		t.Fatalf("default LogStoreKind() = %q, want %q", got, LogStoreBolt)
 	}
@@ -43,7 +45,7 @@ func TestLogStoreChoice(t *testing.T) {
 	if _, err := Open(testConfig(dir)); err == nil || !strings.Contains(err.Error(), "stale") {
 		t.Fatalf("a data dir with raft.db and wal/ opened: %v", err)
 	}
-	cfg := testConfig(t.TempDir())
+	cfg = testConfig(t.TempDir())
 	cfg.LogStore = "rocks"
 	if _, err := Open(cfg); err == nil || !strings.Contains(err.Error(), "unknown Raft log store") {
 		t.Fatalf("an unknown log store: %v", err)

@@ -32,6 +32,9 @@ func testConfig(dir string) Config {
 		// Small segments (16 KB): tests rotate them and do not preallocate 64 MB
 		// per store.
 		WALSegmentBytes: 16 << 10,
+		// TOLLGATE_TEST_RAFT_LOG_STORE=wal runs the whole suite on the WAL
+		// (empty: the default store, bolt).
+		LogStore: os.Getenv("TOLLGATE_TEST_RAFT_LOG_STORE"),
 	}
 }
 

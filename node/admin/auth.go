@@ -113,16 +113,18 @@ func actorMAC(clusterSecret string, actor []byte) string {
 }
 
 // forwardedAddress returns the client address a forwarding node vouched
-// for, if the metadata carries a good MAC for id's user; else "".
-func forwardedAddress(st *raftstore.State, md metadata.MD, id *Identity) string {
-	return vouchedActor(st, md, id).GetAddress()
+// for, if the call's metadata carries a good MAC for id's user; else "".
+func forwardedAddress(ctx context.Context, st *raftstore.State, id *Identity) string {
+	return vouchedActor(ctx, st, id).GetAddress()
 }
 
 // vouchedActor returns the actor a node signed with the cluster secret in
-// md (see ForwardMetadata) when the MAC is good and it is id's user; else
-// nil.
-func vouchedActor(st *raftstore.State, md metadata.MD, id *Identity) *pb.Actor {
-	a, mac := md.Get(MetadataActor), md.Get(MetadataActorMAC)
+// the call's metadata (see ForwardMetadata) when the MAC is good and it is
+// id's user; else nil. (Metadata is read value by value: FromIncomingContext
+// would copy every header of every call.)
+func vouchedActor(ctx context.Context, st *raftstore.State, id *Identity) *pb.Actor {
+	a := metadata.ValueFromIncomingContext(ctx, MetadataActor)
+	mac := metadata.ValueFromIncomingContext(ctx, MetadataActorMAC)
 	if len(a) == 0 || len(mac) == 0 || st == nil || id == nil {
 		return nil
 	}
@@ -214,11 +216,11 @@ func (s *Server) authorize(ctx context.Context, method string) (*Identity, error
 // node forwarded, takes the client's address from the actor it vouched
 // for.
 func (s *Server) identify(ctx context.Context) (*Identity, error) {
-	id, md, err := s.token(ctx)
+	id, err := s.token(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if addr := forwardedAddress(s.store.State(), md, id); addr != "" {
+	if addr := forwardedAddress(ctx, s.store.State(), id); addr != "" {
 		id.Address = addr
 	}
 	return id, nil
@@ -229,20 +231,18 @@ func (s *Server) identify(ctx context.Context) (*Identity, error) {
 // (user "bootstrap", role admin), an active user's token, or the cluster
 // secret (another node, for its own calls); and "authorization: Console
 // <session>" from the web console (consoleToken).
-func (s *Server) token(ctx context.Context) (*Identity, metadata.MD, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	vals := md.Get("authorization")
+func (s *Server) token(ctx context.Context) (*Identity, error) {
+	vals := metadata.ValueFromIncomingContext(ctx, "authorization")
 	if len(vals) == 0 || strings.TrimSpace(vals[0]) == "" {
-		return nil, nil, status.Error(codes.Unauthenticated, msgMissingToken)
+		return nil, status.Error(codes.Unauthenticated, msgMissingToken)
 	}
 	scheme, token, ok := strings.Cut(strings.TrimSpace(vals[0]), " ")
 	token = strings.TrimSpace(token)
 	if ok && token != "" && scheme == ConsoleScheme {
-		id, err := s.consoleToken(token)
-		return id, md, err
+		return s.consoleToken(token)
 	}
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return nil, nil, status.Error(codes.Unauthenticated, msgInvalidToken+`: the authorization metadata must be "Bearer <token>"`)
+		return nil, status.Error(codes.Unauthenticated, msgInvalidToken+`: the authorization metadata must be "Bearer <token>"`)
 	}
 	addr := ""
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
@@ -252,26 +252,26 @@ func (s *Server) token(ctx context.Context) (*Identity, metadata.MD, error) {
 	// Comparing hashes keeps the comparison constant-time in the token's
 	// length too.
 	if s.hasBoot && subtle.ConstantTimeCompare(h[:], s.bootstrap[:]) == 1 {
-		return bootstrapIdentity(addr), md, nil
+		return bootstrapIdentity(addr), nil
 	}
 	st := s.store.State()
 	if st == nil {
-		return nil, nil, status.Error(codes.Unauthenticated, msgInvalidToken)
+		return nil, status.Error(codes.Unauthenticated, msgInvalidToken)
 	}
 	if st.HasAdminToken(h) {
-		return bootstrapIdentity(addr), md, nil
+		return bootstrapIdentity(addr), nil
 	}
 	if su := st.UserByToken(h); su != nil {
-		return userIdentity(su.GetUser(), addr), md, nil
+		return userIdentity(su.GetUser(), addr), nil
 	}
 	// Nodes call each other with the replicated cluster secret.
 	if cs := st.ClusterSecret(); cs != "" {
 		ch := raftstore.HashSecret(cs)
 		if subtle.ConstantTimeCompare(h[:], ch[:]) == 1 {
-			return &Identity{User: nodeUser, Role: raftstore.RoleAdmin, Address: addr, internal: true}, md, nil
+			return &Identity{User: nodeUser, Role: raftstore.RoleAdmin, Address: addr, internal: true}, nil
 		}
 	}
-	return nil, nil, status.Error(codes.Unauthenticated, msgInvalidToken)
+	return nil, status.Error(codes.Unauthenticated, msgInvalidToken)
 }
 
 // consoleToken authenticates a web console session (see

@@ -23,8 +23,7 @@ const MetadataForwarded = "x-tollgate-forwarded"
 // caller the token authenticated. A client that sets the header itself has
 // no cluster secret to sign with, so its sealed-looking values stay refused.
 func forwardedByNode(ctx context.Context, st *raftstore.State) bool {
-	md, _ := metadata.FromIncomingContext(ctx)
-	return len(md.Get(MetadataForwarded)) > 0 && vouchedActor(st, md, IdentityFrom(ctx)) != nil
+	return len(metadata.ValueFromIncomingContext(ctx, MetadataForwarded)) > 0 && vouchedActor(ctx, st, IdentityFrom(ctx)) != nil
 }
 
 // hintMinLen is the shortest value whose last characters are shown as a
