@@ -20,8 +20,7 @@ import (
 
 // Binaries are the programs built for the run.
 type Binaries struct {
-	Dir, Tollgate, Tollctl, Mockllm string
-	GoProxy                         string // the reference Go hop (e2e/bench/goproxy)
+	Dir, Tollgate, Tollctl, Mockllm string // the Go references are in Dir by name (refs.go)
 	// Build is how Tollgate was built; Dev is a plain `go build` of it, for
 	// the size table.
 	Build, Dev string
@@ -37,7 +36,7 @@ var releaseBuild = []string{"-trimpath", "-tags", "grpcnotrace", "-ldflags=-s -w
 // cmd/mockllm into dir, and a plain build of tollgate for the size table.
 func build(root, dir string, dev bool) (*Binaries, error) {
 	b := &Binaries{Dir: dir, Tollgate: filepath.Join(dir, "tollgate"), Tollctl: filepath.Join(dir, "tollctl"),
-		Mockllm: filepath.Join(dir, "mockllm"), GoProxy: filepath.Join(dir, "goproxy"), Dev: filepath.Join(dir, "dev", "tollgate")}
+		Mockllm: filepath.Join(dir, "mockllm"), Dev: filepath.Join(dir, "dev", "tollgate")}
 	run := func(env []string, args ...string) error {
 		cmd := exec.Command("go", args...)
 		cmd.Dir = root
@@ -48,7 +47,7 @@ func build(root, dir string, dev bool) (*Binaries, error) {
 		}
 		return nil
 	}
-	if err := run(nil, "build", "-o", dir+string(os.PathSeparator), "./cmd/tollctl", "./cmd/mockllm", "./e2e/bench/goproxy"); err != nil {
+	if err := run(nil, append([]string{"build", "-o", dir + string(os.PathSeparator), "./cmd/tollctl", "./cmd/mockllm"}, goRefPackages()...)...); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(b.Dev), 0o755); err != nil {

@@ -17,8 +17,8 @@ import (
 // Ref is a reference proxy measured beside Tollgate at every point of the
 // comparative scenarios, on the same mock and in the same alternation:
 // HAProxy (a plain L7 hop that parses no JSON: the limit), a 20-line Go
-// httputil.ReverseProxy, or any OpenAI-compatible gateway given with
-// -compare. A reference gets the same request as the direct side (the
+// httputil.ReverseProxy, a bare fasthttp proxy (the floor for a Go proxy),
+// or any OpenAI-compatible gateway given with -compare. A reference gets the same request as the direct side (the
 // upstream model string, with the mock's directives), so it must pass the
 // model through to the mock.
 type Ref struct {
@@ -39,11 +39,30 @@ func (r *Ref) Pid() int {
 
 // Names of the built-in references; -compare may not reuse them.
 const (
-	RefHAProxy = "haproxy"
-	RefGoProxy = "goproxy"
+	RefHAProxy   = "haproxy"
+	RefGoProxy   = "goproxy"
+	RefFastProxy = "fastproxy"
 )
 
-var reservedNames = []string{"direct", "tollgate", RefHAProxy, RefGoProxy}
+var reservedNames = []string{"direct", "tollgate", RefHAProxy, RefGoProxy, RefFastProxy}
+
+// goRefs are the built-in references written in Go (built into the
+// harness's temp dir from these packages), with what the report says of
+// each.
+var goRefs = map[string]struct{ pkg, what string }{
+	RefGoProxy:   {"./e2e/bench/goproxy", "Go `httputil.ReverseProxy`, 20 lines (e2e/bench/goproxy)"},
+	RefFastProxy: {"./e2e/bench/fastproxy", "bare fasthttp proxy: fasthttp server and HostClient, streamed answers (e2e/bench/fastproxy)"},
+}
+
+// goRefPackages are the packages of the Go references, in a fixed order.
+func goRefPackages() []string {
+	var out []string
+	for _, r := range goRefs {
+		out = append(out, r.pkg)
+	}
+	slices.Sort(out)
+	return out
+}
 
 // parseRefs reads -refs: which built-in references to run ("none" or empty
 // for none).
@@ -53,12 +72,12 @@ func parseRefs(s string) ([]string, error) {
 		switch n {
 		case "none":
 			continue
-		case RefHAProxy, RefGoProxy:
+		case RefHAProxy, RefGoProxy, RefFastProxy:
 			if !slices.Contains(out, n) {
 				out = append(out, n)
 			}
 		default:
-			return nil, fmt.Errorf("-refs: unknown reference %q (known: haproxy, goproxy, none)", n)
+			return nil, fmt.Errorf("-refs: unknown reference %q (known: haproxy, goproxy, fastproxy, none)", n)
 		}
 	}
 	return out, nil
@@ -136,9 +155,9 @@ func startRefs(names []string, bin *Binaries, tmp, mockAddr, cpus string) ([]*Re
 			if err != nil {
 				return nil, err
 			}
-		case RefGoProxy:
-			ref.What = "Go `httputil.ReverseProxy`, 20 lines (e2e/bench/goproxy)"
-			ref.proc, err = startChild(n, filepath.Join(tmp, n+".log"), cpus, nil, bin.GoProxy, "-addr", addr, "-upstream", "http://"+mockAddr)
+		default:
+			ref.What = goRefs[n].what
+			ref.proc, err = startChild(n, filepath.Join(tmp, n+".log"), cpus, nil, filepath.Join(bin.Dir, n), "-addr", addr, "-upstream", "http://"+mockAddr)
 			if err != nil {
 				return nil, err
 			}
@@ -250,7 +269,7 @@ func withLevel(levels []int, n int) []int {
 
 // refFlags defines the flags of the reference proxies and the profiles.
 func (o *options) refFlags() {
-	flag.StringVar(&o.refs, "refs", "haproxy,goproxy", "reference proxies measured beside Tollgate at every point: haproxy, goproxy (a 20-line httputil.ReverseProxy), or none")
+	flag.StringVar(&o.refs, "refs", "haproxy,goproxy", "reference proxies measured beside Tollgate at every point: haproxy, goproxy (a 20-line httputil.ReverseProxy), fastproxy (a bare fasthttp proxy), or none")
 	flag.StringVar(&o.compare, "compare", os.Getenv("TOLLGATE_BENCH_COMPARE"), "more OpenAI-compatible gateways already running, as name=baseURL,... (e.g. litellm=http://127.0.0.1:8080/v1); they get the mock's model strings and, if TOLLGATE_BENCH_COMPARE_KEY is set, that bearer key (env TOLLGATE_BENCH_COMPARE)")
 	flag.StringVar(&o.profile, "profile", "", "start the node with --pprof-addr and keep CPU and allocation profiles of (c) and of (b) at 16 clients in this folder")
 }

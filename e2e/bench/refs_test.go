@@ -5,6 +5,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -24,7 +27,7 @@ func TestParseCompareReadsNamedBaseURLs(t *testing.T) {
 }
 
 func TestParseCompareRefusesBadEntries(t *testing.T) {
-	for _, s := range []string{"litellm", "=http://127.0.0.1:1/v1", "x=", "haproxy=http://127.0.0.1:1/v1", "tollgate=http://127.0.0.1:1",
+	for _, s := range []string{"litellm", "=http://127.0.0.1:1/v1", "x=", "haproxy=http://127.0.0.1:1/v1", "tollgate=http://127.0.0.1:1", "fastproxy=http://127.0.0.1:1/v1",
 		"x=ftp://127.0.0.1/v1", "x=127.0.0.1:8080", "a b=http://127.0.0.1:1", "x=http://127.0.0.1:1,x=http://127.0.0.1:2"} {
 		if _, err := parseCompare(s); err == nil {
 			t.Errorf("%q: accepted", s)
@@ -33,7 +36,8 @@ func TestParseCompareRefusesBadEntries(t *testing.T) {
 }
 
 func TestParseRefs(t *testing.T) {
-	for s, want := range map[string][]string{"haproxy,goproxy": {"haproxy", "goproxy"}, "goproxy, goproxy": {"goproxy"}, "none": nil, "": nil} {
+	for s, want := range map[string][]string{"haproxy,goproxy": {"haproxy", "goproxy"}, "goproxy, goproxy": {"goproxy"}, "none": nil, "": nil,
+		"haproxy,goproxy,fastproxy": {"haproxy", "goproxy", "fastproxy"}} {
 		got, err := parseRefs(s)
 		if err != nil || !slices.Equal(got, want) {
 			t.Errorf("%q: %v %v, want %v", s, got, err, want)
@@ -105,29 +109,62 @@ func TestStreamLevelAddedOnce(t *testing.T) {
 	}
 }
 
+// pathEcho is an upstream that answers with the path it was asked for.
+func pathEcho(t *testing.T) string {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"path":"`+r.URL.Path+`"}`)
+	}))
+	t.Cleanup(up.Close)
+	return strings.TrimPrefix(up.URL, "http://")
+}
+
+// checkRelays posts to each reference and wants pathEcho's answer.
+func checkRelays(t *testing.T, refs []*Ref) {
+	t.Helper()
+	for _, ref := range refs {
+		resp, err := http.Post(ref.Base+"/chat/completions", "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(body) != `{"path":"/v1/chat/completions"}` || ref.Pid() <= 0 || ref.What == "" {
+			t.Errorf("%s: %d %s pid %d", ref.Name, resp.StatusCode, body, ref.Pid())
+		}
+		ref.proc.kill()
+	}
+}
+
 // TestHAProxyRefRelaysToTheUpstream starts the real HAProxy row in front
 // of a loopback server (skipped where haproxy is not installed).
 func TestHAProxyRefRelaysToTheUpstream(t *testing.T) {
 	if _, err := haproxyPath(); err != nil {
 		t.Skip(err)
 	}
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `{"path":"`+r.URL.Path+`"}`)
-	}))
-	defer up.Close()
 	defer killChildren()
-	refs, err := startRefs([]string{RefHAProxy}, nil, t.TempDir(), strings.TrimPrefix(up.URL, "http://"), "")
+	refs, err := startRefs([]string{RefHAProxy}, nil, t.TempDir(), pathEcho(t), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Post(refs[0].Base+"/chat/completions", "application/json", strings.NewReader("{}"))
+	checkRelays(t, refs)
+}
+
+// TestGoRefsBuildAndRelayToTheUpstream builds the Go references as the
+// harness does and starts their rows in front of a loopback server.
+func TestGoRefsBuildAndRelayToTheUpstream(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command("go", append([]string{"build", "-o", dir + string(os.PathSeparator)}, goRefPackages()...)...)
+	cmd.Dir = filepath.Join("..", "..")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	defer killChildren()
+	refs, err := startRefs([]string{RefGoProxy, RefFastProxy}, &Binaries{Dir: dir}, t.TempDir(), pathEcho(t), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || string(body) != `{"path":"/v1/chat/completions"}` || refs[0].Pid() <= 0 {
-		t.Errorf("%d %s pid %d", resp.StatusCode, body, refs[0].Pid())
+	if len(refs) != 2 || refs[1].Name != RefFastProxy || !strings.Contains(refs[1].What, "fasthttp") {
+		t.Fatalf("refs: %+v", refs)
 	}
-	refs[0].proc.kill()
+	checkRelays(t, refs)
 }
