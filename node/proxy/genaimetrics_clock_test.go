@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,5 +36,29 @@ func TestExemplarsResumeAfterTheClockStepsBack(t *testing.T) {
 	observeAt(now.Add(-time.Hour - 10*time.Millisecond))
 	if tr, _ := exemplarOf(t, o); tr != back {
 		t.Fatalf("a request ending 10 ms earlier took the exemplar %q, want still %s", tr, back)
+	}
+}
+
+// Requests of one series ending in the same second on many goroutines at
+// once: exactly one of them takes the exemplar.
+func TestExemplarGateGivesOneTurnToConcurrentRequests(t *testing.T) {
+	vec := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "h", Buckets: []float64{10}}, []string{"s"})
+	o := vec.WithLabelValues("a")
+	var g exemplarGate
+	now := time.Unix(3_000_000, 0).UnixNano()
+	var turns atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for j := range 50 {
+				if g.due(o, now+int64(i*50+j)*int64(time.Microsecond)) {
+					turns.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := turns.Load(); n != 1 {
+		t.Fatalf("%d exemplars in 400 µs of one series, want 1", n)
 	}
 }
