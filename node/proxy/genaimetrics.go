@@ -94,7 +94,9 @@ type exemplarGate struct {
 }
 
 // due reports whether o's observation at now (unix ns) carries an
-// exemplar, and if so notes it as made then.
+// exemplar, and if so notes it as made then. A now a second or more
+// before the last exemplar is the wall clock stepping back: due too, or
+// the series would wait for the clock to catch up.
 func (g *exemplarGate) due(o prometheus.Observer, now int64) bool {
 	v, ok := g.last.Load(o)
 	if !ok {
@@ -102,7 +104,8 @@ func (g *exemplarGate) due(o prometheus.Observer, now int64) bool {
 	}
 	last := v.(*atomic.Int64)
 	t := last.Load()
-	return (t == 0 || now-t >= exemplarEvery) && last.CompareAndSwap(t, now)
+	d := now - t
+	return (t == 0 || d >= exemplarEvery || d <= -exemplarEvery) && last.CompareAndSwap(t, now)
 }
 
 // observe records v in o, with the request's trace as the exemplar when

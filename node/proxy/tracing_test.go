@@ -196,11 +196,12 @@ func TestUnsampledTraceIsPropagatedNotRecorded(t *testing.T) {
 // Without TraceContent no span carries what the model wrote: a tool
 // call's arguments that are a JSON object (Anthropic's tool_use input,
 // Gemini's functionCall args) have members named like the ones the span
-// notes ("model", a "...reason"), and their values are content.
+// notes ("model", "modelVersion", a "...reason"), and their values are
+// content.
 func TestTracingWithoutContentKeepsToolArgumentsOut(t *testing.T) {
 	t.Parallel()
 	const answer = `{"id":"msg_1","type":"message","role":"assistant","model":"claude-mock","content":[` +
-		`{"type":"tool_use","id":"toolu_1","name":"lookup","input":{"reason":"SECRET-REASON","model":"SECRET-MODEL"}}],` +
+		`{"type":"tool_use","id":"toolu_1","name":"lookup","input":{"reason":"SECRET-REASON","model":"SECRET-MODEL","modelVersion":"SECRET-VERSION"}}],` +
 		`"stop_reason":"tool_use","usage":{"input_tokens":5,"output_tokens":3}}`
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)

@@ -36,7 +36,7 @@ import (
 // retries and compression) is the upstream one.
 type spanQueue struct {
 	ch chan *span
-	// full wakes the exporter when a batch is queued: a span is queued
+	// full wakes the exporter when wakeAt spans are queued: a span is queued
 	// without waking it (a wake-up per span cost the data plane more than
 	// the span's encoding), and the exporter takes the queued spans when
 	// a batch is full or the delay is up.
@@ -114,7 +114,7 @@ func (q *spanQueue) push(s *span) {
 	if !q.closed.Load() {
 		select {
 		case q.ch <- s:
-			if len(q.ch) >= q.batch {
+			if len(q.ch) >= q.wakeAt() {
 				select {
 				case q.full <- struct{}{}:
 				default: // already woken
@@ -171,11 +171,16 @@ func (q *spanQueue) run() {
 	}
 }
 
+// wakeAt is how many queued spans wake the exporter: a batch, or half
+// the queue when that is less, so that a queue no larger than a batch
+// still has room for the spans ended until the exporter runs.
+func (q *spanQueue) wakeAt() int { return max(1, min(q.batch, cap(q.ch)/2)) }
+
 // exportQueued exports the spans queued when it begins, in batches: only
-// full ones when fullOnly (the rest wait for the next batch or the
-// delay). batch is empty, and returned so.
+// ones of at least wakeAt spans when fullOnly (the rest wait for the next
+// wake-up or the delay). batch is empty, and returned so.
 func (q *spanQueue) exportQueued(batch []*span, fullOnly bool) []*span {
-	for n := len(q.ch); n > 0 && (!fullOnly || n >= q.batch); {
+	for n := len(q.ch); n > 0 && (!fullOnly || n >= q.wakeAt()); {
 		for range min(n, q.batch) {
 			batch = append(batch, <-q.ch)
 		}
