@@ -169,7 +169,13 @@ func TestOpensDataDirOfPreviousRelease(t *testing.T) {
 	cfg := testConfig(filepath.Join(dir, "raft"))
 	cfg.NodeID = want.NodeID
 	cfg.Bootstrap = false
+	// What a new data dir would get if asked: this one keeps its raft.db
+	// (its snapshot alone would hide an empty new log).
+	cfg.LogStore = LogStoreWAL
 	s := openReady(t, cfg)
+	if got := s.LogStoreKind(); got != LogStoreBolt {
+		t.Fatalf("the previous release's data dir opened with the %q log store, want %q", got, LogStoreBolt)
+	}
 	st := s.State()
 
 	got := manifestOf(st, periodsOfSnapshot(st))
