@@ -69,7 +69,8 @@ func TestMemoryReleaseEmptiesIdlePools(t *testing.T) {
 	// No collection while the pool fills: each would move it on.
 	gc := debug.SetGCPercent(-1)
 	for range n {
-		idleBuffers.Put(make([]byte, size))
+		b := make([]byte, size)
+		idleBuffers.Put(&b)
 	}
 	debug.SetGCPercent(gc)
 	var before, after runtime.MemStats
