@@ -1,12 +1,6 @@
 package telemetry
 
-import (
-	"testing"
-	"time"
-
-	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
-	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
-)
+import "testing"
 
 // With a queue no larger than a batch (OTEL_BSP_MAX_QUEUE_SIZE below
 // OTEL_BSP_MAX_EXPORT_BATCH_SIZE makes them equal), the exporter is woken
@@ -15,8 +9,7 @@ import (
 // be dropped. (The test plays the exporter.)
 func TestSmallQueueWakesTheExporterBeforeItIsFull(t *testing.T) {
 	c := &captureClient{}
-	q := &spanQueue{ch: make(chan *span, 4), full: make(chan struct{}, 1), done: make(chan struct{}), client: c, batch: 4,
-		timeout: time.Minute, resource: &resourcepb.Resource{}, scope: &commonpb.InstrumentationScope{Name: "t"}}
+	q := idleQueue(c, 4, 4)
 	q.push(&span{name: "1"})
 	q.push(&span{name: "2"})
 	if len(q.full) != 1 {

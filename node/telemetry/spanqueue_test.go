@@ -16,8 +16,7 @@ import (
 // test plays it.)
 func TestQueueWakesTheExporterOncePerFullBatch(t *testing.T) {
 	c := &captureClient{}
-	q := &spanQueue{ch: make(chan *span, 16), full: make(chan struct{}, 1), done: make(chan struct{}), client: c, batch: 3,
-		timeout: time.Minute, resource: &resourcepb.Resource{}, scope: &commonpb.InstrumentationScope{Name: "t"}}
+	q := idleQueue(c, 16, 3)
 	n := 0
 	push := func(k int) {
 		for range k {
@@ -50,4 +49,11 @@ func TestQueueWakesTheExporterOncePerFullBatch(t *testing.T) {
 	if fmt.Sprint(names) != "[1 2 3 4 5 6 7]" {
 		t.Fatalf("exported %v, want every span once, in order", names)
 	}
+}
+
+// idleQueue is a span queue of size spans sending batches of batch to c,
+// without its exporter goroutine (the test plays it).
+func idleQueue(c *captureClient, size, batch int) *spanQueue {
+	return &spanQueue{ch: make(chan *span, size), full: make(chan struct{}, 1), done: make(chan struct{}), client: c, batch: batch,
+		timeout: time.Minute, resource: &resourcepb.Resource{}, scope: &commonpb.InstrumentationScope{Name: "t"}}
 }
