@@ -54,7 +54,7 @@ func (n *Node) releaseMemory(ctx context.Context, every time.Duration, threshold
 				took = min(took, processCPU()-cpu0)
 			}
 			runtime.ReadMemStats(&ms)
-			r.released(now, took, ms.HeapAlloc)
+			r.released(now, took, &ms)
 		}
 	}
 }
@@ -76,31 +76,53 @@ const readyPoll = 50 * time.Millisecond
 // releaseCostShare is the most of the wall time forced releases may take.
 const releaseCostShare = 0.02
 
-// memReleaser decides when a forced release of memory is worth it: when
-// enough idle heap is held (or the heap is mostly free), and not before
-// the last release's duration, divided by costShare, has passed since it
-// started.
+// memReleaser decides when a forced release of memory is worth it, and
+// not before the last release's duration, divided by costShare, has passed
+// since it started. A release is worth it when enough idle heap is held,
+// when the heap is mostly free, or when the node has gone quiet with its
+// heap grown well past what it held at rest.
+//
+// The last rule is what gives a burst's memory back: an idle node runs no
+// GC, so the burst's dead objects still count as in use and its goal stays
+// as high as the burst left it. It compares with the heap a release left
+// while the node was quiet; one made during a burst measures the burst.
 type memReleaser struct {
 	threshold uint64  // idle heap bytes not yet returned that warrant a release
 	costShare float64 // the most of the time releases may take
 	next      time.Time
-	live      uint64 // the heap left after the last release: what the node holds at rest
+
+	rest  uint64 // heap in use after the last release made while quiet: what the node holds at rest
+	seen  look   // the heap at the last look, to tell a quiet node
+	quiet bool   // whether the last look found the node quiet
 }
 
-// due reports whether a release should run now, given the heap's state.
+// look is what tells a quiet node from one under load: no collection and
+// little growth of the heap (under a quarter of the threshold: what health
+// checks, scrapes and gossip allocate) between two looks.
+type look struct {
+	gcs   uint32
+	inuse uint64
+}
+
+// due reports whether a release should run now, given the heap's state. It
+// is called once per tick: it also records the heap for the next call.
 func (r *memReleaser) due(now time.Time, ms *runtime.MemStats) bool {
+	r.quiet = ms.NumGC == r.seen.gcs && ms.HeapInuse <= r.seen.inuse+r.threshold/4
+	r.seen = look{gcs: ms.NumGC, inuse: ms.HeapInuse}
 	if now.Before(r.next) {
 		return false
 	}
-	// The last rule catches a burst's garbage that no GC has collected yet:
-	// an idle node runs none, so its dead objects still count as in use.
 	return ms.HeapIdle-ms.HeapReleased > r.threshold || ms.HeapAlloc < ms.HeapInuse/2 ||
-		r.live > 0 && ms.HeapInuse > 2*r.live+r.threshold
+		r.quiet && ms.HeapInuse > r.rest+r.threshold
 }
 
 // released records a release that started at start and took took (of
-// CPU), leaving live bytes of heap.
-func (r *memReleaser) released(start time.Time, took time.Duration, live uint64) {
+// CPU), leaving the heap as ms shows it.
+func (r *memReleaser) released(start time.Time, took time.Duration, ms *runtime.MemStats) {
 	r.next = start.Add(time.Duration(float64(took) / r.costShare))
-	r.live = live
+	if r.quiet {
+		r.rest = ms.HeapInuse
+	}
+	// The release's own collections are not load.
+	r.seen = look{gcs: ms.NumGC, inuse: ms.HeapInuse}
 }

@@ -15,7 +15,7 @@ func TestMemoryReleaseWaitsInProportionToItsCost(t *testing.T) {
 	if !r.due(t0, idle) {
 		t.Fatal("90 MB of idle heap over a 32 MB threshold: a release is due")
 	}
-	r.released(t0, 2*time.Second, 800<<20) // a full GC of a large heap
+	r.released(t0, 2*time.Second, &runtime.MemStats{HeapInuse: 800 << 20}) // a full GC of a large heap
 	for _, after := range []time.Duration{5 * time.Second, 30 * time.Second, 99 * time.Second} {
 		if r.due(t0.Add(after), idle) {
 			t.Fatalf("a release that took 2 s is due again %v later; want none before 100 s (2%% of the time)", after)
@@ -29,7 +29,7 @@ func TestMemoryReleaseWaitsInProportionToItsCost(t *testing.T) {
 func TestMemoryReleaseOfSmallHeapDueEveryTick(t *testing.T) {
 	r := memReleaser{threshold: 32 << 20, costShare: 0.02}
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	r.released(t0, 5*time.Millisecond, 10<<20)
+	r.released(t0, 5*time.Millisecond, &runtime.MemStats{HeapInuse: 10 << 20})
 	mostlyFree := &runtime.MemStats{HeapAlloc: 10 << 20, HeapInuse: 30 << 20}
 	if !r.due(t0.Add(5*time.Second), mostlyFree) {
 		t.Fatal("a heap two-thirds free, 5 s after a 5 ms release: a release is due")
@@ -41,18 +41,44 @@ func TestMemoryReleaseOfSmallHeapDueEveryTick(t *testing.T) {
 }
 
 // A burst's garbage that no GC has collected yet (an idle node runs none)
-// looks in use; a heap grown well past what the last release left is due.
-func TestMemoryReleaseDueForUncollectedGarbage(t *testing.T) {
+// looks in use. Once the node is quiet (no collection and no growth
+// between two looks), a heap grown well past what it held at rest is due,
+// even when a release during the burst found far more live.
+func TestMemoryReleaseDueForUncollectedGarbageOnceQuiet(t *testing.T) {
 	r := memReleaser{threshold: 32 << 20, costShare: 0.02}
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	r.released(t0, 5*time.Millisecond, 10<<20)
-	garbage := &runtime.MemStats{HeapIdle: 4 << 20, HeapAlloc: 238 << 20, HeapInuse: 240 << 20}
-	if !r.due(t0.Add(5*time.Second), garbage) {
-		t.Fatal("240 MB in use after a release that left 10 MB: a release is due")
+	tick := func(i int) time.Time { return t0.Add(time.Duration(i) * 5 * time.Second) }
+	// At rest: two looks alike, and the release leaves 40 MB.
+	atRest := &runtime.MemStats{NumGC: 3, HeapAlloc: 70 << 20, HeapInuse: 72 << 20}
+	r.due(tick(0), atRest)
+	if !r.due(tick(1), atRest) {
+		t.Fatal("72 MB in use on a quiet node that has never released: a release is due")
 	}
-	atRest := &runtime.MemStats{HeapIdle: 4 << 20, HeapAlloc: 40 << 20, HeapInuse: 45 << 20}
-	if r.due(t0.Add(5*time.Second), atRest) {
-		t.Fatal("45 MB in use after a release that left 10 MB (under 2x + 32 MB): no release is due")
+	r.released(tick(1), 5*time.Millisecond, &runtime.MemStats{NumGC: 5, HeapAlloc: 38 << 20, HeapInuse: 40 << 20})
+
+	// The burst: collections run, and a release during it (due for its
+	// idle pages) finds 200 MB live.
+	burst := &runtime.MemStats{NumGC: 9, HeapIdle: 80 << 20, HeapAlloc: 190 << 20, HeapInuse: 200 << 20}
+	if !r.due(tick(2), burst) {
+		t.Fatal("80 MB of idle heap: a release is due")
+	}
+	r.released(tick(2), 20*time.Millisecond, &runtime.MemStats{NumGC: 11, HeapAlloc: 198 << 20, HeapInuse: 200 << 20})
+	busy := &runtime.MemStats{NumGC: 14, HeapAlloc: 230 << 20, HeapInuse: 240 << 20}
+	if r.due(tick(3), busy) {
+		t.Fatal("collections still running: the node is busy and its GC runs by itself; no release is due")
+	}
+	// The burst is over: the heap stays where it ended, and no collection
+	// runs. The first quiet look releases.
+	if !r.due(tick(4), busy) {
+		t.Fatal("240 MB in use on a quiet node that held 40 MB at rest: a release is due")
+	}
+	r.released(tick(4), 5*time.Millisecond, &runtime.MemStats{NumGC: 16, HeapAlloc: 39 << 20, HeapInuse: 41 << 20})
+	// Back at rest, a little over what it held before: nothing more to do.
+	settled := &runtime.MemStats{NumGC: 16, HeapAlloc: 44 << 20, HeapInuse: 45 << 20}
+	for i := 5; i < 10; i++ {
+		if r.due(tick(i), settled) {
+			t.Fatalf("look %d: 45 MB in use on a node that held 41 MB at rest (under 32 MB more): no release is due", i)
+		}
 	}
 }
 
