@@ -13,13 +13,15 @@ import (
 // sysmonSlack is the timer slack given to the Go runtime's monitor thread
 // (sysmon). Whenever a node goes from idle to busy, sysmon polls every
 // 20 µs (a nanosleep and two context switches each time) until the node
-// is idle again; a node serving one admin write or request at a time thus
-// paid ~20 sysmon wake-ups per write, about a third of a key create's CPU
-// on a quiet machine, none of it visible to pprof (sysmon has no P). With
-// 1 ms of slack the kernel may defer each of those wake-ups by up to 1 ms,
-// so sysmon wakes a few times per write. What sysmon does is unchanged; it
-// may take a P back from a blocking system call up to ~2 ms later instead
-// of ~0.1 ms (other Ps still steal that P's goroutines meanwhile).
+// is idle again. A node serving one admin write at a time thus woke
+// sysmon several times per write (6 per key create by perf at a load
+// average of 20, more on a quiet machine): up to a third of a create's
+// CPU, none of it visible to pprof, as sysmon has no P. With 1 ms of slack
+// the kernel may defer each of those wake-ups by up to 1 ms, and a create
+// costs 0.57-0.88x the CPU (e2e/bench/results/2026-12-02-create-2). What
+// sysmon does is unchanged, but it may take a P back from a blocking
+// system call up to ~2 ms later instead of ~0.1 ms; other Ps still steal
+// that P's goroutines meanwhile.
 const sysmonSlack = time.Millisecond
 
 // procRoot is where the process's threads are listed (a variable for tests).
