@@ -192,9 +192,6 @@ func (o *options) finish(stderr io.Writer) error {
 	if err := o.memory.apply(); err != nil {
 		return err
 	}
-	if err := relaxSysmon(); err != nil {
-		cfg.Logger.Debug("runtime monitor left as it is", "err", err)
-	}
 	if err := checkAdminListen(cfg.AdminAddr, cfg.TLSCert != "" && cfg.TLSKey != "" && cfg.TLSCA != "", o.adminInsecure); err != nil {
 		return err
 	}
