@@ -94,6 +94,9 @@ type NodeFigures struct {
 	// NetCPUPerCreateMs is CPUPerCreateMs less that rest's share.
 	IdleCores         float64 `json:"idle_cores"`
 	NetCPUPerCreateMs float64 `json:"net_cpu_per_create_ms"`
+	// SwitchesPerCreate is the context switches of all the node's
+	// threads over the creates, per create (contextSwitches).
+	SwitchesPerCreate float64 `json:"switches_per_create"`
 	RSSMB             float64 `json:"rss_mb"`
 }
 
@@ -283,6 +286,7 @@ func (sc *scaleSet) creates(leader *Gateway, cfg ScaleConfig, st *ScaleStep, idl
 	if err != nil {
 		return err
 	}
+	sw0 := sc.switchesEach()
 	began := time.Now()
 	limit := cfg.Creates
 	if cfg.ProfileDir != "" {
@@ -296,11 +300,13 @@ func (sc *scaleSet) creates(leader *Gateway, cfg ScaleConfig, st *ScaleStep, idl
 	if err != nil {
 		return err
 	}
+	sw1 := sc.switchesEach()
 	st.Creates = len(lat)
 	st.Nodes = make([]NodeFigures, len(sc.nodes))
 	took := time.Since(began).Seconds()
 	for i := range sc.nodes {
-		f := NodeFigures{Node: sc.names[i], CPUPerCreateMs: float64(t1[i]-t0[i]) * 10 / float64(len(lat))} // 100 ticks a second
+		f := NodeFigures{Node: sc.names[i], CPUPerCreateMs: float64(t1[i]-t0[i]) * 10 / float64(len(lat)), // 100 ticks a second
+			SwitchesPerCreate: float64(sw1[i]-sw0[i]) / float64(len(lat))}
 		if i < len(idle) {
 			f.IdleCores = idle[i]
 			f.NetCPUPerCreateMs = max(0, f.CPUPerCreateMs-idle[i]*took*1e3/float64(len(lat)))
@@ -406,6 +412,7 @@ func (r *ScaleResults) write(dir string) error {
 	for _, s := range r.Steps {
 		writeScaleRow(&b, s)
 	}
+	writeSwitches(&b, r.Steps)
 	for _, s := range r.Steps {
 		writeJoin(&b, s)
 	}
