@@ -18,8 +18,9 @@ import (
 // memReleaser): a small node still gives memory back within one tick of a
 // burst, a large one never spends more than a few percent of a core on it.
 //
-// Once, when the node turns ready, it also unmaps the executable's pages
-// that only the start used (dropCodePages).
+// When the node turns ready, and after each release, it also unmaps the
+// executable's read-only pages (dropCodePages): those only the start used,
+// then those only the burst used; what serving uses faults back in.
 func (n *Node) releaseMemory(ctx context.Context, every time.Duration, threshold uint64) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -49,12 +50,13 @@ func (n *Node) releaseMemory(ctx context.Context, every time.Duration, threshold
 	}
 }
 
-// release returns the heap's free memory to the OS and records its cost
-// in r; ms holds the heap's state before, and after it the heap's state
-// after.
+// release returns the heap's free memory and the executable's pages to
+// the OS and records its cost in r; ms holds the heap's state before, and
+// after it the heap's state after.
 func (n *Node) release(r *memReleaser, ms *runtime.MemStats, start time.Time) {
 	cpu0 := processCPU()
 	releaseHeap()
+	b, err := dropCodePages()
 	took := time.Since(start)
 	// On a busy machine the wall time is mostly waiting for a core: the
 	// cost is the CPU the release used, when it can be read.
@@ -65,7 +67,7 @@ func (n *Node) release(r *memReleaser, ms *runtime.MemStats, start time.Time) {
 	runtime.ReadMemStats(ms)
 	r.released(start, took, ms)
 	n.log.Debug("released memory", "heap_in_use_before", inuse, "heap_in_use_after", ms.HeapInuse,
-		"goal", ms.NextGC, "took", took)
+		"goal", ms.NextGC, "code_bytes_advised", b, "err", err, "took", took)
 }
 
 // releaseHeap collects the heap twice, then returns its free pages to the
