@@ -16,14 +16,7 @@ import (
 // of its own executable, from /proc/self/smaps.
 func exeReadOnlyRSS(t *testing.T) int {
 	t.Helper()
-	exe, err := os.Readlink("/proc/self/exe")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile("/proc/self/smaps")
-	if err != nil {
-		t.Fatal(err)
-	}
+	exe, b := selfSmaps(t)
 	kb, in := 0, false
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
@@ -55,19 +48,26 @@ func TestDropCodePagesUnmapsTheExecutablesReadOnlyPages(t *testing.T) {
 	t.Logf("read-only executable pages resident: %d KiB -> %d KiB", before, after)
 }
 
-// touchReadOnlyPages reads every page of the executable's clean read-only
-// mappings through /proc/self/mem, which faults them into this process as
-// a burst's stack scans and code paths do, and returns their KiB.
-func touchReadOnlyPages(t *testing.T) (kb int) {
+// selfSmaps returns this process's executable and /proc/self/smaps.
+func selfSmaps(t *testing.T) (exe string, smaps []byte) {
 	t.Helper()
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		t.Fatal(err)
 	}
-	smaps, err := os.ReadFile("/proc/self/smaps")
+	smaps, err = os.ReadFile("/proc/self/smaps")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return exe, smaps
+}
+
+// touchReadOnlyPages reads every page of the executable's clean read-only
+// mappings through /proc/self/mem, which faults them into this process as
+// a burst's code paths do, and returns their KiB.
+func touchReadOnlyPages(t *testing.T) (kb int) {
+	t.Helper()
+	exe, smaps := selfSmaps(t)
 	mem, err := os.Open("/proc/self/mem")
 	if err != nil {
 		t.Skipf("no /proc/self/mem: %v", err)
