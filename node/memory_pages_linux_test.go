@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -15,14 +16,7 @@ import (
 // of its own executable, from /proc/self/smaps.
 func exeReadOnlyRSS(t *testing.T) int {
 	t.Helper()
-	exe, err := os.Readlink("/proc/self/exe")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile("/proc/self/smaps")
-	if err != nil {
-		t.Fatal(err)
-	}
+	exe, b := selfSmaps(t)
 	kb, in := 0, false
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
@@ -52,6 +46,63 @@ func TestDropCodePagesUnmapsTheExecutablesReadOnlyPages(t *testing.T) {
 		t.Fatalf("advised %d bytes; read-only pages of the executable resident: %d KiB before, %d KiB after; want fewer after", advised, before, after)
 	}
 	t.Logf("read-only executable pages resident: %d KiB -> %d KiB", before, after)
+}
+
+// selfSmaps returns this process's executable and /proc/self/smaps.
+func selfSmaps(t *testing.T) (exe string, smaps []byte) {
+	t.Helper()
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	smaps, err = os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe, smaps
+}
+
+// touchReadOnlyPages reads every page of the executable's clean read-only
+// mappings through /proc/self/mem, which faults them into this process as
+// a burst's code paths do, and returns their KiB.
+func touchReadOnlyPages(t *testing.T) (kb int) {
+	t.Helper()
+	exe, smaps := selfSmaps(t)
+	mem, err := os.Open("/proc/self/mem")
+	if err != nil {
+		t.Skipf("no /proc/self/mem: %v", err)
+	}
+	defer mem.Close()
+	page := make([]byte, os.Getpagesize())
+	for _, m := range cleanMappings(smaps, exe) {
+		for a := m[0]; a < m[1]; a += uintptr(len(page)) {
+			if _, err := mem.ReadAt(page, int64(a)); err != nil {
+				t.Skipf("read /proc/self/mem: %v", err)
+			}
+		}
+		kb += int(m[1]-m[0]) >> 10
+	}
+	return kb
+}
+
+// After a burst the node holds the executable's pages the burst faulted
+// in; the release made once the node is quiet drops them again.
+func TestReleaseDropsTheCodePagesABurstFaultedIn(t *testing.T) {
+	if _, err := dropCodePages(); err != nil {
+		t.Fatal(err)
+	}
+	touched := touchReadOnlyPages(t)
+	before := exeReadOnlyRSS(t)
+	n := &Node{log: slog.New(slog.DiscardHandler)}
+	r := memReleaser{threshold: 32 << 20, costShare: releaseCostShare}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	n.release(&r, &ms, time.Now())
+	after := exeReadOnlyRSS(t)
+	if before-after < touched/2 {
+		t.Fatalf("read-only executable pages resident: %d KiB before the release, %d KiB after; want at least half of the %d KiB touched dropped", before, after, touched)
+	}
+	t.Logf("read-only executable pages resident: %d KiB -> %d KiB (%d KiB touched)", before, after, touched)
 }
 
 func TestReadOnlyMappingTakesOnlyPrivateReadOnlyMappingsOfTheExecutable(t *testing.T) {
