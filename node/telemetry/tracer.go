@@ -108,7 +108,8 @@ type span struct {
 	kind       trace.SpanKind
 	start, end time.Time
 	attrs      []attribute.KeyValue
-	buf        *attrBuf // where attrs came from
+	buf        *attrBuf   // where attrs came from
+	src        AttrSource // further attributes, written by the exporter
 	events     []sdktrace.Event
 	links      []sdktrace.Link
 	status     sdktrace.Status
@@ -132,7 +133,7 @@ func (s *span) release() {
 		b.kv = s.attrs[:0]
 		attrBufs.Put(b)
 	}
-	s.attrs, s.buf, s.events, s.links = nil, nil, nil, nil
+	s.attrs, s.buf, s.src, s.events, s.links = nil, nil, nil, nil, nil
 }
 
 // End implements trace.Span: the span goes to the exporter's queue.
