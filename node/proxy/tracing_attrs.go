@@ -137,8 +137,11 @@ type attemptRecord struct {
 	at                          attemptInfo
 	provider, deployment, route string
 	out                         outcome // when it answered
-	fail                        *failure
-	failCode                    string
+	// When it failed: its error's code (or status label), status, and
+	// what it came to (the failure's own fields, copied).
+	failed, cools, retry  bool
+	failCode, rateLimited string
+	failStatus            int
 }
 
 // newAttemptRecord is the record of an attempt that ended with f (nil:
@@ -149,10 +152,13 @@ func newAttemptRecord(rec *Record, rt *raftstore.Route, d *raftstore.Deployment,
 		a = new(attemptRecord)
 	}
 	rec.tw.attemptUsed = true
-	*a = attemptRecord{at: *at, provider: providerName(d), deployment: d.ID, route: rt.Name, fail: f}
+	*a = attemptRecord{at: *at, provider: providerName(d), deployment: d.ID, route: rt.Name}
 	if f == nil {
 		a.out = outcomeOf(rec)
-	} else if a.failCode = f.err.Code; a.failCode == "" {
+		return a
+	}
+	a.failed, a.cools, a.retry, a.rateLimited, a.failStatus = true, f.cools, f.retry, f.rateLimited, f.err.Status
+	if a.failCode = f.err.Code; a.failCode == "" {
 		a.failCode = statusLabel(f.err.Status)
 	}
 	return a
@@ -168,17 +174,16 @@ func (a *attemptRecord) WriteAttrs(w telemetry.AttrWriter) {
 	w.Int("tollgate.attempt", int64(a.at.number))
 	flag(w, "tollgate.fallback", a.at.fallback)
 	flag(w, "tollgate.cooling", a.at.cooling)
-	f := a.fail
-	if f == nil {
+	if !a.failed {
 		a.out.write(w)
 		return
 	}
 	w.String("error.type", a.failCode)
-	w.Int("http.response.status_code", int64(f.err.Status))
-	flag(w, "tollgate.cools", f.cools)
-	flag(w, "tollgate.retryable", f.retry)
-	if f.rateLimited != "" {
-		w.String("tollgate.rate_limited", f.rateLimited)
+	w.Int("http.response.status_code", int64(a.failStatus))
+	flag(w, "tollgate.cools", a.cools)
+	flag(w, "tollgate.retryable", a.retry)
+	if a.rateLimited != "" {
+		w.String("tollgate.rate_limited", a.rateLimited)
 	}
 }
 
