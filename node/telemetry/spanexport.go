@@ -53,6 +53,7 @@ type spanQueue struct {
 	resourceSchema string
 	scope          *commonpb.InstrumentationScope
 	buf, scratch   []byte // the encoded spans of the last batch, one span
+	wire           wireAttrs
 }
 
 // queueConfig is the batching the OTEL_BSP_* variables ask for.
@@ -216,7 +217,7 @@ func (q *spanQueue) export(batch []*span) []*span {
 	}
 	b := q.buf[:0]
 	for i, s := range batch {
-		q.scratch = appendSpan(q.scratch[:0], s)
+		q.scratch = appendSpan(&q.wire, q.scratch[:0], s)
 		b = protowire.AppendTag(b, scopeSpansSpans, protowire.BytesType)
 		b = append(protowire.AppendVarint(b, uint64(len(q.scratch))), q.scratch...)
 		s.release()

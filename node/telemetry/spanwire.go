@@ -40,8 +40,9 @@ const (
 // appendSpan appends the fields of s as an OTLP Span message, as
 // proto.Marshal writes the upstream exporter's conversion of the SDK's
 // span: scalar fields at their zero value are left out, the status is
-// always there. Nothing is dropped: no dropped counts.
-func appendSpan(b []byte, s *span) []byte {
+// always there. Nothing is dropped: no dropped counts. The span's
+// attribute source writes through w (b lent to it, taken back).
+func appendSpan(w *wireAttrs, b []byte, s *span) []byte {
 	sc := s.sc
 	tid, sid := sc.TraceID(), sc.SpanID()
 	b = appendBytesField(b, spanTraceID, tid[:])
@@ -59,6 +60,11 @@ func appendSpan(b []byte, s *span) []byte {
 	b = appendFixed64Field(b, spanStart, unixNano(s.start.UnixNano()))
 	b = appendFixed64Field(b, spanEnd, unixNano(s.start.UnixNano()+int64(s.end.Sub(s.start))))
 	b = appendKeyValues(b, spanAttributes, s.attrs)
+	if s.src != nil {
+		w.b, w.num = b, spanAttributes
+		s.src.WriteAttrs(w)
+		b, w.b = w.b, nil
+	}
 	var at int
 	for _, ev := range s.events {
 		b, at = beginMsg(b, spanEvents)
@@ -143,8 +149,7 @@ func appendValue(b []byte, v attribute.Value) []byte {
 		b = protowire.AppendTag(b, anyDouble, protowire.Fixed64Type)
 		return protowire.AppendFixed64(b, math.Float64bits(v.AsFloat64()))
 	case attribute.STRING:
-		b = protowire.AppendTag(b, anyString, protowire.BytesType)
-		return protowire.AppendString(b, validUTF8(v.AsString()))
+		return appendAnyString(b, v.AsString())
 	case attribute.BYTESLICE:
 		b = protowire.AppendTag(b, anyBytes, protowire.BytesType)
 		return protowire.AppendBytes(b, v.AsByteSlice())

@@ -53,13 +53,11 @@ func (t *Tracer) Start(ctx context.Context, name string, opts ...trace.SpanStart
 		return ctx, trace.SpanFromContext(ctx)
 	}
 	s := &span{t: t, sc: sc.WithTraceFlags(sc.TraceFlags() | trace.FlagsSampled), parent: parent, name: name}
-	s.buf = attrBufs.Get().(*attrBuf)
-	s.attrs = s.buf.kv[:0]
 	s.kind = trace.ValidateSpanKind(cfg.SpanKind()) // unspecified: internal, as the SDK
 	if s.start = cfg.Timestamp(); s.start.IsZero() {
 		s.start = time.Now()
 	}
-	s.attrs = append(s.attrs, cfg.Attributes()...)
+	s.SetAttributes(cfg.Attributes()...)
 	for _, l := range cfg.Links() {
 		s.AddLink(l)
 	}
@@ -96,10 +94,10 @@ func putUint64(b []byte, v uint64) {
 }
 
 // span is one recorded span: what the OTLP Span message says. Its
-// attributes are appended to a slice taken from a pool, which the exporter
-// puts back once it has encoded the span; the span itself is not reused,
-// so that a caller still holding it after End (End again, SpanContext, as
-// the SDK allows) touches only its own, ended span.
+// attributes (if any are set) are appended to a slice taken from a pool,
+// which the exporter puts back once it has encoded the span; the span
+// itself is not reused, so that a caller still holding it after End (End
+// again, SpanContext, as the SDK allows) touches only its own, ended span.
 type span struct {
 	embedded.Span
 	t          *Tracer
@@ -108,7 +106,8 @@ type span struct {
 	kind       trace.SpanKind
 	start, end time.Time
 	attrs      []attribute.KeyValue
-	buf        *attrBuf // where attrs came from
+	buf        *attrBuf   // where attrs came from
+	src        AttrSource // further attributes, written by the exporter
 	events     []sdktrace.Event
 	links      []sdktrace.Link
 	status     sdktrace.Status
@@ -132,7 +131,7 @@ func (s *span) release() {
 		b.kv = s.attrs[:0]
 		attrBufs.Put(b)
 	}
-	s.attrs, s.buf, s.events, s.links = nil, nil, nil, nil
+	s.attrs, s.buf, s.src, s.events, s.links = nil, nil, nil, nil, nil
 }
 
 // End implements trace.Span: the span goes to the exporter's queue.
@@ -189,10 +188,15 @@ func (s *span) SetStatus(code codes.Code, description string) {
 }
 
 // SetAttributes implements trace.Span: appended (the data plane sets each
-// attribute once), invalid ones left out.
+// attribute once), invalid ones left out. The pooled slice is taken only
+// then: a span whose attributes come from an AttrSource needs none.
 func (s *span) SetAttributes(kv ...attribute.KeyValue) {
-	if s.ended {
+	if s.ended || len(kv) == 0 {
 		return
+	}
+	if s.buf == nil {
+		s.buf = attrBufs.Get().(*attrBuf)
+		s.attrs = s.buf.kv[:0]
 	}
 	for _, a := range kv {
 		if a.Valid() {
