@@ -122,7 +122,11 @@ func TestRecordedSpansArriveAsTheUpstreamExporterSendsThem(t *testing.T) {
 		t.Run(strings.ReplaceAll(protocol, "/", "-"), func(t *testing.T) {
 			want, got := otlptest.Start(t), otlptest.Start(t)
 			upstream := otlptracehttp.NewClient(otlptracehttp.WithEndpoint(want.HTTPAddr), otlptracehttp.WithInsecure())
-			ours := otlptracehttp.NewClient(otlptracehttp.WithEndpoint(got.HTTPAddr), otlptracehttp.WithInsecure())
+			hc, err := httpConfigFrom(mapEnv(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + got.HTTPAddr}), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ours otlptrace.Client = newHTTPExporter(hc)
 			if protocol == ProtocolGRPC {
 				upstream = otlptracegrpc.NewClient(otlptracegrpc.WithEndpoint(want.GRPCAddr), otlptracegrpc.WithInsecure())
 				ours = otlptracegrpc.NewClient(otlptracegrpc.WithEndpoint(got.GRPCAddr), otlptracegrpc.WithInsecure())
