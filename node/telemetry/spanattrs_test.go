@@ -45,9 +45,9 @@ func TestAttrSourceEncodesAsTheSameAttributeList(t *testing.T) {
 		attribute.StringSlice("ls", []string{strings.Repeat("z", 200), "a"})}
 	for i, sd := range stubSpans(2) {
 		list := recordOf(sd)
-		list.attrs = append(append([]attribute.KeyValue(nil), own...), typed...)
+		list.extra().attrs = append(append([]attribute.KeyValue(nil), own...), typed...)
 		src := recordOf(sd)
-		src.attrs = own
+		src.extra().attrs = own
 		src.SetAttrSource(typedAttrs(typed))
 		w := &wireAttrs{}
 		want := appendSpan(w, nil, list)

@@ -331,9 +331,9 @@ func statusCode(c codes.Code) tracepb.Status_StatusCode {
 }
 
 // spanFlags are the W3C trace flags plus whether the parent is remote.
-func spanFlags(tf trace.TraceFlags, parent trace.SpanContext) uint32 {
+func spanFlags(tf trace.TraceFlags, remoteParent bool) uint32 {
 	f := uint32(tf) | uint32(tracepb.SpanFlags_SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK)
-	if parent.IsRemote() {
+	if remoteParent {
 		f |= uint32(tracepb.SpanFlags_SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK)
 	}
 	return f
