@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"strings"
 	"time"
@@ -35,21 +36,21 @@ var (
 const contentLimit = 4 << 10
 
 // startSpan starts the request's server span, continuing the trace of the
-// client's traceparent, and returns the request carrying it and the
-// writer to answer through (one that notes what the answer says when the
-// span is recorded).
-func (h *Handler) startSpan(w http.ResponseWriter, r *http.Request, rec *Record) (http.ResponseWriter, *http.Request) {
+// client's traceparent, and returns the context carrying it (the caller
+// serves the request in it: made there, that request copy stays off the
+// heap) and the writer to answer through (one that notes what the answer
+// says when the span is recorded).
+func (h *Handler) startSpan(w http.ResponseWriter, r *http.Request, rec *Record) (http.ResponseWriter, context.Context) {
 	ctx := w3c.Extract(r.Context(), canonicalCarrier(r.Header))
 	ctx, span := h.cfg.Tracer.Start(ctx, operationName(rec.Endpoint), serverKind)
 	rec.span = span
-	r = r.WithContext(ctx)
 	if !span.IsRecording() {
-		return w, r
+		return w, ctx
 	}
 	tw := &traceWriter{ResponseWriter: w, keep: h.cfg.TraceContent, path: r.URL.Path,
 		gemini: rec.Endpoint == routing.EndpointGemini, reasonKey: reasonKeyOf(rec.Endpoint, h.cfg.TraceContent)}
 	rec.tw = tw
-	return tw, r
+	return tw, ctx
 }
 
 // recording reports whether the request's span records attributes.
