@@ -86,12 +86,19 @@ func sampled(rec *Record) bool { return rec.span != nil && rec.span.SpanContext(
 const exemplarEvery = int64(time.Second)
 
 // exemplarGate lets at most one observation per exemplarEvery per series
-// carry its request's trace as exemplar; the others are plain. Series are
-// bounded by the routes and deployments (none is ever deleted), and so
-// is last.
+// carry its request's trace as exemplar; the others are plain. It notes
+// at most maxExemplarSeries series: past that it forgets them all (each
+// then takes its next sampled request's trace at once, as a new one), so
+// series that come and go (routes and deployments renamed, removed) do
+// not pile up in it.
 type exemplarGate struct {
 	last sync.Map // prometheus.Observer -> *atomic.Int64: unix ns of its last exemplar, 0 for none
+	n    atomic.Int64
 }
+
+// maxExemplarSeries bounds the series an exemplarGate notes: far more
+// than a node's routes × deployments × the label values of a series.
+const maxExemplarSeries = 4096
 
 // due reports whether o's observation at now (unix ns) carries an
 // exemplar, and if so notes it as made then. A now a second or more
@@ -100,7 +107,14 @@ type exemplarGate struct {
 func (g *exemplarGate) due(o prometheus.Observer, now int64) bool {
 	v, ok := g.last.Load(o)
 	if !ok {
-		v, _ = g.last.LoadOrStore(o, new(atomic.Int64))
+		if g.n.Add(1) > maxExemplarSeries {
+			g.last.Clear()
+			g.n.Store(1)
+		}
+		var loaded bool
+		if v, loaded = g.last.LoadOrStore(o, new(atomic.Int64)); loaded {
+			g.n.Add(-1)
+		}
 	}
 	last := v.(*atomic.Int64)
 	t := last.Load()

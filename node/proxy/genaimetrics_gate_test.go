@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -76,4 +77,41 @@ func TestExemplarsAtMostOncePerSecondPerSeries(t *testing.T) {
 	if tr, n := exemplarOf(t, a); tr != thirdTrace || n != 4 {
 		t.Errorf("series a a second later: exemplar %q count %d, want %s and 4", tr, n, thirdTrace)
 	}
+}
+
+// The gate notes at most maxExemplarSeries series: one more makes it
+// forget them all, and a forgotten series takes the next sampled
+// request's trace at once, even within its second.
+func TestExemplarGateForgetsItsSeriesPastItsBound(t *testing.T) {
+	var g exemplarGate
+	vec := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "h", Buckets: []float64{10}}, []string{"s"})
+	series := func(i int) prometheus.Observer { return vec.WithLabelValues(strconv.Itoa(i)) }
+	now := time.Unix(1000, 0).UnixNano()
+	for i := range maxExemplarSeries {
+		if !g.due(series(i), now) {
+			t.Fatalf("series %d: no exemplar for its first observation", i)
+		}
+	}
+	if n := g.noted(); n != maxExemplarSeries {
+		t.Fatalf("%d series noted, want %d", n, maxExemplarSeries)
+	}
+	if g.due(series(0), now+1) {
+		t.Fatal("series 0 within its second: an exemplar again")
+	}
+	if !g.due(series(maxExemplarSeries), now+2) {
+		t.Fatal("one series more: no exemplar for its first observation")
+	}
+	if n := g.noted(); n != 1 {
+		t.Fatalf("%d series noted after one past the bound, want 1 (the others forgotten)", n)
+	}
+	if !g.due(series(0), now+3) {
+		t.Error("series 0 once forgotten: no exemplar, want one at once")
+	}
+}
+
+// noted counts the series g notes.
+func (g *exemplarGate) noted() int {
+	n := 0
+	g.last.Range(func(any, any) bool { n++; return true })
+	return n
 }

@@ -325,7 +325,9 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 	}
 	rec := &Record{Start: time.Now(), Endpoint: ep, RequestID: h.nextRequestID()}
 	if h.cfg.Tracer != nil {
-		w, r = h.startSpan(w, r, rec)
+		var ctx context.Context
+		w, ctx = h.startSpan(w, r, rec)
+		r = r.WithContext(ctx)
 		defer h.endSpan(rec) // after finish
 	}
 	if h.cfg.RequestTimeout > 0 {

@@ -2,9 +2,9 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -36,21 +36,21 @@ var (
 const contentLimit = 4 << 10
 
 // startSpan starts the request's server span, continuing the trace of the
-// client's traceparent, and returns the request carrying it and the
-// writer to answer through (one that notes what the answer says when the
-// span is recorded).
-func (h *Handler) startSpan(w http.ResponseWriter, r *http.Request, rec *Record) (http.ResponseWriter, *http.Request) {
+// client's traceparent, and returns the context carrying it (the caller
+// serves the request in it: made there, that request copy stays off the
+// heap) and the writer to answer through (one that notes what the answer
+// says when the span is recorded).
+func (h *Handler) startSpan(w http.ResponseWriter, r *http.Request, rec *Record) (http.ResponseWriter, context.Context) {
 	ctx := w3c.Extract(r.Context(), canonicalCarrier(r.Header))
 	ctx, span := h.cfg.Tracer.Start(ctx, operationName(rec.Endpoint), serverKind)
 	rec.span = span
-	r = r.WithContext(ctx)
 	if !span.IsRecording() {
-		return w, r
+		return w, ctx
 	}
 	tw := &traceWriter{ResponseWriter: w, keep: h.cfg.TraceContent, path: r.URL.Path,
 		gemini: rec.Endpoint == routing.EndpointGemini, reasonKey: reasonKeyOf(rec.Endpoint, h.cfg.TraceContent)}
 	rec.tw = tw
-	return tw, r
+	return tw, ctx
 }
 
 // recording reports whether the request's span records attributes.
@@ -75,25 +75,7 @@ func (rec *Record) traceEvent(name string, attrs ...attribute.KeyValue) {
 	}
 }
 
-// attrPool holds the slices a span's attributes are built in: the tracer
-// copies them in SetAttributes, so one slice serves request after request.
-var attrPool = sync.Pool{New: func() any { s := make([]attribute.KeyValue, 0, 32); return &s }}
-
-// getAttrs returns a pooled slice to build a span's attributes in.
-func getAttrs() *[]attribute.KeyValue { return attrPool.Get().(*[]attribute.KeyValue) }
-
-// setAttrs sets a (built in *p) on span in one call and puts *p back.
-func setAttrs(span trace.Span, p *[]attribute.KeyValue, a []attribute.KeyValue) {
-	span.SetAttributes(a...)
-	clear(a) // drop the strings for the collector
-	*p = a[:0]
-	attrPool.Put(p)
-}
-
 // endSpan sets what the finished request came to and ends its span.
-// Booleans that are false and the route when it is the requested model
-// are left out: every attribute costs the span's copies, its
-// de-duplication and the export, request after request.
 func (h *Handler) endSpan(rec *Record) {
 	span := rec.span
 	if !rec.recording() {
@@ -104,81 +86,9 @@ func (h *Handler) endSpan(rec *Record) {
 	if rec.Model != "" {
 		span.SetName(op + " " + rec.Model)
 	}
-	p := getAttrs()
-	setAttrs(span, p, h.serverAttrs((*p)[:0], rec, op))
+	setAttrs(span, newServerRecord(rec, op))
 	setStatus(span, rec.Status)
 	span.End()
-}
-
-// serverAttrs appends the request span's attributes to a.
-func (h *Handler) serverAttrs(a []attribute.KeyValue, rec *Record, op string) []attribute.KeyValue {
-	tw := rec.tw
-	a = append(outcomeAttrs(a, rec), attribute.String("gen_ai.operation.name", op),
-		attribute.String("tollgate.request_id", rec.RequestID), attribute.String("url.path", tw.path),
-		attribute.String("gen_ai.request.model", tw.requestModel),
-		attribute.String("tollgate.key_id", rec.KeyID), attribute.String("tollgate.team_id", rec.TeamID),
-		attribute.Int("tollgate.attempts", rec.Attempts), attribute.String("tollgate.deployment", rec.Deployment),
-		attribute.Float64("tollgate.cost_usd", float64(rec.CostNanos)/1e9))
-	if rec.FirstByte > 0 {
-		a = append(a, attribute.Float64("gen_ai.server.time_to_first_token", rec.FirstByte.Seconds()))
-	}
-	if rec.Model != tw.requestModel {
-		a = append(a, attribute.String("tollgate.model", rec.Model))
-	}
-	if rec.Stream {
-		a = append(a, attribute.Bool("tollgate.stream", true))
-	}
-	if rec.Unpriced {
-		a = append(a, attribute.Bool("tollgate.unpriced", true))
-	}
-	if rec.dep != nil {
-		a = append(a, attribute.String("gen_ai.provider.name", providerName(rec.dep)))
-	}
-	if tw.maxTokens > 0 {
-		a = append(a, attribute.Int64("gen_ai.request.max_tokens", tw.maxTokens))
-	}
-	if rec.Reservation != nil {
-		a = append(a, attribute.String("tollgate.budget.decision", "reserved"),
-			attribute.Float64("tollgate.budget.reserved_usd", float64(rec.Reservation.Amount())/1e9),
-			attribute.Float64("tollgate.budget.charged_usd", float64(rec.BudgetNanos)/1e9))
-	}
-	if rec.RateLimited != "" {
-		a = append(a, attribute.String("tollgate.rate_limited", rec.RateLimited))
-	}
-	if tw.prompt != "" {
-		a = append(a, attribute.String("gen_ai.prompt", tw.prompt))
-	}
-	if len(tw.content) > 0 {
-		a = append(a, attribute.String("gen_ai.completion", truncateUTF8(tw.content, contentLimit)))
-	}
-	return a
-}
-
-// outcomeAttrs appends to a the attributes of the answer: its status,
-// model, usage and finish reasons. The server span and the attempt that
-// answered share them.
-func outcomeAttrs(a []attribute.KeyValue, rec *Record) []attribute.KeyValue {
-	a = append(a, attribute.Int("http.response.status_code", rec.Status))
-	if rec.tw.model != "" {
-		a = append(a, attribute.String("gen_ai.response.model", rec.tw.model))
-	}
-	if len(rec.tw.finish) > 0 {
-		a = append(a, attribute.KeyValue{Key: "gen_ai.response.finish_reasons", Value: rec.tw.finishValue()})
-	}
-	if u := rec.Usage; u.Present {
-		a = append(a, attribute.Int64("gen_ai.usage.input_tokens", u.PromptTokens),
-			attribute.Int64("gen_ai.usage.output_tokens", u.CompletionTokens))
-		if u.CachedTokens > 0 {
-			a = append(a, attribute.Int64("gen_ai.usage.cache_read.input_tokens", u.CachedTokens))
-		}
-		if u.CacheWriteTokens > 0 {
-			a = append(a, attribute.Int64("gen_ai.usage.cache_creation.input_tokens", u.CacheWriteTokens))
-		}
-	}
-	if rec.Status >= 400 {
-		a = append(a, attribute.String("error.type", statusLabel(rec.Status)))
-	}
-	return a
 }
 
 // tryTraced is try inside a client span of its own: one per attempt, so
@@ -206,45 +116,13 @@ type attemptInfo struct {
 // endAttempt sets an attempt's attributes and status and ends its span: f
 // is its failure, nil when it answered (or panicked: then rec says how).
 func endAttempt(span trace.Span, rec *Record, rt *raftstore.Route, d *raftstore.Deployment, at *attemptInfo, f *failure) {
-	p := getAttrs()
-	setAttrs(span, p, attemptAttrs((*p)[:0], rec, rt, d, at, f))
+	setAttrs(span, newAttemptRecord(rec, rt, d, at, f))
 	if f != nil {
 		span.SetStatus(codes.Error, f.err.Message)
 	} else {
 		setStatus(span, rec.Status)
 	}
 	span.End()
-}
-
-// attemptAttrs appends an attempt's attributes to a.
-func attemptAttrs(a []attribute.KeyValue, rec *Record, rt *raftstore.Route, d *raftstore.Deployment, at *attemptInfo, f *failure) []attribute.KeyValue {
-	a = append(a, attribute.String("gen_ai.operation.name", at.op), attribute.String("gen_ai.provider.name", providerName(d)),
-		attribute.String("gen_ai.request.model", at.model), attribute.String("tollgate.deployment", d.ID),
-		attribute.String("tollgate.route", rt.Name), attribute.Int("tollgate.attempt", at.number))
-	if at.fallback {
-		a = append(a, attribute.Bool("tollgate.fallback", true))
-	}
-	if at.cooling {
-		a = append(a, attribute.Bool("tollgate.cooling", true))
-	}
-	if f == nil {
-		return outcomeAttrs(a, rec)
-	}
-	code := f.err.Code
-	if code == "" {
-		code = statusLabel(f.err.Status)
-	}
-	a = append(a, attribute.String("error.type", code), attribute.Int("http.response.status_code", f.err.Status))
-	if f.cools {
-		a = append(a, attribute.Bool("tollgate.cools", true))
-	}
-	if f.retry {
-		a = append(a, attribute.Bool("tollgate.retryable", true))
-	}
-	if f.rateLimited != "" {
-		a = append(a, attribute.String("tollgate.rate_limited", f.rateLimited))
-	}
-	return a
 }
 
 // coolingNow reports whether d is in its cooldown (without claiming a
@@ -345,34 +223,15 @@ type traceWriter struct {
 	reasonKey []byte
 	model     string
 	finish    []string
-	// finishVal is finish as an attribute value, once made.
-	finishVal attribute.Value
 	// What the request asked for (traceRequest).
 	path, requestModel, prompt string
 	maxTokens                  int64
-}
-
-// singleFinish are the attribute values of the one-reason finish lists,
-// made once: a string slice value is built by reflection.
-var singleFinish = func() map[string]attribute.Value {
-	m := make(map[string]attribute.Value, len(finishReasons))
-	for r := range finishReasons {
-		m[r] = attribute.StringSliceValue([]string{r})
-	}
-	return m
-}()
-
-// finishValue is the finish reasons as an attribute value.
-func (tw *traceWriter) finishValue() attribute.Value {
-	if tw.finishVal.Type() != attribute.EMPTY {
-		return tw.finishVal
-	}
-	if v, ok := singleFinish[tw.finish[0]]; ok && len(tw.finish) == 1 {
-		tw.finishVal = v
-	} else {
-		tw.finishVal = attribute.StringSliceValue(tw.finish)
-	}
-	return tw.finishVal
+	// The records the spans' attributes are written from (the first
+	// attempt's here, others' apart): set when a span ends, read by the
+	// exporter after.
+	server      serverRecord
+	attempt     attemptRecord
+	attemptUsed bool
 }
 
 func (tw *traceWriter) Write(p []byte) (int, error) {

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
@@ -29,11 +31,12 @@ import (
 // after the last, each export within OTEL_BSP_EXPORT_TIMEOUT.
 //
 // An export writes each span straight to protobuf wire bytes (spanwire.go)
-// into a buffer reused batch after batch; the bytes ride in the ScopeSpans
-// message as its unknown fields, which the client's proto.Marshal copies
-// verbatim (field 2 of ScopeSpans is its repeated Span). The client (gRPC
-// or HTTP, configured by the OTEL_EXPORTER_OTLP_* variables, with its
-// retries and compression) is the upstream one.
+// into a buffer reused batch after batch. Over HTTP the queue frames the
+// whole request around them in place and httpExporter posts it
+// (otlphttp.go: the OTEL_EXPORTER_OTLP_* variables, retries and
+// compression as the upstream client's). Over gRPC the bytes ride in the
+// ScopeSpans message as its unknown fields (field 2 of ScopeSpans is its
+// repeated Span), which the upstream client's proto.Marshal copies.
 type spanQueue struct {
 	ch chan *span
 	// full wakes the exporter when wakeAt spans are queued: a span is queued
@@ -53,6 +56,9 @@ type spanQueue struct {
 	resourceSchema string
 	scope          *commonpb.InstrumentationScope
 	buf, scratch   []byte // the encoded spans of the last batch, one span
+	pre            []byte // a request's framing
+	framing
+	wire wireAttrs
 }
 
 // queueConfig is the batching the OTEL_BSP_* variables ask for.
@@ -104,6 +110,7 @@ func newSpanQueue(ctx context.Context, client otlptrace.Client, c queueConfig, r
 	q := &spanQueue{ch: make(chan *span, c.size), full: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		client: client, batch: c.batch, delay: c.delay, timeout: c.timeout, scope: scope,
 		resource: &resourcepb.Resource{Attributes: newKeyValues(res.Attributes())}, resourceSchema: res.SchemaURL()}
+	q.framing = newFraming(q.resource, q.resourceSchema, scope)
 	go q.run()
 	return q, nil
 }
@@ -208,35 +215,94 @@ func (q *spanQueue) drain(batch []*span) {
 // maxKeptBuf bounds the buffer kept for the next batch.
 const maxKeptBuf = 4 << 20
 
+// poster is a client that sends a batch as the bytes of its
+// ExportTraceServiceRequest (httpExporter): the span queue writes them
+// whole, the spans in place, instead of handing the client messages that
+// it marshals into bytes again.
+type poster interface {
+	post(ctx context.Context, body []byte) error
+}
+
 // export encodes batch, releases its spans and uploads them; it returns
-// batch emptied.
+// batch emptied. The spans are written after q.head bytes left for the
+// request's framing (frame).
 func (q *spanQueue) export(batch []*span) []*span {
 	if len(batch) == 0 {
 		return batch
 	}
-	b := q.buf[:0]
+	if cap(q.buf) < q.head {
+		q.buf = make([]byte, q.head, 64<<10)
+	}
+	b := q.buf[:q.head]
 	for i, s := range batch {
-		q.scratch = appendSpan(q.scratch[:0], s)
+		q.scratch = appendSpan(&q.wire, q.scratch[:0], s)
 		b = protowire.AppendTag(b, scopeSpansSpans, protowire.BytesType)
 		b = append(protowire.AppendVarint(b, uint64(len(q.scratch))), q.scratch...)
 		s.release()
 		batch[i] = nil
 	}
-	ss := &tracepb.ScopeSpans{Scope: q.scope}
-	ss.ProtoReflect().SetUnknown(protoreflect.RawFields(b))
-	rss := []*tracepb.ResourceSpans{{Resource: q.resource, SchemaUrl: q.resourceSchema, ScopeSpans: []*tracepb.ScopeSpans{ss}}}
 	ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
 	defer cancel()
-	if err := q.client.UploadTraces(ctx, rss); err != nil {
+	var err error
+	if p, ok := q.client.(poster); ok {
+		err = p.post(ctx, q.frame(&b))
+	} else {
+		ss := &tracepb.ScopeSpans{Scope: q.scope}
+		ss.ProtoReflect().SetUnknown(protoreflect.RawFields(b[q.head:]))
+		err = q.client.UploadTraces(ctx, []*tracepb.ResourceSpans{{Resource: q.resource, SchemaUrl: q.resourceSchema, ScopeSpans: []*tracepb.ScopeSpans{ss}}})
+	}
+	if err != nil {
 		otel.Handle(fmt.Errorf("traces export: %w", err))
 	}
 	if cap(b) <= maxKeptBuf {
-		q.buf = b // the client holds none of it once UploadTraces returned
+		q.buf = b // the client holds none of it once it returned
 	}
 	if cap(q.scratch) > maxKeptBuf {
 		q.scratch = nil
 	}
 	return batch[:0]
+}
+
+// framing is what an ExportTraceServiceRequest of one ResourceSpans of
+// one ScopeSpans holds besides its spans, encoded once as proto.Marshal
+// writes it: the resource and scope fields before the spans, the schema
+// after.
+type framing struct {
+	resourceField, scopeField, schemaField []byte
+	head                                   int // room for the framing before the spans
+}
+
+func newFraming(res *resourcepb.Resource, schema string, scope *commonpb.InstrumentationScope) framing {
+	f := framing{resourceField: mustMarshal(&tracepb.ResourceSpans{Resource: res}), scopeField: mustMarshal(&tracepb.ScopeSpans{Scope: scope}),
+		schemaField: mustMarshal(&tracepb.ResourceSpans{SchemaUrl: schema})}
+	f.head = 2*(1+binary.MaxVarintLen64) + len(f.resourceField) + len(f.scopeField)
+	return f
+}
+
+func mustMarshal(m proto.Message) []byte {
+	b, err := proto.Marshal(m)
+	if err != nil {
+		panic(err) // messages made here, of valid strings
+	}
+	return b
+}
+
+// frame writes the request's framing around the spans *b holds after
+// q.head bytes, and returns the request: the end of that room and the
+// spans, which stay where they are.
+func (q *spanQueue) frame(b *[]byte) []byte {
+	spans := len(*b) - q.head
+	ss := len(q.scopeField) + spans
+	rs := len(q.resourceField) + 1 + protowire.SizeVarint(uint64(ss)) + ss + len(q.schemaField)
+	pre := protowire.AppendVarint(append(q.pre[:0], 0x0a), uint64(rs)) // resource_spans = 1
+	pre = append(pre, q.resourceField...)
+	pre = protowire.AppendVarint(append(pre, 0x12), uint64(ss)) // scope_spans = 2
+	pre = append(pre, q.scopeField...)
+	q.pre = pre
+	start := q.head - len(pre)
+	copy((*b)[start:], pre)
+	*b = append(*b, q.schemaField...)
+	return (*b)[start:]
 }
 
 // shutdown exports what is queued and stops the client, within ctx.
@@ -265,9 +331,9 @@ func statusCode(c codes.Code) tracepb.Status_StatusCode {
 }
 
 // spanFlags are the W3C trace flags plus whether the parent is remote.
-func spanFlags(tf trace.TraceFlags, parent trace.SpanContext) uint32 {
+func spanFlags(tf trace.TraceFlags, remoteParent bool) uint32 {
 	f := uint32(tf) | uint32(tracepb.SpanFlags_SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK)
-	if parent.IsRemote() {
+	if remoteParent {
 		f |= uint32(tracepb.SpanFlags_SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK)
 	}
 	return f

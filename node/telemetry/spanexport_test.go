@@ -83,9 +83,10 @@ func stubSpans(n int) []sdktrace.ReadOnlySpan {
 
 // recordOf is the recorder's span of what sd says.
 func recordOf(sd sdktrace.ReadOnlySpan) *span {
-	return &span{sc: sd.SpanContext(), parent: sd.Parent(), name: sd.Name(), kind: sd.SpanKind(), start: sd.StartTime(),
-		end: sd.EndTime(), attrs: slices.Clone(sd.Attributes()), events: slices.Clone(sd.Events()), links: slices.Clone(sd.Links()),
-		status: sd.Status()}
+	return &span{sc: sd.SpanContext(), parentID: sd.Parent().SpanID(), parentRemote: sd.Parent().IsRemote(), name: sd.Name(),
+		kind: uint8(sd.SpanKind()), start: sd.StartTime(), dur: sd.EndTime().Sub(sd.StartTime()), code: sd.Status().Code,
+		x: &spanExtra{attrs: slices.Clone(sd.Attributes()), events: slices.Clone(sd.Events()), links: slices.Clone(sd.Links()),
+			desc: sd.Status().Description}}
 }
 
 // testQueue is a span queue exporting through client whose batches go
@@ -122,7 +123,11 @@ func TestRecordedSpansArriveAsTheUpstreamExporterSendsThem(t *testing.T) {
 		t.Run(strings.ReplaceAll(protocol, "/", "-"), func(t *testing.T) {
 			want, got := otlptest.Start(t), otlptest.Start(t)
 			upstream := otlptracehttp.NewClient(otlptracehttp.WithEndpoint(want.HTTPAddr), otlptracehttp.WithInsecure())
-			ours := otlptracehttp.NewClient(otlptracehttp.WithEndpoint(got.HTTPAddr), otlptracehttp.WithInsecure())
+			hc, err := httpConfigFrom(mapEnv(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + got.HTTPAddr}), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ours otlptrace.Client = newHTTPExporter(hc)
 			if protocol == ProtocolGRPC {
 				upstream = otlptracegrpc.NewClient(otlptracegrpc.WithEndpoint(want.GRPCAddr), otlptracegrpc.WithInsecure())
 				ours = otlptracegrpc.NewClient(otlptracegrpc.WithEndpoint(got.GRPCAddr), otlptracegrpc.WithInsecure())
@@ -219,9 +224,9 @@ func BenchmarkSpanExport(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			for i, sd := range spans {
-				s := &span{sc: sd.SpanContext(), name: sd.Name(), kind: sd.SpanKind(), start: sd.StartTime(), end: sd.EndTime(),
-					buf: attrBufs.Get().(*attrBuf)}
-				s.attrs = append(s.buf.kv[:0], sd.Attributes()...)
+				s := &span{sc: sd.SpanContext(), name: sd.Name(), kind: uint8(sd.SpanKind()), start: sd.StartTime(),
+					dur: sd.EndTime().Sub(sd.StartTime()), x: &spanExtra{buf: attrBufs.Get().(*attrBuf)}}
+				s.x.attrs = append(s.x.buf.kv[:0], sd.Attributes()...)
 				batch[i] = s
 			}
 			batch = q.export(batch)[:len(spans)]

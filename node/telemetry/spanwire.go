@@ -40,8 +40,9 @@ const (
 // appendSpan appends the fields of s as an OTLP Span message, as
 // proto.Marshal writes the upstream exporter's conversion of the SDK's
 // span: scalar fields at their zero value are left out, the status is
-// always there. Nothing is dropped: no dropped counts.
-func appendSpan(b []byte, s *span) []byte {
+// always there. Nothing is dropped: no dropped counts. The span's
+// attribute source writes through w (b lent to it, taken back).
+func appendSpan(w *wireAttrs, b []byte, s *span) []byte {
 	sc := s.sc
 	tid, sid := sc.TraceID(), sc.SpanID()
 	b = appendBytesField(b, spanTraceID, tid[:])
@@ -49,36 +50,48 @@ func appendSpan(b []byte, s *span) []byte {
 	if ts := sc.TraceState(); ts.Len() > 0 {
 		b = appendStringField(b, spanTraceState, ts.String())
 	}
-	if p := s.parent.SpanID(); p.IsValid() {
+	if p := s.parentID; p.IsValid() {
 		b = appendBytesField(b, spanParentSpanID, p[:])
 	}
 	b = appendStringField(b, spanName, s.name)
-	if k := s.kind; k >= trace.SpanKindInternal && k <= trace.SpanKindConsumer {
+	if k := trace.SpanKind(s.kind); k >= trace.SpanKindInternal && k <= trace.SpanKindConsumer {
 		b = appendVarintField(b, spanKind, uint64(k)) // the enums agree: 1 internal ... 5 consumer
 	}
 	b = appendFixed64Field(b, spanStart, unixNano(s.start.UnixNano()))
-	b = appendFixed64Field(b, spanEnd, unixNano(s.start.UnixNano()+int64(s.end.Sub(s.start))))
-	b = appendKeyValues(b, spanAttributes, s.attrs)
+	b = appendFixed64Field(b, spanEnd, unixNano(s.start.UnixNano()+int64(s.dur)))
+	x := s.x
+	if x == nil {
+		x = &noExtra
+	}
+	b = appendKeyValues(b, spanAttributes, x.attrs)
+	if s.src != nil {
+		w.b, w.num = b, spanAttributes
+		s.src.WriteAttrs(w)
+		b, w.b = w.b, nil
+	}
 	var at int
-	for _, ev := range s.events {
+	for _, ev := range x.events {
 		b, at = beginMsg(b, spanEvents)
 		b = appendFixed64Field(b, eventTime, unixNano(ev.Time.UnixNano()))
 		b = appendStringField(b, eventName, ev.Name)
 		b = appendKeyValues(b, eventAttributes, ev.Attributes)
 		b = endMsg(b, at)
 	}
-	for _, l := range s.links {
+	for _, l := range x.links {
 		b, at = beginMsg(b, spanLinks)
 		b = appendLink(b, l)
 		b = endMsg(b, at)
 	}
 	b, at = beginMsg(b, spanStatus)
-	b = appendStringField(b, statusMessage, s.status.Description)
-	b = appendVarintField(b, statusCodeField, uint64(statusCode(s.status.Code)))
+	b = appendStringField(b, statusMessage, x.desc)
+	b = appendVarintField(b, statusCodeField, uint64(statusCode(s.code)))
 	b = endMsg(b, at)
 	b = protowire.AppendTag(b, spanFlagsField, protowire.Fixed32Type) // never 0: it has the has-is-remote bit
-	return protowire.AppendFixed32(b, spanFlags(sc.TraceFlags(), s.parent))
+	return protowire.AppendFixed32(b, spanFlags(sc.TraceFlags(), s.parentRemote))
 }
+
+// noExtra stands for a span's extra fields when it has none.
+var noExtra spanExtra
 
 func unixNano(n int64) uint64 { return uint64(max(0, n)) }
 
@@ -112,7 +125,7 @@ func appendLink(b []byte, l sdktrace.Link) []byte {
 	b = appendStringField(b, linkTraceState, l.SpanContext.TraceState().String())
 	b = appendKeyValues(b, linkAttributes, l.Attributes)
 	b = protowire.AppendTag(b, linkFlags, protowire.Fixed32Type) // never 0: it has the has-is-remote bit
-	return protowire.AppendFixed32(b, spanFlags(l.SpanContext.TraceFlags(), l.SpanContext))
+	return protowire.AppendFixed32(b, spanFlags(l.SpanContext.TraceFlags(), l.SpanContext.IsRemote()))
 }
 
 // appendKeyValues appends attrs as repeated KeyValue messages of field num.
@@ -143,8 +156,7 @@ func appendValue(b []byte, v attribute.Value) []byte {
 		b = protowire.AppendTag(b, anyDouble, protowire.Fixed64Type)
 		return protowire.AppendFixed64(b, math.Float64bits(v.AsFloat64()))
 	case attribute.STRING:
-		b = protowire.AppendTag(b, anyString, protowire.BytesType)
-		return protowire.AppendString(b, validUTF8(v.AsString()))
+		return appendAnyString(b, v.AsString())
 	case attribute.BYTESLICE:
 		b = protowire.AppendTag(b, anyBytes, protowire.BytesType)
 		return protowire.AppendBytes(b, v.AsByteSlice())

@@ -37,8 +37,8 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otellog "go.opentelemetry.io/otel/log"
 	"go.opentelemetry.io/otel/metric"
 	sdklog "go.opentelemetry.io/otel/sdk/log"
@@ -181,12 +181,16 @@ func New(ctx context.Context, version string, log *slog.Logger) (*Telemetry, err
 func newTracer(ctx context.Context, protocol string, res *resource.Resource, version string, log *slog.Logger) (*Tracer, error) {
 	smp, serr := samplerFrom(os.Getenv)
 	qc, qerr := queueConfigFrom(os.Getenv)
-	if err := errors.Join(serr, qerr); err != nil && log != nil {
-		log.Warn("telemetry: bad setting, using the default", "err", err) // as the SDK: not a failure
-	}
-	client := otlptracehttp.NewClient()
+	var client otlptrace.Client
 	if protocol == ProtocolGRPC {
 		client = otlptracegrpc.NewClient()
+	} else {
+		hc, herr := httpConfigFrom(os.Getenv, os.ReadFile)
+		qerr = errors.Join(qerr, herr)
+		client = newHTTPExporter(hc)
+	}
+	if err := errors.Join(serr, qerr); err != nil && log != nil {
+		log.Warn("telemetry: bad setting, using the default", "err", err) // as the SDK: not a failure
 	}
 	q, err := newSpanQueue(ctx, client, qc, res, &commonpb.InstrumentationScope{Name: ScopeName, Version: version})
 	if err != nil {

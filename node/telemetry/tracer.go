@@ -52,14 +52,13 @@ func (t *Tracer) Start(ctx context.Context, name string, opts ...trace.SpanStart
 		ctx = trace.ContextWithSpanContext(ctx, sc.WithTraceFlags(sc.TraceFlags()&^trace.FlagsSampled)) // propagated, not recorded
 		return ctx, trace.SpanFromContext(ctx)
 	}
-	s := &span{t: t, sc: sc.WithTraceFlags(sc.TraceFlags() | trace.FlagsSampled), parent: parent, name: name}
-	s.buf = attrBufs.Get().(*attrBuf)
-	s.attrs = s.buf.kv[:0]
-	s.kind = trace.ValidateSpanKind(cfg.SpanKind()) // unspecified: internal, as the SDK
+	s := &span{t: t, sc: sc.WithTraceFlags(sc.TraceFlags() | trace.FlagsSampled), parentID: parent.SpanID(),
+		parentRemote: parent.IsRemote(), name: name}
+	s.kind = uint8(trace.ValidateSpanKind(cfg.SpanKind())) // unspecified: internal, as the SDK
 	if s.start = cfg.Timestamp(); s.start.IsZero() {
 		s.start = time.Now()
 	}
-	s.attrs = append(s.attrs, cfg.Attributes()...)
+	s.SetAttributes(cfg.Attributes()...)
 	for _, l := range cfg.Links() {
 		s.AddLink(l)
 	}
@@ -96,23 +95,44 @@ func putUint64(b []byte, v uint64) {
 }
 
 // span is one recorded span: what the OTLP Span message says. Its
-// attributes are appended to a slice taken from a pool, which the exporter
-// puts back once it has encoded the span; the span itself is not reused,
-// so that a caller still holding it after End (End again, SpanContext, as
-// the SDK allows) touches only its own, ended span.
+// attributes (if any are set) are appended to a slice taken from a pool,
+// which the exporter puts back once it has encoded the span; the span
+// itself is not reused, so that a caller still holding it after End (End
+// again, SpanContext, as the SDK allows) touches only its own, ended span.
 type span struct {
 	embedded.Span
-	t          *Tracer
-	sc, parent trace.SpanContext
-	name       string
-	kind       trace.SpanKind
-	start, end time.Time
-	attrs      []attribute.KeyValue
-	buf        *attrBuf // where attrs came from
-	events     []sdktrace.Event
-	links      []sdktrace.Link
-	status     sdktrace.Status
-	ended      bool // set by End, never by the exporter: a late call reads it safely
+	t        *Tracer
+	sc       trace.SpanContext
+	parentID trace.SpanID
+	name     string
+	start    time.Time
+	dur      time.Duration // from start to end, on the monotonic clock
+	src      AttrSource    // attributes written by the exporter
+	x        *spanExtra    // what the data plane's spans rarely have
+	code     codes.Code
+	kind     uint8 // a trace.SpanKind
+	// parentRemote: the parent came from a traceparent. ended is set by
+	// End, never by the exporter: a late call reads it safely.
+	parentRemote, ended bool
+}
+
+// spanExtra is what a span holds besides its own fields, made on first
+// use: a span that has none of it (the data plane's, but for a failed
+// attempt's status or a retry's event) is less than half the size.
+type spanExtra struct {
+	attrs  []attribute.KeyValue
+	buf    *attrBuf // where attrs came from
+	events []sdktrace.Event
+	links  []sdktrace.Link
+	desc   string // the status's description
+}
+
+// extra returns s's extra fields, made if need be.
+func (s *span) extra() *spanExtra {
+	if s.x == nil {
+		s.x = new(spanExtra)
+	}
+	return s.x
 }
 
 // attrBuf holds a pooled attribute slice.
@@ -127,12 +147,15 @@ const maxKeptAttrs = 128
 // (its strings go to the collector), and lets go of its events and links.
 // Only the exporter (or a dropping push) calls it, once.
 func (s *span) release() {
-	clear(s.attrs)
-	if b := s.buf; b != nil && cap(s.attrs) <= maxKeptAttrs {
-		b.kv = s.attrs[:0]
-		attrBufs.Put(b)
+	if x := s.x; x != nil {
+		clear(x.attrs)
+		if b := x.buf; b != nil && cap(x.attrs) <= maxKeptAttrs {
+			b.kv = x.attrs[:0]
+			attrBufs.Put(b)
+		}
+		s.x = nil
 	}
-	s.attrs, s.buf, s.events, s.links = nil, nil, nil, nil
+	s.src = nil
 }
 
 // End implements trace.Span: the span goes to the exporter's queue.
@@ -141,13 +164,15 @@ func (s *span) End(opts ...trace.SpanEndOption) {
 		return
 	}
 	s.ended = true
+	var end time.Time
 	if len(opts) > 0 {
 		c := trace.NewSpanEndConfig(opts...)
-		s.end = c.Timestamp()
+		end = c.Timestamp()
 	}
-	if s.end.IsZero() {
-		s.end = time.Now()
+	if end.IsZero() {
+		end = time.Now()
 	}
+	s.dur = end.Sub(s.start)
 	s.t.q.push(s)
 }
 
@@ -157,13 +182,15 @@ func (s *span) AddEvent(name string, opts ...trace.EventOption) {
 		return
 	}
 	c := trace.NewEventConfig(opts...)
-	s.events = append(s.events, sdktrace.Event{Name: name, Attributes: c.Attributes(), Time: c.Timestamp()})
+	x := s.extra()
+	x.events = append(x.events, sdktrace.Event{Name: name, Attributes: c.Attributes(), Time: c.Timestamp()})
 }
 
 // AddLink implements trace.Span.
 func (s *span) AddLink(l trace.Link) {
 	if !s.ended && l.SpanContext.IsValid() {
-		s.links = append(s.links, sdktrace.Link{SpanContext: l.SpanContext, Attributes: l.Attributes})
+		x := s.extra()
+		x.links = append(x.links, sdktrace.Link{SpanContext: l.SpanContext, Attributes: l.Attributes})
 	}
 }
 
@@ -179,24 +206,33 @@ func (s *span) RecordError(err error, opts ...trace.EventOption) {
 // SetStatus implements trace.Span with the SDK's rules: Ok is final, a
 // description only goes with Error.
 func (s *span) SetStatus(code codes.Code, description string) {
-	if s.ended || s.status.Code == codes.Ok || code < s.status.Code {
+	if s.ended || s.code == codes.Ok || code < s.code {
 		return
 	}
 	if code != codes.Error {
 		description = ""
 	}
-	s.status = sdktrace.Status{Code: code, Description: description}
+	s.code = code
+	if description != "" || s.x != nil {
+		s.extra().desc = description
+	}
 }
 
 // SetAttributes implements trace.Span: appended (the data plane sets each
-// attribute once), invalid ones left out.
+// attribute once), invalid ones left out. The pooled slice is taken only
+// then: a span whose attributes come from an AttrSource needs none.
 func (s *span) SetAttributes(kv ...attribute.KeyValue) {
-	if s.ended {
+	if s.ended || len(kv) == 0 {
 		return
+	}
+	x := s.extra()
+	if x.buf == nil {
+		x.buf = attrBufs.Get().(*attrBuf)
+		x.attrs = x.buf.kv[:0]
 	}
 	for _, a := range kv {
 		if a.Valid() {
-			s.attrs = append(s.attrs, a)
+			x.attrs = append(x.attrs, a)
 		}
 	}
 }
