@@ -111,6 +111,10 @@ func (c *httpConfig) setURL(getenv func(string) string) (insecure bool, err erro
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the endpoint: its user info may be a password
+		}
 		u, err = &url.URL{Host: "localhost:4318"}, fmt.Errorf("OTLP endpoint: %w", err)
 	}
 	p := u.Path
