@@ -16,6 +16,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
@@ -276,9 +277,17 @@ func (e *httpExporter) post(ctx context.Context, body []byte) error {
 // postOnce sends body once; it returns whether a failure may be retried
 // and after how long at least.
 func (e *httpExporter) postOnce(ctx context.Context, body []byte) (throttle time.Duration, retry bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, http.NoBody)
 	if err != nil {
 		return 0, false, err
+	}
+	// The transport may read body after Do returned, until it closes it
+	// (its RoundTripper contract): body is lent, so wait for that.
+	var open sync.WaitGroup
+	defer open.Wait()
+	if len(body) > 0 {
+		req.Body, req.ContentLength = lentBody(body, &open), int64(len(body))
+		req.GetBody = func() (io.ReadCloser, error) { return lentBody(body, &open), nil }
 	}
 	req.Header = e.header.Clone()
 	resp, err := e.client.Do(req)
@@ -298,6 +307,26 @@ func (e *httpExporter) postOnce(ctx context.Context, body []byte) (throttle time
 		return retryAfter(resp.Header.Get("Retry-After")), true, fmt.Errorf("OTLP receiver answered %s", resp.Status)
 	}
 	return 0, false, fmt.Errorf("failed to send to %s: %s (body: %s)", e.url, resp.Status, snippet(data))
+}
+
+// lentBody is a request body reading b that tells open when the
+// transport closed it.
+func lentBody(b []byte, open *sync.WaitGroup) io.ReadCloser {
+	open.Add(1)
+	r := &closedBody{}
+	r.Reset(b)
+	r.close = sync.OnceFunc(open.Done)
+	return r
+}
+
+type closedBody struct {
+	bytes.Reader
+	close func()
+}
+
+func (b *closedBody) Close() error {
+	b.close()
+	return nil
 }
 
 // partialSuccess is the error a receiver's answer reports: spans it
