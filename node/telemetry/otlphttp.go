@@ -31,7 +31,8 @@ import (
 // has already written (post): the upstream client's proto.Marshal copied
 // every span once more into a new buffer per batch, about 1.2 KB per
 // traced request. It is also an otlptrace.Client (UploadTraces marshals,
-// as the upstream one).
+// as the upstream one). One goroutine uses it at a time (the span
+// queue's exporter): it reuses its compression buffer.
 type httpExporter struct {
 	url    string
 	header http.Header
