@@ -16,6 +16,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
@@ -61,13 +62,15 @@ const maxResponseBytes = 4 << 20
 // signal's own variable (OTEL_EXPORTER_OTLP_TRACES_*) over the general
 // one; the general endpoint gets /v1/traces appended, the signal's is
 // used as is; the scheme http means no TLS, unless _INSECURE says
-// otherwise. A bad value is left out and reported.
+// otherwise. A bad value is left out and reported: a signal's endpoint,
+// timeout or certificates that cannot be used leave the general ones in
+// effect.
 func httpConfigFrom(getenv func(string) string, readFile func(string) ([]byte, error)) (httpConfig, error) {
 	c := httpConfig{timeout: 10 * time.Second, header: http.Header{}}
 	var errs []error
-	env := func(name string) (string, bool) {
-		for _, n := range [...]string{"OTEL_EXPORTER_OTLP_TRACES_" + name, "OTEL_EXPORTER_OTLP_" + name} {
-			if v := strings.TrimSpace(getenv(n)); v != "" {
+	env := func(name string) (string, bool) { // the signal's if set
+		for _, v := range otlpVars(getenv, name) {
+			if v != "" {
 				return v, true
 			}
 		}
@@ -87,14 +90,15 @@ func httpConfigFrom(getenv func(string) string, readFile func(string) ([]byte, e
 	}
 	v, _ := env("COMPRESSION")
 	c.gzip = v == "gzip"
-	if v, ok := env("TIMEOUT"); ok {
-		if ms, err := strconv.Atoi(v); err != nil {
-			errs = append(errs, fmt.Errorf("OTLP timeout %q: %w", v, err))
-		} else {
+	for _, v := range otlpVars(getenv, "TIMEOUT") {
+		if ms, err := strconv.Atoi(v); err == nil {
 			c.timeout = time.Duration(ms) * time.Millisecond
+			break
+		} else if v != "" {
+			errs = append(errs, fmt.Errorf("OTLP timeout %q: %w", v, err))
 		}
 	}
-	c.tls, err = tlsFrom(env, readFile)
+	c.tls, err = tlsFrom(getenv, readFile)
 	errs = append(errs, err)
 	if insecure && c.tls != nil {
 		errs = append(errs, errors.New("an insecure OTLP endpoint cannot use TLS certificates: left out"))
@@ -106,14 +110,24 @@ func httpConfigFrom(getenv func(string) string, readFile func(string) ([]byte, e
 // setURL sets the traces' URL from the endpoint variables and returns
 // whether its scheme asks for no TLS.
 func (c *httpConfig) setURL(getenv func(string) string) (insecure bool, err error) {
-	raw, signal := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")), true
-	if raw == "" {
-		raw, signal = strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT")), false
+	u, signal := &url.URL{Host: "localhost:4318"}, false
+	var errs []error
+	for i, raw := range otlpVars(getenv, "ENDPOINT") {
+		if raw == "" {
+			continue
+		}
+		p, perr := url.Parse(raw)
+		if perr == nil {
+			u, signal = p, i == 0
+			break
+		}
+		var ue *url.Error
+		if errors.As(perr, &ue) {
+			perr = ue.Err // without the endpoint: its user info may be a password
+		}
+		errs = append(errs, fmt.Errorf("OTLP endpoint: %w", perr))
 	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		u, err = &url.URL{Host: "localhost:4318"}, fmt.Errorf("OTLP endpoint: %w", err)
-	}
+	err = errors.Join(errs...)
 	p := u.Path
 	switch {
 	case !signal:
@@ -124,6 +138,13 @@ func (c *httpConfig) setURL(getenv func(string) string) (insecure bool, err erro
 	s := strings.ToLower(u.Scheme)
 	c.url = (&url.URL{Scheme: s, Host: u.Host, Path: p}).String()
 	return s == "http" || s == "unix", err
+}
+
+// otlpVars is the values of the signal's variable
+// OTEL_EXPORTER_OTLP_TRACES_name and of the general one
+// OTEL_EXPORTER_OTLP_name, in that order ("" when not set).
+func otlpVars(getenv func(string) string, name string) [2]string {
+	return [2]string{strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_" + name)), strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_" + name))}
 }
 
 // parseHeaders adds the headers of a variable's value (key=value,...;
@@ -152,38 +173,48 @@ func isTokenChar(r rune) bool {
 }
 
 // tlsFrom is the TLS the _CERTIFICATE, _CLIENT_CERTIFICATE and
-// _CLIENT_KEY variables ask for; nil when none is set.
-func tlsFrom(env func(string) (string, bool), readFile func(string) ([]byte, error)) (*tls.Config, error) {
+// _CLIENT_KEY variables ask for; nil when none is set. The client
+// certificate and key are a pair: the signal's when both are set and
+// usable, else the general ones.
+func tlsFrom(getenv func(string) string, readFile func(string) ([]byte, error)) (*tls.Config, error) {
 	c := &tls.Config{}
 	var errs []error
-	if f, ok := env("CERTIFICATE"); ok {
+	for _, f := range otlpVars(getenv, "CERTIFICATE") {
+		if f == "" {
+			continue
+		}
 		pem, err := readFile(f)
-		pool := x509.NewCertPool()
-		if err == nil && pool.AppendCertsFromPEM(pem) {
+		if pool := x509.NewCertPool(); err == nil && pool.AppendCertsFromPEM(pem) {
 			c.RootCAs = pool
-		} else {
-			errs = append(errs, fmt.Errorf("OTLP certificate %s: not read or no PEM certificate in it", f))
+			break
 		}
+		errs = append(errs, fmt.Errorf("OTLP certificate %s: not read or no PEM certificate in it", f))
 	}
-	fc, okc := env("CLIENT_CERTIFICATE")
-	fk, okk := env("CLIENT_KEY")
-	if okc && okk {
-		cert, err := readFile(fc)
-		key, kerr := readFile(fk)
-		var pair tls.Certificate
-		if err = errors.Join(err, kerr); err == nil {
-			pair, err = tls.X509KeyPair(cert, key)
+	certs, keys := otlpVars(getenv, "CLIENT_CERTIFICATE"), otlpVars(getenv, "CLIENT_KEY")
+	for i, fc := range certs {
+		if fc == "" || keys[i] == "" {
+			continue
 		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("OTLP client certificate %s: not read or not a key pair", fc))
-		} else {
+		pair, err := keyPair(readFile, fc, keys[i])
+		if err == nil {
 			c.Certificates = []tls.Certificate{pair}
+			break
 		}
+		errs = append(errs, fmt.Errorf("OTLP client certificate %s: not read or not a key pair", fc))
 	}
 	if c.RootCAs == nil && c.Certificates == nil {
 		c = nil
 	}
 	return c, errors.Join(errs...)
+}
+
+func keyPair(readFile func(string) ([]byte, error), certFile, keyFile string) (tls.Certificate, error) {
+	cert, err := readFile(certFile)
+	key, kerr := readFile(keyFile)
+	if err = errors.Join(err, kerr); err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(cert, key)
 }
 
 // newHTTPExporter is the exporter of c, on a transport of its own (as
@@ -247,9 +278,17 @@ func (e *httpExporter) post(ctx context.Context, body []byte) error {
 // postOnce sends body once; it returns whether a failure may be retried
 // and after how long at least.
 func (e *httpExporter) postOnce(ctx context.Context, body []byte) (throttle time.Duration, retry bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, http.NoBody)
 	if err != nil {
 		return 0, false, err
+	}
+	// The transport may read body after Do returned, until it closes it
+	// (its RoundTripper contract): body is lent, so wait for that.
+	var open sync.WaitGroup
+	defer open.Wait()
+	if len(body) > 0 {
+		req.Body, req.ContentLength = lentBody(body, &open), int64(len(body))
+		req.GetBody = func() (io.ReadCloser, error) { return lentBody(body, &open), nil }
 	}
 	req.Header = e.header.Clone()
 	resp, err := e.client.Do(req)
@@ -269,6 +308,26 @@ func (e *httpExporter) postOnce(ctx context.Context, body []byte) (throttle time
 		return retryAfter(resp.Header.Get("Retry-After")), true, fmt.Errorf("OTLP receiver answered %s", resp.Status)
 	}
 	return 0, false, fmt.Errorf("failed to send to %s: %s (body: %s)", e.url, resp.Status, snippet(data))
+}
+
+// lentBody is a request body reading b that tells open when the
+// transport closed it.
+func lentBody(b []byte, open *sync.WaitGroup) io.ReadCloser {
+	open.Add(1)
+	r := &closedBody{}
+	r.Reset(b)
+	r.close = sync.OnceFunc(open.Done)
+	return r
+}
+
+type closedBody struct {
+	bytes.Reader
+	close func()
+}
+
+func (b *closedBody) Close() error {
+	b.close()
+	return nil
 }
 
 // partialSuccess is the error a receiver's answer reports: spans it

@@ -231,7 +231,7 @@ func (q *spanQueue) export(batch []*span) []*span {
 		return batch
 	}
 	if cap(q.buf) < q.head {
-		q.buf = make([]byte, q.head, 64<<10)
+		q.buf = make([]byte, q.head, max(q.head, 64<<10))
 	}
 	b := q.buf[:q.head]
 	for i, s := range batch {
