@@ -9,11 +9,12 @@ import (
 
 // Ended web console sessions (logouts). A console session is a signed
 // cookie every node checks on its own; logging out records the session's
-// fingerprint here until the session's own expiry, so that no node
-// accepts a copy of the cookie afterwards. Entries are ordered by expiry,
-// so each logout drops the expired ones from the front of the tree: the
-// set never holds more than the sessions that were still live at the
-// last logout, all issued within one session lifetime.
+// fingerprint here until the session's own expiry (plus EndedSessionGrace),
+// so that no node accepts a copy of the cookie afterwards. Entries are
+// ordered by expiry, so each logout drops the expired ones from the front
+// of the tree: the set never holds more than the sessions that were still
+// live (within the grace) at the last logout, all issued within one
+// session lifetime and the grace.
 
 // ConsoleSessionIDLen is the length of a console session's fingerprint.
 const ConsoleSessionIDLen = 16
@@ -21,6 +22,12 @@ const ConsoleSessionIDLen = 16
 // MaxConsoleSessionLife bounds how far beyond the command's time an ended
 // session may expire, so that a bad entry cannot stay for ever.
 const MaxConsoleSessionLife = 7 * 24 * time.Hour
+
+// EndedSessionGrace is how long an ended session is kept past its expiry
+// (by the leader's clock, which stamps the commands), so that a node whose
+// clock runs behind the leader's, and so still takes the session for
+// live, refuses it too.
+const EndedSessionGrace = 5 * time.Minute
 
 // endedSession is an ended session: its expiry (Unix seconds) and
 // fingerprint.
@@ -63,7 +70,8 @@ func validEndedSession(e *pb.EndedConsoleSession) error {
 }
 
 // endConsoleSession records c's session as ended until its expiry, and
-// drops every ended session that has expired by the command's time.
+// drops every ended session that expired EndedSessionGrace before the
+// command's time.
 func endConsoleSession(cur *State, c *pb.EndConsoleSessionCommand, unixNanos int64) (*State, error) {
 	e := c.GetSession()
 	if err := validEndedSession(e); err != nil {
@@ -73,15 +81,16 @@ func endConsoleSession(cur *State, c *pb.EndConsoleSessionCommand, unixNanos int
 	if e.GetExpiresAt() > now.Add(MaxConsoleSessionLife).Unix() {
 		return nil, fmt.Errorf("console session expires more than %v after the logout: %w", MaxConsoleSessionLife, ErrInvalid)
 	}
+	over := now.Add(-EndedSessionGrace).Unix() // expired by then on every node
 	x := cur.endedSessions.txn()
 	for {
 		first, ok := x.min()
-		if !ok || first.expires > now.Unix() {
+		if !ok || first.expires > over {
 			break
 		}
 		x.delete(first)
 	}
-	if e.GetExpiresAt() > now.Unix() { // else it is over anyway
+	if e.GetExpiresAt() > over {
 		x.put(endedSession{expires: e.GetExpiresAt(), id: string(e.GetSessionId())})
 	}
 	next := *cur

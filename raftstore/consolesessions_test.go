@@ -33,12 +33,14 @@ func TestEndedConsoleSessionIsRefusedUntilItsExpiry(t *testing.T) {
 	}
 }
 
-// The set holds only sessions that were still live at the last logout:
-// each logout drops the ones expired by its time, and a session that has
-// expired already is not stored at all.
+// The set holds only sessions that were still live at the last logout
+// (give or take the grace for nodes' clocks): each logout drops the ones
+// expired by its time, and a session that has expired already is not
+// stored at all.
 func TestEndedConsoleSessionsArePrunedOnceExpired(t *testing.T) {
 	h := newHarness(t)
 	now := baseNanos / sec
+	grace := int64(EndedSessionGrace.Seconds())
 	for i := range 10 {
 		h.must(endSessionCmd(byte(i), now+100+int64(i), now))
 	}
@@ -46,17 +48,17 @@ func TestEndedConsoleSessionsArePrunedOnceExpired(t *testing.T) {
 		t.Fatalf("%d ended sessions, want 10", n)
 	}
 	before := h.state()
-	h.must(endSessionCmd(20, now+1000, now+105)) // expires 100..105 are over
-	if n := h.state().EndedConsoleSessions(); n != 5 {
-		t.Fatalf("%d ended sessions after the first six expired, want 5 (four live and the new one)", n)
+	h.must(endSessionCmd(20, now+1000, now+104+grace)) // expires 100..104 are over, 105 is within the grace
+	if n := h.state().EndedConsoleSessions(); n != 6 {
+		t.Fatalf("%d ended sessions after the first five expired, want 6 (five and the new one)", n)
 	}
-	if h.state().ConsoleSessionEnded(sessionID(0), now+100) || !h.state().ConsoleSessionEnded(sessionID(6), now+106) {
+	if h.state().ConsoleSessionEnded(sessionID(4), now+104) || !h.state().ConsoleSessionEnded(sessionID(5), now+105) {
 		t.Fatal("pruned the wrong sessions")
 	}
 	if before.EndedConsoleSessions() != 10 || !before.ConsoleSessionEnded(sessionID(0), now+100) {
 		t.Fatal("pruning changed the published state before it")
 	}
-	h.must(endSessionCmd(21, now+2000, now+2000)) // over already: dropped, and prunes the rest
+	h.must(endSessionCmd(21, now+2000, now+2000+grace)) // over already: dropped, and prunes the rest
 	if n := h.state().EndedConsoleSessions(); n != 0 {
 		t.Fatalf("%d ended sessions after all expired, want 0", n)
 	}
