@@ -33,14 +33,22 @@ const EndedSessionGrace = 5 * time.Minute
 // fingerprint.
 type endedSession struct {
 	expires int64
-	id      string
+	id      [ConsoleSessionIDLen]byte
 }
 
 func endedSessionLess(a, b endedSession) bool {
 	if a.expires != b.expires {
 		return a.expires < b.expires
 	}
-	return a.id < b.id
+	return string(a.id[:]) < string(b.id[:])
+}
+
+// newEndedSession is the item of a session; ids of another length are
+// refused before.
+func newEndedSession(id []byte, expires int64) endedSession {
+	e := endedSession{expires: expires}
+	copy(e.id[:], id)
+	return e
 }
 
 func newEndedSessions() ptree[endedSession] { return newPtree(endedSessionLess) }
@@ -49,10 +57,10 @@ func newEndedSessions() ptree[endedSession] { return newPtree(endedSessionLess) 
 // fingerprint and expiry was logged out. It reads the published state
 // only: no lock, no allocation.
 func (s *State) ConsoleSessionEnded(id []byte, expiresAt int64) bool {
-	if s.endedSessions.Len() == 0 {
+	if s.endedSessions.Len() == 0 || len(id) != ConsoleSessionIDLen {
 		return false
 	}
-	_, ok := s.endedSessions.get(endedSession{expires: expiresAt, id: string(id)})
+	_, ok := s.endedSessions.get(newEndedSession(id, expiresAt))
 	return ok
 }
 
@@ -91,7 +99,7 @@ func endConsoleSession(cur *State, c *pb.EndConsoleSessionCommand, unixNanos int
 		x.delete(first)
 	}
 	if e.GetExpiresAt() > over {
-		x.put(endedSession{expires: e.GetExpiresAt(), id: string(e.GetSessionId())})
+		x.put(newEndedSession(e.GetSessionId(), e.GetExpiresAt()))
 	}
 	next := *cur
 	next.endedSessions = x.commit()
@@ -102,7 +110,7 @@ func endConsoleSession(cur *State, c *pb.EndConsoleSessionCommand, unixNanos int
 func endedSessionsOf(st *State) []*pb.EndedConsoleSession {
 	out := make([]*pb.EndedConsoleSession, 0, st.endedSessions.Len())
 	st.endedSessions.ascend(func(e endedSession) bool {
-		out = append(out, &pb.EndedConsoleSession{SessionId: []byte(e.id), ExpiresAt: e.expires})
+		out = append(out, &pb.EndedConsoleSession{SessionId: append([]byte(nil), e.id[:]...), ExpiresAt: e.expires})
 		return true
 	})
 	return out
@@ -118,7 +126,7 @@ func (b *stateBuilder) addEndedSessions(list []*pb.EndedConsoleSession) error {
 		if err := validEndedSession(e); err != nil {
 			return fmt.Errorf("snapshot: %w", err)
 		}
-		x.put(endedSession{expires: e.GetExpiresAt(), id: string(e.GetSessionId())})
+		x.put(newEndedSession(e.GetSessionId(), e.GetExpiresAt()))
 	}
 	b.st.endedSessions = x.commit()
 	return nil

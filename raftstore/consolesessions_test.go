@@ -3,6 +3,7 @@ package raftstore
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 
@@ -111,5 +112,46 @@ func TestRestoreCommandKeepsTheRunningClustersEndedSessions(t *testing.T) {
 	st := h.state()
 	if !st.ConsoleSessionEnded(sessionID(1), now+3600) || !st.ConsoleSessionEnded(sessionID(2), now+3600) {
 		t.Fatal("a restore let a logged-out session in again")
+	}
+}
+
+// stateWithEnded is a state holding n live ended sessions.
+func stateWithEnded(n int, now int64) *State {
+	st := emptyState()
+	x := st.endedSessions.txn()
+	for i := range n {
+		e := endedSession{expires: now + 3600 + int64(i%3600)}
+		e.id[0], e.id[1], e.id[2] = byte(i), byte(i>>8), byte(i>>16)
+		x.put(e)
+	}
+	st.endedSessions = x.commit()
+	return st
+}
+
+// A logout costs the same whatever the number of sessions ended before
+// (a path copy in the B-tree), and so does the check every console call
+// makes.
+func BenchmarkEndConsoleSession(b *testing.B) {
+	now := baseNanos / sec
+	for _, n := range []int{10, 100_000} {
+		st := stateWithEnded(n, now)
+		b.Run(fmt.Sprintf("apply/ended=%d", n), func(b *testing.B) {
+			c := &pb.EndConsoleSessionCommand{Session: &pb.EndedConsoleSession{SessionId: sessionID(0xee), ExpiresAt: now + 100}}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := endConsoleSession(st, c, now*sec); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("check/ended=%d", n), func(b *testing.B) {
+			id := sessionID(0xee)
+			b.ReportAllocs()
+			for b.Loop() {
+				if st.ConsoleSessionEnded(id, now+100) {
+					b.Fatal("ended")
+				}
+			}
+		})
 	}
 }
