@@ -1,7 +1,6 @@
 package node
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/cookiejar"
@@ -38,15 +37,9 @@ func TestForwardedConsoleWriteIsAuditedAsTheUser(t *testing.T) {
 		}
 		return nil
 	})
-	jar, _ := cookiejar.New(nil)
-	hc := &http.Client{Jar: jar, Timeout: 15 * time.Second}
 	base := "http://" + follower.n.ConsoleAddr()
-	login, body := consolePost(t, hc, base+"/api/login", `{"token":"`+olga.GetToken()+`"}`, "")
-	var s struct{ CSRF string }
-	if err := json.Unmarshal([]byte(body), &s); err != nil || login.StatusCode != 200 {
-		t.Fatalf("login on the follower: %d %s", login.StatusCode, body)
-	}
-	resp, body := consolePost(t, hc, base+"/api/rpc/tollgate.v1.TeamService/CreateTeam", `{"name":"via-follower"}`, s.CSRF)
+	hc, csrf := consoleLogin(t, base, olga.GetToken())
+	resp, body := consolePost(t, hc, base+"/api/rpc/tollgate.v1.TeamService/CreateTeam", `{"name":"via-follower"}`, csrf)
 	if resp.StatusCode != 200 {
 		t.Fatalf("CreateTeam through the follower's console: %d %s", resp.StatusCode, body)
 	}
@@ -59,7 +52,7 @@ func TestForwardedConsoleWriteIsAuditedAsTheUser(t *testing.T) {
 	u, _ := url.Parse(base)
 	jar2, _ := cookiejar.New(nil)
 	lu, _ := url.Parse("http://" + leader.n.ConsoleAddr())
-	jar2.SetCookies(lu, jar.Cookies(u))
+	jar2.SetCookies(lu, hc.Jar.Cookies(u))
 	r2, err := (&http.Client{Jar: jar2, Timeout: 10 * time.Second}).Get(lu.String() + "/api/session")
 	if err != nil {
 		t.Fatal(err)

@@ -53,7 +53,7 @@ func init() {
 		pb.TeamService_CreateTeam_FullMethodName, pb.TeamService_UpdateTeam_FullMethodName,
 		pb.TeamService_DeleteTeam_FullMethodName,
 		pb.UserService_CreateUser_FullMethodName, pb.UserService_RevokeUser_FullMethodName,
-		pb.UserService_RotateUser_FullMethodName,
+		pb.UserService_RotateUser_FullMethodName, pb.UserService_EndConsoleSession_FullMethodName,
 	} {
 		writeMethods[m] = true
 	}

@@ -456,8 +456,8 @@ func addAdminToken(cur *State, hash []byte) (*State, error) {
 }
 
 // restoreState replaces the whole state with snap, keeping the admin tokens
-// and users already registered so that whoever restores keeps access, and
-// the audit log as it is.
+// and users already registered so that whoever restores keeps access, the
+// console sessions ended (logged out), and the audit log as it is.
 func restoreState(cur *State, snap *pb.Snapshot) (*State, error) {
 	if snap == nil {
 		return nil, fmt.Errorf("restore: no snapshot: %w", ErrInvalid)
@@ -473,6 +473,7 @@ func restoreState(cur *State, snap *pb.Snapshot) (*State, error) {
 		next.clusterSecret = cur.clusterSecret
 	}
 	mergeUsers(next, cur)
+	mergeEndedSessions(next, cur)
 	next.audit = cur.audit // no restore edits or deletes the audit log
 
 	return next, nil

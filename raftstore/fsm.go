@@ -164,6 +164,8 @@ func applyCommand(cur *State, cmd *pb.Command) (*State, applyResult) {
 		next, val, err = revokeUser(cur, op.RevokeUser.GetName(), ts)
 	case *pb.Command_RotateUser:
 		next, val, err = rotateUser(cur, op.RotateUser, ts)
+	case *pb.Command_EndConsoleSession:
+		next, err = endConsoleSession(cur, op.EndConsoleSession, cmd.GetUnixNanos())
 	case *pb.Command_PutMcpServer:
 		next, val, err = putMcpServer(cur, op.PutMcpServer, ts)
 	case *pb.Command_DeleteMcpServer:

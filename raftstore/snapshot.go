@@ -246,7 +246,7 @@ func readLegacySnapshot(r io.Reader, b *stateBuilder) (*State, error) {
 // items each, in a stable order: routes,
 // credentials, teams, hourly then daily rollups, budget periods, node
 // report counters, the audit log, users, admin tokens, applied request
-// ids, the cluster secret.
+// ids, the cluster secret, ended console sessions.
 func snapshotParts(st *State, emit func(*pb.Snapshot) error) error {
 	c := &chunker{part: &pb.Snapshot{}, emit: emit}
 	steps := []func() error{
@@ -272,6 +272,7 @@ func snapshotParts(st *State, emit func(*pb.Snapshot) error) error {
 			c.part.Users = st.Users()
 			c.part.NodeSeqs, c.part.AdminTokenHashes = nodeSeqsOf(st), adminTokensOf(st)
 			c.part.AppliedRequests, c.part.ClusterSecret = appliedRequestsOf(st), st.clusterSecret
+			c.part.EndedConsoleSessions = endedSessionsOf(st)
 			c.n = 1
 			return c.flush(true)
 		},
@@ -424,6 +425,9 @@ func (b *stateBuilder) add(part *pb.Snapshot) error {
 	b.requests = append(b.requests, part.GetAppliedRequests()...)
 	for _, r := range part.GetAuditRecords() {
 		b.audit.put(r)
+	}
+	if err := b.addEndedSessions(part.GetEndedConsoleSessions()); err != nil {
+		return err
 	}
 	return b.addUsers(part.GetUsers())
 }

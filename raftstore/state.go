@@ -43,6 +43,7 @@ type State struct {
 	sealer        *Sealer                // opens sealed credentials; nil when none are
 	users         users                  // admin users (users.go)
 	audit         ptree[*pb.AuditRecord] // by index (audit.go)
+	endedSessions ptree[endedSession]    // logged-out console sessions (consolesessions.go)
 }
 
 // Route is the data plane's view of a model route: its deployments with
@@ -115,6 +116,7 @@ func emptyState() *State {
 		requests:      newNamedTree[*appliedReq](),
 		requestsByAge: newPtree(ageLess),
 		audit:         newPtree(auditLess),
+		endedSessions: newEndedSessions(),
 	}
 }
 

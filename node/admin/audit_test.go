@@ -88,6 +88,23 @@ var writeSteps = []writeStep{
 	{pb.UserService_RevokeUser_FullMethodName, raftstore.RoleAdmin, func(map[string]string) proto.Message {
 		return &pb.RevokeUserRequest{Name: "new-viewer"}
 	}},
+	{pb.UserService_EndConsoleSession_FullMethodName, raftstore.RoleViewer, func(map[string]string) proto.Message {
+		return &pb.EndConsoleSessionRequest{}
+	}},
+}
+
+// consoleSteps are the writes made with a console session of the step's
+// user (signed from 127.0.0.1), not with its token.
+var consoleSteps = map[string]bool{pb.UserService_EndConsoleSession_FullMethodName: true}
+
+// stepConn is the connection a write step is made on.
+func stepConn(t *testing.T, e *rbacEnv, s writeStep) *grpc.ClientConn {
+	t.Helper()
+	if !consoleSteps[s.method] {
+		return dial(t, e.addr, e.tokens[s.role])
+	}
+	return dialConsole(t, e, signed(t, testClusterSecret, &pb.ConsoleSession{User: s.role + "-user",
+		Nonce: ConsoleTokenBinding(e.tokens[s.role]), Address: "127.0.0.1:1"}))
 }
 
 // secretsOf collects every secret a response carries, and remembers the
@@ -138,7 +155,7 @@ func checkNoSecrets(t *testing.T, what string, m proto.Message, secrets []string
 // this package serves (from the descriptors) and finds each in the audit
 // log: who, from where, which RPC, at which index, and no secret.
 func TestAuditRecordForEveryWriteRPC(t *testing.T) {
-	e := startRBAC(t)
+	e := startConsoleRBAC(t)
 	ctx := ctxT(t)
 	g := grpc.NewServer()
 	New(Config{Store: e.store}).Register(g)
@@ -158,7 +175,7 @@ func TestAuditRecordForEveryWriteRPC(t *testing.T) {
 	for _, s := range writeSteps {
 		md := adminMethods(t)[s.method]
 		resp := newMessage(t, md.Output())
-		if err := dial(t, e.addr, e.tokens[s.role]).Invoke(ctx, s.method, s.req(got), resp); err != nil {
+		if err := stepConn(t, e, s).Invoke(ctx, s.method, s.req(got), resp); err != nil {
 			t.Fatalf("%s: %v", s.method, err)
 		}
 		secretsOf(resp, got, &secrets)

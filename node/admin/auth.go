@@ -59,6 +59,8 @@ type Identity struct {
 	// may call the nodes' internal RPCs; never for a user, whatever its
 	// name.
 	internal bool
+	// console is the web console session the call was made with, if any.
+	console *consoleSession
 }
 
 type identityKey struct{}
@@ -275,17 +277,22 @@ func (s *Server) token(ctx context.Context) (*Identity, error) {
 }
 
 // consoleToken authenticates a web console session (see
-// ConsoleSession): its MAC under the cluster secret, its expiry, and the
-// user it names as the replicated state has it now.
+// ConsoleSession): its MAC under the cluster secret, its expiry, that it
+// was not logged out, and the user it names as the replicated state has
+// it now.
 func (s *Server) consoleToken(signed string) (*Identity, error) {
 	st := s.store.State()
 	if st == nil {
 		return nil, status.Error(codes.Unauthenticated, msgInvalidToken)
 	}
-	cs, err := OpenConsoleSession(st.ClusterSecret(), signed, s.now())
+	cs, mac, err := openConsoleSession(st.ClusterSecret(), signed, s.now())
+	if err == nil && st.EndedConsoleSessions() > 0 && st.ConsoleSessionEnded(sessionID(mac), cs.GetExpiresAt()) {
+		err = ErrSessionEnded
+	}
 	if err == nil {
 		var id *Identity
 		if id, err = consoleIdentity(st, cs); err == nil {
+			id.console = &consoleSession{mac: mac, expires: cs.GetExpiresAt()}
 			return id, nil
 		}
 	}

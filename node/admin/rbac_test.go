@@ -63,7 +63,7 @@ func TestRoleBoundaries(t *testing.T) {
 			t.Errorf("admin may not call %s", m)
 		}
 		if got, want := allows(raftstore.RoleViewer, r.perm),
-			!r.write && area != "users" && r.perm != PermClusterBackup && r.perm != PermClusterInternal && r.perm != PermModelsTest && r.perm != PermMcpTest; got != want {
+			r.perm == permAuthenticated || !r.write && area != "users" && r.perm != PermClusterBackup && r.perm != PermClusterInternal && r.perm != PermModelsTest && r.perm != PermMcpTest; got != want {
 			t.Errorf("viewer may call %s (%s): %v, want %v", m, p, got, want)
 		}
 		if got, want := allows(raftstore.RoleOperator, r.perm),

@@ -97,6 +97,8 @@ var rules = map[string]rule{
 	pb.UserService_GetUser_FullMethodName:    read(PermUsersRead),
 	pb.UserService_WhoAmI_FullMethodName:     read(permAuthenticated),
 
+	pb.UserService_EndConsoleSession_FullMethodName: write(permAuthenticated),
+
 	pb.AuditService_ListAudit_FullMethodName: read(PermAuditRead),
 
 	pb.McpService_AddMcpServer_FullMethodName:    write(PermMcpWrite),

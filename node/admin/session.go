@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
@@ -30,6 +33,7 @@ var (
 	ErrSessionInvalid = errors.New("console session is not valid")
 	ErrSessionExpired = errors.New("console session expired; log in again")
 	ErrNoClusterKey   = errors.New("the cluster secret is not replicated yet; retry in a moment")
+	ErrSessionEnded   = errors.New("console session ended (logged out); log in again")
 )
 
 // consoleKey derives the console's signing key from the replicated cluster
@@ -64,15 +68,19 @@ func tokenBinding(tokenHash []byte) []byte {
 
 // SignConsoleSession returns s signed under the cluster secret:
 // base64url(marshalled s) "." base64url(HMAC-SHA256). A session without
-// a nonce gets a random one.
+// a nonce gets a random one, and one without an id a random id.
 func SignConsoleSession(clusterSecret string, s *pb.ConsoleSession) (string, error) {
 	if clusterSecret == "" {
 		return "", ErrNoClusterKey
 	}
-	if len(s.GetNonce()) == 0 {
+	if len(s.GetNonce()) == 0 || len(s.GetId()) == 0 {
 		s = proto.Clone(s).(*pb.ConsoleSession)
-		s.Nonce = make([]byte, 16)
-		_, _ = rand.Read(s.Nonce)
+		for _, b := range []*[]byte{&s.Nonce, &s.Id} {
+			if len(*b) == 0 {
+				*b = make([]byte, 16)
+				_, _ = rand.Read(*b)
+			}
+		}
 	}
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(s)
 	if err != nil {
@@ -83,26 +91,46 @@ func SignConsoleSession(clusterSecret string, s *pb.ConsoleSession) (string, err
 }
 
 // OpenConsoleSession checks the MAC and the expiry of a signed session
-// and returns it. It does not look at the user: see consoleIdentity.
+// and returns it. It does not look at the user (see consoleIdentity) nor
+// whether the session was logged out (see consoleToken).
 func OpenConsoleSession(clusterSecret, signed string, now time.Time) (*pb.ConsoleSession, error) {
+	s, _, err := openConsoleSession(clusterSecret, signed, now)
+	return s, err
+}
+
+// sessionID is the fingerprint a logout records a session under
+// (raftstore.ConsoleSessionEnded), from the session's MAC: the MAC is a
+// function of the session's bytes, so every copy of the cookie that opens
+// (base64 decodes some variants of a text to the same bytes) has the same
+// one, and it is one-way, so the replicated state never holds a usable
+// session.
+func sessionID(mac []byte) []byte {
+	m := sha256.New()
+	m.Write([]byte("tollgate console session id\x00"))
+	m.Write(mac)
+	return m.Sum(nil)[:raftstore.ConsoleSessionIDLen]
+}
+
+// openConsoleSession is OpenConsoleSession, also returning the MAC.
+func openConsoleSession(clusterSecret, signed string, now time.Time) (*pb.ConsoleSession, []byte, error) {
 	if clusterSecret == "" {
-		return nil, ErrNoClusterKey
+		return nil, nil, ErrNoClusterKey
 	}
 	body, mac, ok := strings.Cut(signed, ".")
 	enc := base64.RawURLEncoding
 	b, err1 := enc.DecodeString(body)
 	m, err2 := enc.DecodeString(mac)
 	if !ok || err1 != nil || err2 != nil || !hmac.Equal(m, sessionMAC(clusterSecret, b)) {
-		return nil, ErrSessionInvalid
+		return nil, nil, ErrSessionInvalid
 	}
 	var s pb.ConsoleSession
 	if err := proto.Unmarshal(b, &s); err != nil || s.GetUser() == "" {
-		return nil, ErrSessionInvalid
+		return nil, nil, ErrSessionInvalid
 	}
 	if now.Unix() >= s.GetExpiresAt() {
-		return nil, ErrSessionExpired
+		return nil, nil, ErrSessionExpired
 	}
-	return &s, nil
+	return &s, m, nil
 }
 
 // consoleIdentity is the caller a console session stands for: the
@@ -134,4 +162,28 @@ func consoleIdentity(st *raftstore.State, s *pb.ConsoleSession) (*Identity, erro
 		return nil, errors.New("console session of a token that was rotated since; log in again")
 	}
 	return userIdentity(su.GetUser(), addr), nil
+}
+
+// consoleSession is the console session a call was made with: what a
+// logout records.
+type consoleSession struct {
+	mac     []byte
+	expires int64 // Unix seconds
+}
+
+// EndConsoleSession ends the caller's console session on every node: the
+// state machine keeps its fingerprint until the session's own expiry, and
+// consoleToken refuses it from the moment this call returns.
+func (u userService) EndConsoleSession(ctx context.Context, _ *pb.EndConsoleSessionRequest) (*pb.EndConsoleSessionResponse, error) {
+	id := IdentityFrom(ctx)
+	if id == nil || id.console == nil {
+		return nil, status.Error(codes.FailedPrecondition,
+			"only a web console session can be ended; this call was made with a token (revoke or rotate it instead)")
+	}
+	cmd := &pb.Command{Op: &pb.Command_EndConsoleSession{EndConsoleSession: &pb.EndConsoleSessionCommand{
+		Session: &pb.EndedConsoleSession{SessionId: sessionID(id.console.mac), ExpiresAt: id.console.expires}}}}
+	if _, err := u.s.apply(ctx, cmd); err != nil {
+		return nil, err
+	}
+	return &pb.EndConsoleSessionResponse{}, nil
 }

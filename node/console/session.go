@@ -150,8 +150,23 @@ func (s *Server) serveSession(w http.ResponseWriter, r *http.Request) {
 		CSRF: csrfToken(cs, session)})
 }
 
-func (s *Server) serveLogout(w http.ResponseWriter, _ *http.Request, _ string) {
+// serveLogout ends the session on every node of the cluster (the admin
+// service records it as ended until it expires, so a copy of the cookie
+// is refused too) and clears the cookie. The cookie is cleared even when
+// the session could not be ended on the server; the answer then says so.
+func (s *Server) serveLogout(w http.ResponseWriter, r *http.Request, session string) {
+	_, err := pb.NewUserServiceClient(s.cfg.Admin).EndConsoleSession(s.adminCtx(r, session), &pb.EndConsoleSessionRequest{})
 	s.setCookie(w, "", -1)
+	if err != nil {
+		st := status.Convert(err)
+		msg := st.Message()
+		if st.Code() != codes.Unauthenticated { // else it is over already
+			msg = "signed out in this browser, but the session could not be ended on the server, " +
+				"so a copy of its cookie stays valid until it expires: " + msg
+		}
+		writeError(w, st.Code(), msg)
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 

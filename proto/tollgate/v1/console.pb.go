@@ -48,7 +48,10 @@ type ConsoleSession struct {
 	// For a local user, a fingerprint of the token it logged in with (see
 	// admin.ConsoleTokenBinding): the session ends when the token is
 	// rotated. Otherwise random: no two sessions sign the same bytes.
-	Nonce         []byte `protobuf:"bytes,9,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	Nonce []byte `protobuf:"bytes,9,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	// Random, set at signing: no two logins sign the same bytes, so a
+	// logout (which ends the session by its MAC) ends this one only.
+	Id            []byte `protobuf:"bytes,10,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -146,11 +149,18 @@ func (x *ConsoleSession) GetNonce() []byte {
 	return nil
 }
 
+func (x *ConsoleSession) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
 var File_tollgate_v1_console_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_console_proto_rawDesc = "" +
 	"\n" +
-	"\x19tollgate/v1/console.proto\x12\vtollgate.v1\"\xe9\x01\n" +
+	"\x19tollgate/v1/console.proto\x12\vtollgate.v1\"\xf9\x01\n" +
 	"\x0eConsoleSession\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x17\n" +
@@ -161,7 +171,9 @@ const file_tollgate_v1_console_proto_rawDesc = "" +
 	"\n" +
 	"expires_at\x18\a \x01(\x03R\texpiresAt\x12\x12\n" +
 	"\x04oidc\x18\b \x01(\bR\x04oidc\x12\x14\n" +
-	"\x05nonce\x18\t \x01(\fR\x05nonceB;Z9github.com/tollgate/tollgate/proto/tollgate/v1;tollgatev1b\x06proto3"
+	"\x05nonce\x18\t \x01(\fR\x05nonce\x12\x0e\n" +
+	"\x02id\x18\n" +
+	" \x01(\fR\x02idB;Z9github.com/tollgate/tollgate/proto/tollgate/v1;tollgatev1b\x06proto3"
 
 var (
 	file_tollgate_v1_console_proto_rawDescOnce sync.Once

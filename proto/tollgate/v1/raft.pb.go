@@ -127,6 +127,7 @@ type Command struct {
 	//	*Command_CreateUser
 	//	*Command_RevokeUser
 	//	*Command_RotateUser
+	//	*Command_EndConsoleSession
 	//	*Command_PutMcpServer
 	//	*Command_DeleteMcpServer
 	//	*Command_SetMcpTools
@@ -434,6 +435,15 @@ func (x *Command) GetRotateUser() *RotateUserCommand {
 	return nil
 }
 
+func (x *Command) GetEndConsoleSession() *EndConsoleSessionCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_EndConsoleSession); ok {
+			return x.EndConsoleSession
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetPutMcpServer() *PutMcpServerCommand {
 	if x != nil {
 		if x, ok := x.Op.(*Command_PutMcpServer); ok {
@@ -569,6 +579,10 @@ type Command_RotateUser struct {
 	RotateUser *RotateUserCommand `protobuf:"bytes,92,opt,name=rotate_user,json=rotateUser,proto3,oneof"`
 }
 
+type Command_EndConsoleSession struct {
+	EndConsoleSession *EndConsoleSessionCommand `protobuf:"bytes,93,opt,name=end_console_session,json=endConsoleSession,proto3,oneof"`
+}
+
 type Command_PutMcpServer struct {
 	PutMcpServer *PutMcpServerCommand `protobuf:"bytes,100,opt,name=put_mcp_server,json=putMcpServer,proto3,oneof"`
 }
@@ -632,6 +646,8 @@ func (*Command_CreateUser) isCommand_Op() {}
 func (*Command_RevokeUser) isCommand_Op() {}
 
 func (*Command_RotateUser) isCommand_Op() {}
+
+func (*Command_EndConsoleSession) isCommand_Op() {}
 
 func (*Command_PutMcpServer) isCommand_Op() {}
 
@@ -2067,9 +2083,11 @@ type Snapshot struct {
 	// The audit log, oldest first.
 	AuditRecords []*AuditRecord `protobuf:"bytes,14,rep,name=audit_records,json=auditRecords,proto3" json:"audit_records,omitempty"`
 	// Upstream MCP servers.
-	McpServers    []*McpServer `protobuf:"bytes,15,rep,name=mcp_servers,json=mcpServers,proto3" json:"mcp_servers,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	McpServers []*McpServer `protobuf:"bytes,15,rep,name=mcp_servers,json=mcpServers,proto3" json:"mcp_servers,omitempty"`
+	// Web console sessions ended (logged out) that have not expired yet.
+	EndedConsoleSessions []*EndedConsoleSession `protobuf:"bytes,16,rep,name=ended_console_sessions,json=endedConsoleSessions,proto3" json:"ended_console_sessions,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *Snapshot) Reset() {
@@ -2203,6 +2221,13 @@ func (x *Snapshot) GetAuditRecords() []*AuditRecord {
 func (x *Snapshot) GetMcpServers() []*McpServer {
 	if x != nil {
 		return x.McpServers
+	}
+	return nil
+}
+
+func (x *Snapshot) GetEndedConsoleSessions() []*EndedConsoleSession {
+	if x != nil {
+		return x.EndedConsoleSessions
 	}
 	return nil
 }
@@ -2504,11 +2529,115 @@ func (x *ImportKeysResult) GetSkipped() []bool {
 	return nil
 }
 
+// EndedConsoleSession is a web console session that was logged out before
+// it expired: no node accepts it again. It is kept until its own expiry,
+// after which the session is refused anyway.
+type EndedConsoleSession struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A one-way fingerprint of the signed session (16 bytes; see
+	// admin.ConsoleSessionID), never the session itself.
+	SessionId []byte `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The session's own expiry, Unix seconds.
+	ExpiresAt     int64 `protobuf:"varint,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndedConsoleSession) Reset() {
+	*x = EndedConsoleSession{}
+	mi := &file_tollgate_v1_raft_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndedConsoleSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndedConsoleSession) ProtoMessage() {}
+
+func (x *EndedConsoleSession) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_raft_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndedConsoleSession.ProtoReflect.Descriptor instead.
+func (*EndedConsoleSession) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *EndedConsoleSession) GetSessionId() []byte {
+	if x != nil {
+		return x.SessionId
+	}
+	return nil
+}
+
+func (x *EndedConsoleSession) GetExpiresAt() int64 {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return 0
+}
+
+// EndConsoleSessionCommand ends a web console session (logout). Applying
+// it also drops the ended sessions that have expired by the command's time.
+type EndConsoleSessionCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       *EndedConsoleSession   `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndConsoleSessionCommand) Reset() {
+	*x = EndConsoleSessionCommand{}
+	mi := &file_tollgate_v1_raft_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndConsoleSessionCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndConsoleSessionCommand) ProtoMessage() {}
+
+func (x *EndConsoleSessionCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_raft_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndConsoleSessionCommand.ProtoReflect.Descriptor instead.
+func (*EndConsoleSessionCommand) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_raft_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *EndConsoleSessionCommand) GetSession() *EndedConsoleSession {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
 var File_tollgate_v1_raft_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\n" +
-	"\x16tollgate/v1/raft.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17tollgate/v1/admin.proto\x1a\x15tollgate/v1/mcp.proto\x1a\x1btollgate/v1/resources.proto\x1a\x17tollgate/v1/spend.proto\x1a\x17tollgate/v1/users.proto\"\xb5\x11\n" +
+	"\x16tollgate/v1/raft.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17tollgate/v1/admin.proto\x1a\x15tollgate/v1/mcp.proto\x1a\x1btollgate/v1/resources.proto\x1a\x17tollgate/v1/spend.proto\x1a\x17tollgate/v1/users.proto\"\x8e\x12\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"unix_nanos\x18\x01 \x01(\x03R\tunixNanos\x12\x1d\n" +
@@ -2554,7 +2683,8 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\vrevoke_user\x18[ \x01(\v2\x1e.tollgate.v1.RevokeUserCommandH\x00R\n" +
 	"revokeUser\x12A\n" +
 	"\vrotate_user\x18\\ \x01(\v2\x1e.tollgate.v1.RotateUserCommandH\x00R\n" +
-	"rotateUser\x12H\n" +
+	"rotateUser\x12W\n" +
+	"\x13end_console_session\x18] \x01(\v2%.tollgate.v1.EndConsoleSessionCommandH\x00R\x11endConsoleSession\x12H\n" +
 	"\x0eput_mcp_server\x18d \x01(\v2 .tollgate.v1.PutMcpServerCommandH\x00R\fputMcpServer\x12Q\n" +
 	"\x11delete_mcp_server\x18e \x01(\v2#.tollgate.v1.DeleteMcpServerCommandH\x00R\x0fdeleteMcpServer\x12E\n" +
 	"\rset_mcp_tools\x18f \x01(\v2\x1f.tollgate.v1.SetMcpToolsCommandH\x00R\vsetMcpToolsB\x04\n" +
@@ -2646,7 +2776,7 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\"N\n" +
 	"\x17SetClusterSecretCommand\x12\x16\n" +
 	"\x06secret\x18\x01 \x01(\tR\x06secret\x12\x1b\n" +
-	"\treseal_of\x18\x02 \x01(\tR\bresealOf\"\x93\x06\n" +
+	"\treseal_of\x18\x02 \x01(\tR\bresealOf\"\xeb\x06\n" +
 	"\bSnapshot\x12*\n" +
 	"\x04keys\x18\x01 \x03(\v2\x16.tollgate.v1.StoredKeyR\x04keys\x12/\n" +
 	"\x06routes\x18\x02 \x03(\v2\x17.tollgate.v1.ModelRouteR\x06routes\x12?\n" +
@@ -2664,7 +2794,8 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\x05users\x18\r \x03(\v2\x17.tollgate.v1.StoredUserR\x05users\x12=\n" +
 	"\raudit_records\x18\x0e \x03(\v2\x18.tollgate.v1.AuditRecordR\fauditRecords\x127\n" +
 	"\vmcp_servers\x18\x0f \x03(\v2\x16.tollgate.v1.McpServerR\n" +
-	"mcpServers\"\xe7\x01\n" +
+	"mcpServers\x12V\n" +
+	"\x16ended_console_sessions\x18\x10 \x03(\v2 .tollgate.v1.EndedConsoleSessionR\x14endedConsoleSessions\"\xe7\x01\n" +
 	"\x0eAppliedRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -2685,7 +2816,14 @@ const file_tollgate_v1_raft_proto_rawDesc = "" +
 	"\x11ImportKeysCommand\x12*\n" +
 	"\x04keys\x18\x01 \x03(\v2\x16.tollgate.v1.StoredKeyR\x04keys\",\n" +
 	"\x10ImportKeysResult\x12\x18\n" +
-	"\askipped\x18\x01 \x03(\bR\askipped*\x9c\x01\n" +
+	"\askipped\x18\x01 \x03(\bR\askipped\"S\n" +
+	"\x13EndedConsoleSession\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\fR\tsessionId\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x02 \x01(\x03R\texpiresAt\"V\n" +
+	"\x18EndConsoleSessionCommand\x12:\n" +
+	"\asession\x18\x01 \x01(\v2 .tollgate.v1.EndedConsoleSessionR\asession*\x9c\x01\n" +
 	"\tErrorKind\x12\x1a\n" +
 	"\x16ERROR_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ERROR_KIND_NOT_FOUND\x10\x01\x12\x1d\n" +
@@ -2706,68 +2844,70 @@ func file_tollgate_v1_raft_proto_rawDescGZIP() []byte {
 }
 
 var file_tollgate_v1_raft_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tollgate_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_tollgate_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_tollgate_v1_raft_proto_goTypes = []any{
-	(ErrorKind)(0),                  // 0: tollgate.v1.ErrorKind
-	(*Command)(nil),                 // 1: tollgate.v1.Command
-	(*StoredKey)(nil),               // 2: tollgate.v1.StoredKey
-	(*StoredCredential)(nil),        // 3: tollgate.v1.StoredCredential
-	(*CreateKeyCommand)(nil),        // 4: tollgate.v1.CreateKeyCommand
-	(*UpdateKeyCommand)(nil),        // 5: tollgate.v1.UpdateKeyCommand
-	(*RevokeKeyCommand)(nil),        // 6: tollgate.v1.RevokeKeyCommand
-	(*RotateKeyCommand)(nil),        // 7: tollgate.v1.RotateKeyCommand
-	(*AddDeploymentCommand)(nil),    // 8: tollgate.v1.AddDeploymentCommand
-	(*UpdateDeploymentCommand)(nil), // 9: tollgate.v1.UpdateDeploymentCommand
-	(*RemoveDeploymentCommand)(nil), // 10: tollgate.v1.RemoveDeploymentCommand
-	(*DeleteRouteCommand)(nil),      // 11: tollgate.v1.DeleteRouteCommand
-	(*SetCredentialCommand)(nil),    // 12: tollgate.v1.SetCredentialCommand
-	(*DeleteCredentialCommand)(nil), // 13: tollgate.v1.DeleteCredentialCommand
-	(*AddAdminTokenCommand)(nil),    // 14: tollgate.v1.AddAdminTokenCommand
-	(*RestoreCommand)(nil),          // 15: tollgate.v1.RestoreCommand
-	(*CreateTeamCommand)(nil),       // 16: tollgate.v1.CreateTeamCommand
-	(*UpdateTeamCommand)(nil),       // 17: tollgate.v1.UpdateTeamCommand
-	(*DeleteTeamCommand)(nil),       // 18: tollgate.v1.DeleteTeamCommand
-	(*SpendReportCommand)(nil),      // 19: tollgate.v1.SpendReportCommand
-	(*GrantLeaseCommand)(nil),       // 20: tollgate.v1.GrantLeaseCommand
-	(*GrantLeasesCommand)(nil),      // 21: tollgate.v1.GrantLeasesCommand
-	(*GrantLeasesResult)(nil),       // 22: tollgate.v1.GrantLeasesResult
-	(*GrantLeaseOutcome)(nil),       // 23: tollgate.v1.GrantLeaseOutcome
-	(*ReturnLeaseCommand)(nil),      // 24: tollgate.v1.ReturnLeaseCommand
-	(*ReleaseNodeCommand)(nil),      // 25: tollgate.v1.ReleaseNodeCommand
-	(*BudgetPeriod)(nil),            // 26: tollgate.v1.BudgetPeriod
-	(*NodeSeq)(nil),                 // 27: tollgate.v1.NodeSeq
-	(*SetClusterSecretCommand)(nil), // 28: tollgate.v1.SetClusterSecretCommand
-	(*Snapshot)(nil),                // 29: tollgate.v1.Snapshot
-	(*AppliedRequest)(nil),          // 30: tollgate.v1.AppliedRequest
-	(*SnapshotHeader)(nil),          // 31: tollgate.v1.SnapshotHeader
-	(*SetRouteOptionsCommand)(nil),  // 32: tollgate.v1.SetRouteOptionsCommand
-	(*ImportKeysCommand)(nil),       // 33: tollgate.v1.ImportKeysCommand
-	(*ImportKeysResult)(nil),        // 34: tollgate.v1.ImportKeysResult
-	nil,                             // 35: tollgate.v1.BudgetPeriod.LeasesEntry
-	(*Actor)(nil),                   // 36: tollgate.v1.Actor
-	(*CreateUserCommand)(nil),       // 37: tollgate.v1.CreateUserCommand
-	(*RevokeUserCommand)(nil),       // 38: tollgate.v1.RevokeUserCommand
-	(*RotateUserCommand)(nil),       // 39: tollgate.v1.RotateUserCommand
-	(*PutMcpServerCommand)(nil),     // 40: tollgate.v1.PutMcpServerCommand
-	(*DeleteMcpServerCommand)(nil),  // 41: tollgate.v1.DeleteMcpServerCommand
-	(*SetMcpToolsCommand)(nil),      // 42: tollgate.v1.SetMcpToolsCommand
-	(*Key)(nil),                     // 43: tollgate.v1.Key
-	(*timestamppb.Timestamp)(nil),   // 44: google.protobuf.Timestamp
-	(*UpdateKeyRequest)(nil),        // 45: tollgate.v1.UpdateKeyRequest
-	(*Deployment)(nil),              // 46: tollgate.v1.Deployment
-	(*UpdateDeploymentRequest)(nil), // 47: tollgate.v1.UpdateDeploymentRequest
-	(*Team)(nil),                    // 48: tollgate.v1.Team
-	(*UpdateTeamRequest)(nil),       // 49: tollgate.v1.UpdateTeamRequest
-	(*SpendRollup)(nil),             // 50: tollgate.v1.SpendRollup
-	(*BudgetUse)(nil),               // 51: tollgate.v1.BudgetUse
-	(*ModelRoute)(nil),              // 52: tollgate.v1.ModelRoute
-	(*StoredUser)(nil),              // 53: tollgate.v1.StoredUser
-	(*AuditRecord)(nil),             // 54: tollgate.v1.AuditRecord
-	(*McpServer)(nil),               // 55: tollgate.v1.McpServer
-	(*RouteOptions)(nil),            // 56: tollgate.v1.RouteOptions
+	(ErrorKind)(0),                   // 0: tollgate.v1.ErrorKind
+	(*Command)(nil),                  // 1: tollgate.v1.Command
+	(*StoredKey)(nil),                // 2: tollgate.v1.StoredKey
+	(*StoredCredential)(nil),         // 3: tollgate.v1.StoredCredential
+	(*CreateKeyCommand)(nil),         // 4: tollgate.v1.CreateKeyCommand
+	(*UpdateKeyCommand)(nil),         // 5: tollgate.v1.UpdateKeyCommand
+	(*RevokeKeyCommand)(nil),         // 6: tollgate.v1.RevokeKeyCommand
+	(*RotateKeyCommand)(nil),         // 7: tollgate.v1.RotateKeyCommand
+	(*AddDeploymentCommand)(nil),     // 8: tollgate.v1.AddDeploymentCommand
+	(*UpdateDeploymentCommand)(nil),  // 9: tollgate.v1.UpdateDeploymentCommand
+	(*RemoveDeploymentCommand)(nil),  // 10: tollgate.v1.RemoveDeploymentCommand
+	(*DeleteRouteCommand)(nil),       // 11: tollgate.v1.DeleteRouteCommand
+	(*SetCredentialCommand)(nil),     // 12: tollgate.v1.SetCredentialCommand
+	(*DeleteCredentialCommand)(nil),  // 13: tollgate.v1.DeleteCredentialCommand
+	(*AddAdminTokenCommand)(nil),     // 14: tollgate.v1.AddAdminTokenCommand
+	(*RestoreCommand)(nil),           // 15: tollgate.v1.RestoreCommand
+	(*CreateTeamCommand)(nil),        // 16: tollgate.v1.CreateTeamCommand
+	(*UpdateTeamCommand)(nil),        // 17: tollgate.v1.UpdateTeamCommand
+	(*DeleteTeamCommand)(nil),        // 18: tollgate.v1.DeleteTeamCommand
+	(*SpendReportCommand)(nil),       // 19: tollgate.v1.SpendReportCommand
+	(*GrantLeaseCommand)(nil),        // 20: tollgate.v1.GrantLeaseCommand
+	(*GrantLeasesCommand)(nil),       // 21: tollgate.v1.GrantLeasesCommand
+	(*GrantLeasesResult)(nil),        // 22: tollgate.v1.GrantLeasesResult
+	(*GrantLeaseOutcome)(nil),        // 23: tollgate.v1.GrantLeaseOutcome
+	(*ReturnLeaseCommand)(nil),       // 24: tollgate.v1.ReturnLeaseCommand
+	(*ReleaseNodeCommand)(nil),       // 25: tollgate.v1.ReleaseNodeCommand
+	(*BudgetPeriod)(nil),             // 26: tollgate.v1.BudgetPeriod
+	(*NodeSeq)(nil),                  // 27: tollgate.v1.NodeSeq
+	(*SetClusterSecretCommand)(nil),  // 28: tollgate.v1.SetClusterSecretCommand
+	(*Snapshot)(nil),                 // 29: tollgate.v1.Snapshot
+	(*AppliedRequest)(nil),           // 30: tollgate.v1.AppliedRequest
+	(*SnapshotHeader)(nil),           // 31: tollgate.v1.SnapshotHeader
+	(*SetRouteOptionsCommand)(nil),   // 32: tollgate.v1.SetRouteOptionsCommand
+	(*ImportKeysCommand)(nil),        // 33: tollgate.v1.ImportKeysCommand
+	(*ImportKeysResult)(nil),         // 34: tollgate.v1.ImportKeysResult
+	(*EndedConsoleSession)(nil),      // 35: tollgate.v1.EndedConsoleSession
+	(*EndConsoleSessionCommand)(nil), // 36: tollgate.v1.EndConsoleSessionCommand
+	nil,                              // 37: tollgate.v1.BudgetPeriod.LeasesEntry
+	(*Actor)(nil),                    // 38: tollgate.v1.Actor
+	(*CreateUserCommand)(nil),        // 39: tollgate.v1.CreateUserCommand
+	(*RevokeUserCommand)(nil),        // 40: tollgate.v1.RevokeUserCommand
+	(*RotateUserCommand)(nil),        // 41: tollgate.v1.RotateUserCommand
+	(*PutMcpServerCommand)(nil),      // 42: tollgate.v1.PutMcpServerCommand
+	(*DeleteMcpServerCommand)(nil),   // 43: tollgate.v1.DeleteMcpServerCommand
+	(*SetMcpToolsCommand)(nil),       // 44: tollgate.v1.SetMcpToolsCommand
+	(*Key)(nil),                      // 45: tollgate.v1.Key
+	(*timestamppb.Timestamp)(nil),    // 46: google.protobuf.Timestamp
+	(*UpdateKeyRequest)(nil),         // 47: tollgate.v1.UpdateKeyRequest
+	(*Deployment)(nil),               // 48: tollgate.v1.Deployment
+	(*UpdateDeploymentRequest)(nil),  // 49: tollgate.v1.UpdateDeploymentRequest
+	(*Team)(nil),                     // 50: tollgate.v1.Team
+	(*UpdateTeamRequest)(nil),        // 51: tollgate.v1.UpdateTeamRequest
+	(*SpendRollup)(nil),              // 52: tollgate.v1.SpendRollup
+	(*BudgetUse)(nil),                // 53: tollgate.v1.BudgetUse
+	(*ModelRoute)(nil),               // 54: tollgate.v1.ModelRoute
+	(*StoredUser)(nil),               // 55: tollgate.v1.StoredUser
+	(*AuditRecord)(nil),              // 56: tollgate.v1.AuditRecord
+	(*McpServer)(nil),                // 57: tollgate.v1.McpServer
+	(*RouteOptions)(nil),             // 58: tollgate.v1.RouteOptions
 }
 var file_tollgate_v1_raft_proto_depIdxs = []int32{
-	36, // 0: tollgate.v1.Command.actor:type_name -> tollgate.v1.Actor
+	38, // 0: tollgate.v1.Command.actor:type_name -> tollgate.v1.Actor
 	4,  // 1: tollgate.v1.Command.create_key:type_name -> tollgate.v1.CreateKeyCommand
 	5,  // 2: tollgate.v1.Command.update_key:type_name -> tollgate.v1.UpdateKeyCommand
 	6,  // 3: tollgate.v1.Command.revoke_key:type_name -> tollgate.v1.RevokeKeyCommand
@@ -2791,47 +2931,50 @@ var file_tollgate_v1_raft_proto_depIdxs = []int32{
 	21, // 21: tollgate.v1.Command.grant_leases:type_name -> tollgate.v1.GrantLeasesCommand
 	28, // 22: tollgate.v1.Command.set_cluster_secret:type_name -> tollgate.v1.SetClusterSecretCommand
 	33, // 23: tollgate.v1.Command.import_keys:type_name -> tollgate.v1.ImportKeysCommand
-	37, // 24: tollgate.v1.Command.create_user:type_name -> tollgate.v1.CreateUserCommand
-	38, // 25: tollgate.v1.Command.revoke_user:type_name -> tollgate.v1.RevokeUserCommand
-	39, // 26: tollgate.v1.Command.rotate_user:type_name -> tollgate.v1.RotateUserCommand
-	40, // 27: tollgate.v1.Command.put_mcp_server:type_name -> tollgate.v1.PutMcpServerCommand
-	41, // 28: tollgate.v1.Command.delete_mcp_server:type_name -> tollgate.v1.DeleteMcpServerCommand
-	42, // 29: tollgate.v1.Command.set_mcp_tools:type_name -> tollgate.v1.SetMcpToolsCommand
-	43, // 30: tollgate.v1.StoredKey.key:type_name -> tollgate.v1.Key
-	44, // 31: tollgate.v1.StoredCredential.updated_at:type_name -> google.protobuf.Timestamp
-	2,  // 32: tollgate.v1.CreateKeyCommand.key:type_name -> tollgate.v1.StoredKey
-	45, // 33: tollgate.v1.UpdateKeyCommand.update:type_name -> tollgate.v1.UpdateKeyRequest
-	46, // 34: tollgate.v1.AddDeploymentCommand.deployment:type_name -> tollgate.v1.Deployment
-	47, // 35: tollgate.v1.UpdateDeploymentCommand.update:type_name -> tollgate.v1.UpdateDeploymentRequest
-	29, // 36: tollgate.v1.RestoreCommand.snapshot:type_name -> tollgate.v1.Snapshot
-	48, // 37: tollgate.v1.CreateTeamCommand.team:type_name -> tollgate.v1.Team
-	49, // 38: tollgate.v1.UpdateTeamCommand.update:type_name -> tollgate.v1.UpdateTeamRequest
-	50, // 39: tollgate.v1.SpendReportCommand.rollups:type_name -> tollgate.v1.SpendRollup
-	51, // 40: tollgate.v1.SpendReportCommand.budgets:type_name -> tollgate.v1.BudgetUse
-	20, // 41: tollgate.v1.GrantLeasesCommand.grants:type_name -> tollgate.v1.GrantLeaseCommand
-	23, // 42: tollgate.v1.GrantLeasesResult.outcomes:type_name -> tollgate.v1.GrantLeaseOutcome
-	26, // 43: tollgate.v1.GrantLeaseOutcome.period:type_name -> tollgate.v1.BudgetPeriod
-	35, // 44: tollgate.v1.BudgetPeriod.leases:type_name -> tollgate.v1.BudgetPeriod.LeasesEntry
-	2,  // 45: tollgate.v1.Snapshot.keys:type_name -> tollgate.v1.StoredKey
-	52, // 46: tollgate.v1.Snapshot.routes:type_name -> tollgate.v1.ModelRoute
-	3,  // 47: tollgate.v1.Snapshot.credentials:type_name -> tollgate.v1.StoredCredential
-	48, // 48: tollgate.v1.Snapshot.teams:type_name -> tollgate.v1.Team
-	50, // 49: tollgate.v1.Snapshot.rollups:type_name -> tollgate.v1.SpendRollup
-	26, // 50: tollgate.v1.Snapshot.budget_periods:type_name -> tollgate.v1.BudgetPeriod
-	27, // 51: tollgate.v1.Snapshot.node_seqs:type_name -> tollgate.v1.NodeSeq
-	30, // 52: tollgate.v1.Snapshot.applied_requests:type_name -> tollgate.v1.AppliedRequest
-	50, // 53: tollgate.v1.Snapshot.daily_rollups:type_name -> tollgate.v1.SpendRollup
-	53, // 54: tollgate.v1.Snapshot.users:type_name -> tollgate.v1.StoredUser
-	54, // 55: tollgate.v1.Snapshot.audit_records:type_name -> tollgate.v1.AuditRecord
-	55, // 56: tollgate.v1.Snapshot.mcp_servers:type_name -> tollgate.v1.McpServer
-	0,  // 57: tollgate.v1.AppliedRequest.error_kind:type_name -> tollgate.v1.ErrorKind
-	56, // 58: tollgate.v1.SetRouteOptionsCommand.options:type_name -> tollgate.v1.RouteOptions
-	2,  // 59: tollgate.v1.ImportKeysCommand.keys:type_name -> tollgate.v1.StoredKey
-	60, // [60:60] is the sub-list for method output_type
-	60, // [60:60] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	39, // 24: tollgate.v1.Command.create_user:type_name -> tollgate.v1.CreateUserCommand
+	40, // 25: tollgate.v1.Command.revoke_user:type_name -> tollgate.v1.RevokeUserCommand
+	41, // 26: tollgate.v1.Command.rotate_user:type_name -> tollgate.v1.RotateUserCommand
+	36, // 27: tollgate.v1.Command.end_console_session:type_name -> tollgate.v1.EndConsoleSessionCommand
+	42, // 28: tollgate.v1.Command.put_mcp_server:type_name -> tollgate.v1.PutMcpServerCommand
+	43, // 29: tollgate.v1.Command.delete_mcp_server:type_name -> tollgate.v1.DeleteMcpServerCommand
+	44, // 30: tollgate.v1.Command.set_mcp_tools:type_name -> tollgate.v1.SetMcpToolsCommand
+	45, // 31: tollgate.v1.StoredKey.key:type_name -> tollgate.v1.Key
+	46, // 32: tollgate.v1.StoredCredential.updated_at:type_name -> google.protobuf.Timestamp
+	2,  // 33: tollgate.v1.CreateKeyCommand.key:type_name -> tollgate.v1.StoredKey
+	47, // 34: tollgate.v1.UpdateKeyCommand.update:type_name -> tollgate.v1.UpdateKeyRequest
+	48, // 35: tollgate.v1.AddDeploymentCommand.deployment:type_name -> tollgate.v1.Deployment
+	49, // 36: tollgate.v1.UpdateDeploymentCommand.update:type_name -> tollgate.v1.UpdateDeploymentRequest
+	29, // 37: tollgate.v1.RestoreCommand.snapshot:type_name -> tollgate.v1.Snapshot
+	50, // 38: tollgate.v1.CreateTeamCommand.team:type_name -> tollgate.v1.Team
+	51, // 39: tollgate.v1.UpdateTeamCommand.update:type_name -> tollgate.v1.UpdateTeamRequest
+	52, // 40: tollgate.v1.SpendReportCommand.rollups:type_name -> tollgate.v1.SpendRollup
+	53, // 41: tollgate.v1.SpendReportCommand.budgets:type_name -> tollgate.v1.BudgetUse
+	20, // 42: tollgate.v1.GrantLeasesCommand.grants:type_name -> tollgate.v1.GrantLeaseCommand
+	23, // 43: tollgate.v1.GrantLeasesResult.outcomes:type_name -> tollgate.v1.GrantLeaseOutcome
+	26, // 44: tollgate.v1.GrantLeaseOutcome.period:type_name -> tollgate.v1.BudgetPeriod
+	37, // 45: tollgate.v1.BudgetPeriod.leases:type_name -> tollgate.v1.BudgetPeriod.LeasesEntry
+	2,  // 46: tollgate.v1.Snapshot.keys:type_name -> tollgate.v1.StoredKey
+	54, // 47: tollgate.v1.Snapshot.routes:type_name -> tollgate.v1.ModelRoute
+	3,  // 48: tollgate.v1.Snapshot.credentials:type_name -> tollgate.v1.StoredCredential
+	50, // 49: tollgate.v1.Snapshot.teams:type_name -> tollgate.v1.Team
+	52, // 50: tollgate.v1.Snapshot.rollups:type_name -> tollgate.v1.SpendRollup
+	26, // 51: tollgate.v1.Snapshot.budget_periods:type_name -> tollgate.v1.BudgetPeriod
+	27, // 52: tollgate.v1.Snapshot.node_seqs:type_name -> tollgate.v1.NodeSeq
+	30, // 53: tollgate.v1.Snapshot.applied_requests:type_name -> tollgate.v1.AppliedRequest
+	52, // 54: tollgate.v1.Snapshot.daily_rollups:type_name -> tollgate.v1.SpendRollup
+	55, // 55: tollgate.v1.Snapshot.users:type_name -> tollgate.v1.StoredUser
+	56, // 56: tollgate.v1.Snapshot.audit_records:type_name -> tollgate.v1.AuditRecord
+	57, // 57: tollgate.v1.Snapshot.mcp_servers:type_name -> tollgate.v1.McpServer
+	35, // 58: tollgate.v1.Snapshot.ended_console_sessions:type_name -> tollgate.v1.EndedConsoleSession
+	0,  // 59: tollgate.v1.AppliedRequest.error_kind:type_name -> tollgate.v1.ErrorKind
+	58, // 60: tollgate.v1.SetRouteOptionsCommand.options:type_name -> tollgate.v1.RouteOptions
+	2,  // 61: tollgate.v1.ImportKeysCommand.keys:type_name -> tollgate.v1.StoredKey
+	35, // 62: tollgate.v1.EndConsoleSessionCommand.session:type_name -> tollgate.v1.EndedConsoleSession
+	63, // [63:63] is the sub-list for method output_type
+	63, // [63:63] is the sub-list for method input_type
+	63, // [63:63] is the sub-list for extension type_name
+	63, // [63:63] is the sub-list for extension extendee
+	0,  // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_raft_proto_init() }
@@ -2871,6 +3014,7 @@ func file_tollgate_v1_raft_proto_init() {
 		(*Command_CreateUser)(nil),
 		(*Command_RevokeUser)(nil),
 		(*Command_RotateUser)(nil),
+		(*Command_EndConsoleSession)(nil),
 		(*Command_PutMcpServer)(nil),
 		(*Command_DeleteMcpServer)(nil),
 		(*Command_SetMcpTools)(nil),
@@ -2881,7 +3025,7 @@ func file_tollgate_v1_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_v1_raft_proto_rawDesc), len(file_tollgate_v1_raft_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   35,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -729,6 +729,78 @@ func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
 	return file_tollgate_v1_users_proto_rawDescGZIP(), []int{12}
 }
 
+type EndConsoleSessionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndConsoleSessionRequest) Reset() {
+	*x = EndConsoleSessionRequest{}
+	mi := &file_tollgate_v1_users_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndConsoleSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndConsoleSessionRequest) ProtoMessage() {}
+
+func (x *EndConsoleSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_users_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndConsoleSessionRequest.ProtoReflect.Descriptor instead.
+func (*EndConsoleSessionRequest) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_users_proto_rawDescGZIP(), []int{13}
+}
+
+type EndConsoleSessionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndConsoleSessionResponse) Reset() {
+	*x = EndConsoleSessionResponse{}
+	mi := &file_tollgate_v1_users_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndConsoleSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndConsoleSessionResponse) ProtoMessage() {}
+
+func (x *EndConsoleSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_users_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndConsoleSessionResponse.ProtoReflect.Descriptor instead.
+func (*EndConsoleSessionResponse) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_users_proto_rawDescGZIP(), []int{14}
+}
+
 type WhoAmIResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "bootstrap" for the bootstrap admin token.
@@ -743,7 +815,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_tollgate_v1_users_proto_msgTypes[13]
+	mi := &file_tollgate_v1_users_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -755,7 +827,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_users_proto_msgTypes[13]
+	mi := &file_tollgate_v1_users_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -768,7 +840,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_users_proto_rawDescGZIP(), []int{13}
+	return file_tollgate_v1_users_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WhoAmIResponse) GetUser() string {
@@ -817,7 +889,7 @@ type Actor struct {
 
 func (x *Actor) Reset() {
 	*x = Actor{}
-	mi := &file_tollgate_v1_users_proto_msgTypes[14]
+	mi := &file_tollgate_v1_users_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -829,7 +901,7 @@ func (x *Actor) String() string {
 func (*Actor) ProtoMessage() {}
 
 func (x *Actor) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_users_proto_msgTypes[14]
+	mi := &file_tollgate_v1_users_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +914,7 @@ func (x *Actor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Actor.ProtoReflect.Descriptor instead.
 func (*Actor) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_users_proto_rawDescGZIP(), []int{14}
+	return file_tollgate_v1_users_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Actor) GetUser() string {
@@ -897,7 +969,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_tollgate_v1_users_proto_msgTypes[15]
+	mi := &file_tollgate_v1_users_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +981,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_users_proto_msgTypes[15]
+	mi := &file_tollgate_v1_users_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +994,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_users_proto_rawDescGZIP(), []int{15}
+	return file_tollgate_v1_users_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AuditRecord) GetIndex() uint64 {
@@ -1004,7 +1076,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_tollgate_v1_users_proto_msgTypes[16]
+	mi := &file_tollgate_v1_users_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1088,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_users_proto_msgTypes[16]
+	mi := &file_tollgate_v1_users_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1101,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_users_proto_rawDescGZIP(), []int{16}
+	return file_tollgate_v1_users_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListAuditRequest) GetUser() string {
@@ -1070,7 +1142,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_tollgate_v1_users_proto_msgTypes[17]
+	mi := &file_tollgate_v1_users_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1082,7 +1154,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_users_proto_msgTypes[17]
+	mi := &file_tollgate_v1_users_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1095,7 +1167,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_users_proto_rawDescGZIP(), []int{17}
+	return file_tollgate_v1_users_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListAuditResponse) GetRecords() []*AuditRecord {
@@ -1115,7 +1187,7 @@ type CreateUserCommand struct {
 
 func (x *CreateUserCommand) Reset() {
 	*x = CreateUserCommand{}
-	mi := &file_tollgate_v1_users_proto_msgTypes[18]
+	mi := &file_tollgate_v1_users_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1199,7 @@ func (x *CreateUserCommand) String() string {
 func (*CreateUserCommand) ProtoMessage() {}
 
 func (x *CreateUserCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_users_proto_msgTypes[18]
+	mi := &file_tollgate_v1_users_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1212,7 @@ func (x *CreateUserCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserCommand.ProtoReflect.Descriptor instead.
 func (*CreateUserCommand) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_users_proto_rawDescGZIP(), []int{18}
+	return file_tollgate_v1_users_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CreateUserCommand) GetUser() *StoredUser {
@@ -1160,7 +1232,7 @@ type RevokeUserCommand struct {
 
 func (x *RevokeUserCommand) Reset() {
 	*x = RevokeUserCommand{}
-	mi := &file_tollgate_v1_users_proto_msgTypes[19]
+	mi := &file_tollgate_v1_users_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1244,7 @@ func (x *RevokeUserCommand) String() string {
 func (*RevokeUserCommand) ProtoMessage() {}
 
 func (x *RevokeUserCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_users_proto_msgTypes[19]
+	mi := &file_tollgate_v1_users_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1257,7 @@ func (x *RevokeUserCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeUserCommand.ProtoReflect.Descriptor instead.
 func (*RevokeUserCommand) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_users_proto_rawDescGZIP(), []int{19}
+	return file_tollgate_v1_users_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RevokeUserCommand) GetName() string {
@@ -1207,7 +1279,7 @@ type RotateUserCommand struct {
 
 func (x *RotateUserCommand) Reset() {
 	*x = RotateUserCommand{}
-	mi := &file_tollgate_v1_users_proto_msgTypes[20]
+	mi := &file_tollgate_v1_users_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1291,7 @@ func (x *RotateUserCommand) String() string {
 func (*RotateUserCommand) ProtoMessage() {}
 
 func (x *RotateUserCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_users_proto_msgTypes[20]
+	mi := &file_tollgate_v1_users_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1304,7 @@ func (x *RotateUserCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateUserCommand.ProtoReflect.Descriptor instead.
 func (*RotateUserCommand) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_users_proto_rawDescGZIP(), []int{20}
+	return file_tollgate_v1_users_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RotateUserCommand) GetName() string {
@@ -1309,7 +1381,9 @@ const file_tollgate_v1_users_proto_rawDesc = "" +
 	"\x12RotateUserResponse\x12%\n" +
 	"\x04user\x18\x01 \x01(\v2\x11.tollgate.v1.UserR\x04user\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\"\x0f\n" +
-	"\rWhoAmIRequest\"s\n" +
+	"\rWhoAmIRequest\"\x1a\n" +
+	"\x18EndConsoleSessionRequest\"\x1b\n" +
+	"\x19EndConsoleSessionResponse\"s\n" +
 	"\x0eWhoAmIResponse\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x17\n" +
@@ -1345,7 +1419,7 @@ const file_tollgate_v1_users_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
 	"token_hash\x18\x02 \x01(\fR\ttokenHash\x12!\n" +
-	"\ftoken_prefix\x18\x03 \x01(\tR\vtokenPrefix2\xcf\x03\n" +
+	"\ftoken_prefix\x18\x03 \x01(\tR\vtokenPrefix2\xb3\x04\n" +
 	"\vUserService\x12M\n" +
 	"\n" +
 	"CreateUser\x12\x1e.tollgate.v1.CreateUserRequest\x1a\x1f.tollgate.v1.CreateUserResponse\x12J\n" +
@@ -1355,7 +1429,8 @@ const file_tollgate_v1_users_proto_rawDesc = "" +
 	"RevokeUser\x12\x1e.tollgate.v1.RevokeUserRequest\x1a\x1f.tollgate.v1.RevokeUserResponse\x12M\n" +
 	"\n" +
 	"RotateUser\x12\x1e.tollgate.v1.RotateUserRequest\x1a\x1f.tollgate.v1.RotateUserResponse\x12A\n" +
-	"\x06WhoAmI\x12\x1a.tollgate.v1.WhoAmIRequest\x1a\x1b.tollgate.v1.WhoAmIResponse2Z\n" +
+	"\x06WhoAmI\x12\x1a.tollgate.v1.WhoAmIRequest\x1a\x1b.tollgate.v1.WhoAmIResponse\x12b\n" +
+	"\x11EndConsoleSession\x12%.tollgate.v1.EndConsoleSessionRequest\x1a&.tollgate.v1.EndConsoleSessionResponse2Z\n" +
 	"\fAuditService\x12J\n" +
 	"\tListAudit\x12\x1d.tollgate.v1.ListAuditRequest\x1a\x1e.tollgate.v1.ListAuditResponseB;Z9github.com/tollgate/tollgate/proto/tollgate/v1;tollgatev1b\x06proto3"
 
@@ -1371,43 +1446,45 @@ func file_tollgate_v1_users_proto_rawDescGZIP() []byte {
 	return file_tollgate_v1_users_proto_rawDescData
 }
 
-var file_tollgate_v1_users_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_tollgate_v1_users_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_tollgate_v1_users_proto_goTypes = []any{
-	(*User)(nil),                  // 0: tollgate.v1.User
-	(*StoredUser)(nil),            // 1: tollgate.v1.StoredUser
-	(*CreateUserRequest)(nil),     // 2: tollgate.v1.CreateUserRequest
-	(*CreateUserResponse)(nil),    // 3: tollgate.v1.CreateUserResponse
-	(*ListUsersRequest)(nil),      // 4: tollgate.v1.ListUsersRequest
-	(*ListUsersResponse)(nil),     // 5: tollgate.v1.ListUsersResponse
-	(*GetUserRequest)(nil),        // 6: tollgate.v1.GetUserRequest
-	(*GetUserResponse)(nil),       // 7: tollgate.v1.GetUserResponse
-	(*RevokeUserRequest)(nil),     // 8: tollgate.v1.RevokeUserRequest
-	(*RevokeUserResponse)(nil),    // 9: tollgate.v1.RevokeUserResponse
-	(*RotateUserRequest)(nil),     // 10: tollgate.v1.RotateUserRequest
-	(*RotateUserResponse)(nil),    // 11: tollgate.v1.RotateUserResponse
-	(*WhoAmIRequest)(nil),         // 12: tollgate.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),        // 13: tollgate.v1.WhoAmIResponse
-	(*Actor)(nil),                 // 14: tollgate.v1.Actor
-	(*AuditRecord)(nil),           // 15: tollgate.v1.AuditRecord
-	(*ListAuditRequest)(nil),      // 16: tollgate.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),     // 17: tollgate.v1.ListAuditResponse
-	(*CreateUserCommand)(nil),     // 18: tollgate.v1.CreateUserCommand
-	(*RevokeUserCommand)(nil),     // 19: tollgate.v1.RevokeUserCommand
-	(*RotateUserCommand)(nil),     // 20: tollgate.v1.RotateUserCommand
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(*User)(nil),                      // 0: tollgate.v1.User
+	(*StoredUser)(nil),                // 1: tollgate.v1.StoredUser
+	(*CreateUserRequest)(nil),         // 2: tollgate.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),        // 3: tollgate.v1.CreateUserResponse
+	(*ListUsersRequest)(nil),          // 4: tollgate.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),         // 5: tollgate.v1.ListUsersResponse
+	(*GetUserRequest)(nil),            // 6: tollgate.v1.GetUserRequest
+	(*GetUserResponse)(nil),           // 7: tollgate.v1.GetUserResponse
+	(*RevokeUserRequest)(nil),         // 8: tollgate.v1.RevokeUserRequest
+	(*RevokeUserResponse)(nil),        // 9: tollgate.v1.RevokeUserResponse
+	(*RotateUserRequest)(nil),         // 10: tollgate.v1.RotateUserRequest
+	(*RotateUserResponse)(nil),        // 11: tollgate.v1.RotateUserResponse
+	(*WhoAmIRequest)(nil),             // 12: tollgate.v1.WhoAmIRequest
+	(*EndConsoleSessionRequest)(nil),  // 13: tollgate.v1.EndConsoleSessionRequest
+	(*EndConsoleSessionResponse)(nil), // 14: tollgate.v1.EndConsoleSessionResponse
+	(*WhoAmIResponse)(nil),            // 15: tollgate.v1.WhoAmIResponse
+	(*Actor)(nil),                     // 16: tollgate.v1.Actor
+	(*AuditRecord)(nil),               // 17: tollgate.v1.AuditRecord
+	(*ListAuditRequest)(nil),          // 18: tollgate.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),         // 19: tollgate.v1.ListAuditResponse
+	(*CreateUserCommand)(nil),         // 20: tollgate.v1.CreateUserCommand
+	(*RevokeUserCommand)(nil),         // 21: tollgate.v1.RevokeUserCommand
+	(*RotateUserCommand)(nil),         // 22: tollgate.v1.RotateUserCommand
+	(*timestamppb.Timestamp)(nil),     // 23: google.protobuf.Timestamp
 }
 var file_tollgate_v1_users_proto_depIdxs = []int32{
-	21, // 0: tollgate.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	21, // 1: tollgate.v1.User.updated_at:type_name -> google.protobuf.Timestamp
-	21, // 2: tollgate.v1.User.revoked_at:type_name -> google.protobuf.Timestamp
+	23, // 0: tollgate.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	23, // 1: tollgate.v1.User.updated_at:type_name -> google.protobuf.Timestamp
+	23, // 2: tollgate.v1.User.revoked_at:type_name -> google.protobuf.Timestamp
 	0,  // 3: tollgate.v1.StoredUser.user:type_name -> tollgate.v1.User
 	0,  // 4: tollgate.v1.CreateUserResponse.user:type_name -> tollgate.v1.User
 	0,  // 5: tollgate.v1.ListUsersResponse.users:type_name -> tollgate.v1.User
 	0,  // 6: tollgate.v1.GetUserResponse.user:type_name -> tollgate.v1.User
 	0,  // 7: tollgate.v1.RevokeUserResponse.user:type_name -> tollgate.v1.User
 	0,  // 8: tollgate.v1.RotateUserResponse.user:type_name -> tollgate.v1.User
-	21, // 9: tollgate.v1.AuditRecord.time:type_name -> google.protobuf.Timestamp
-	15, // 10: tollgate.v1.ListAuditResponse.records:type_name -> tollgate.v1.AuditRecord
+	23, // 9: tollgate.v1.AuditRecord.time:type_name -> google.protobuf.Timestamp
+	17, // 10: tollgate.v1.ListAuditResponse.records:type_name -> tollgate.v1.AuditRecord
 	1,  // 11: tollgate.v1.CreateUserCommand.user:type_name -> tollgate.v1.StoredUser
 	2,  // 12: tollgate.v1.UserService.CreateUser:input_type -> tollgate.v1.CreateUserRequest
 	4,  // 13: tollgate.v1.UserService.ListUsers:input_type -> tollgate.v1.ListUsersRequest
@@ -1415,16 +1492,18 @@ var file_tollgate_v1_users_proto_depIdxs = []int32{
 	8,  // 15: tollgate.v1.UserService.RevokeUser:input_type -> tollgate.v1.RevokeUserRequest
 	10, // 16: tollgate.v1.UserService.RotateUser:input_type -> tollgate.v1.RotateUserRequest
 	12, // 17: tollgate.v1.UserService.WhoAmI:input_type -> tollgate.v1.WhoAmIRequest
-	16, // 18: tollgate.v1.AuditService.ListAudit:input_type -> tollgate.v1.ListAuditRequest
-	3,  // 19: tollgate.v1.UserService.CreateUser:output_type -> tollgate.v1.CreateUserResponse
-	5,  // 20: tollgate.v1.UserService.ListUsers:output_type -> tollgate.v1.ListUsersResponse
-	7,  // 21: tollgate.v1.UserService.GetUser:output_type -> tollgate.v1.GetUserResponse
-	9,  // 22: tollgate.v1.UserService.RevokeUser:output_type -> tollgate.v1.RevokeUserResponse
-	11, // 23: tollgate.v1.UserService.RotateUser:output_type -> tollgate.v1.RotateUserResponse
-	13, // 24: tollgate.v1.UserService.WhoAmI:output_type -> tollgate.v1.WhoAmIResponse
-	17, // 25: tollgate.v1.AuditService.ListAudit:output_type -> tollgate.v1.ListAuditResponse
-	19, // [19:26] is the sub-list for method output_type
-	12, // [12:19] is the sub-list for method input_type
+	13, // 18: tollgate.v1.UserService.EndConsoleSession:input_type -> tollgate.v1.EndConsoleSessionRequest
+	18, // 19: tollgate.v1.AuditService.ListAudit:input_type -> tollgate.v1.ListAuditRequest
+	3,  // 20: tollgate.v1.UserService.CreateUser:output_type -> tollgate.v1.CreateUserResponse
+	5,  // 21: tollgate.v1.UserService.ListUsers:output_type -> tollgate.v1.ListUsersResponse
+	7,  // 22: tollgate.v1.UserService.GetUser:output_type -> tollgate.v1.GetUserResponse
+	9,  // 23: tollgate.v1.UserService.RevokeUser:output_type -> tollgate.v1.RevokeUserResponse
+	11, // 24: tollgate.v1.UserService.RotateUser:output_type -> tollgate.v1.RotateUserResponse
+	15, // 25: tollgate.v1.UserService.WhoAmI:output_type -> tollgate.v1.WhoAmIResponse
+	14, // 26: tollgate.v1.UserService.EndConsoleSession:output_type -> tollgate.v1.EndConsoleSessionResponse
+	19, // 27: tollgate.v1.AuditService.ListAudit:output_type -> tollgate.v1.ListAuditResponse
+	20, // [20:28] is the sub-list for method output_type
+	12, // [12:20] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
 	12, // [12:12] is the sub-list for extension extendee
 	0,  // [0:12] is the sub-list for field type_name
@@ -1441,7 +1520,7 @@ func file_tollgate_v1_users_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_v1_users_proto_rawDesc), len(file_tollgate_v1_users_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -19,12 +19,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	UserService_CreateUser_FullMethodName = "/tollgate.v1.UserService/CreateUser"
-	UserService_ListUsers_FullMethodName  = "/tollgate.v1.UserService/ListUsers"
-	UserService_GetUser_FullMethodName    = "/tollgate.v1.UserService/GetUser"
-	UserService_RevokeUser_FullMethodName = "/tollgate.v1.UserService/RevokeUser"
-	UserService_RotateUser_FullMethodName = "/tollgate.v1.UserService/RotateUser"
-	UserService_WhoAmI_FullMethodName     = "/tollgate.v1.UserService/WhoAmI"
+	UserService_CreateUser_FullMethodName        = "/tollgate.v1.UserService/CreateUser"
+	UserService_ListUsers_FullMethodName         = "/tollgate.v1.UserService/ListUsers"
+	UserService_GetUser_FullMethodName           = "/tollgate.v1.UserService/GetUser"
+	UserService_RevokeUser_FullMethodName        = "/tollgate.v1.UserService/RevokeUser"
+	UserService_RotateUser_FullMethodName        = "/tollgate.v1.UserService/RotateUser"
+	UserService_WhoAmI_FullMethodName            = "/tollgate.v1.UserService/WhoAmI"
+	UserService_EndConsoleSession_FullMethodName = "/tollgate.v1.UserService/EndConsoleSession"
 )
 
 // UserServiceClient is the client API for UserService service.
@@ -47,6 +48,11 @@ type UserServiceClient interface {
 	RotateUser(ctx context.Context, in *RotateUserRequest, opts ...grpc.CallOption) (*RotateUserResponse, error)
 	// WhoAmI tells the caller who the node takes it for.
 	WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...grpc.CallOption) (*WhoAmIResponse, error)
+	// EndConsoleSession ends the web console session the call is made with
+	// (its "authorization: Console ..." value), on every node: from the
+	// time the call returns no node accepts that session again. Only a
+	// console session can be ended this way.
+	EndConsoleSession(ctx context.Context, in *EndConsoleSessionRequest, opts ...grpc.CallOption) (*EndConsoleSessionResponse, error)
 }
 
 type userServiceClient struct {
@@ -117,6 +123,16 @@ func (c *userServiceClient) WhoAmI(ctx context.Context, in *WhoAmIRequest, opts 
 	return out, nil
 }
 
+func (c *userServiceClient) EndConsoleSession(ctx context.Context, in *EndConsoleSessionRequest, opts ...grpc.CallOption) (*EndConsoleSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EndConsoleSessionResponse)
+	err := c.cc.Invoke(ctx, UserService_EndConsoleSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // UserServiceServer is the server API for UserService service.
 // All implementations must embed UnimplementedUserServiceServer
 // for forward compatibility.
@@ -137,6 +153,11 @@ type UserServiceServer interface {
 	RotateUser(context.Context, *RotateUserRequest) (*RotateUserResponse, error)
 	// WhoAmI tells the caller who the node takes it for.
 	WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error)
+	// EndConsoleSession ends the web console session the call is made with
+	// (its "authorization: Console ..." value), on every node: from the
+	// time the call returns no node accepts that session again. Only a
+	// console session can be ended this way.
+	EndConsoleSession(context.Context, *EndConsoleSessionRequest) (*EndConsoleSessionResponse, error)
 	mustEmbedUnimplementedUserServiceServer()
 }
 
@@ -164,6 +185,9 @@ func (UnimplementedUserServiceServer) RotateUser(context.Context, *RotateUserReq
 }
 func (UnimplementedUserServiceServer) WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method WhoAmI not implemented")
+}
+func (UnimplementedUserServiceServer) EndConsoleSession(context.Context, *EndConsoleSessionRequest) (*EndConsoleSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EndConsoleSession not implemented")
 }
 func (UnimplementedUserServiceServer) mustEmbedUnimplementedUserServiceServer() {}
 func (UnimplementedUserServiceServer) testEmbeddedByValue()                     {}
@@ -294,6 +318,24 @@ func _UserService_WhoAmI_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _UserService_EndConsoleSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EndConsoleSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(UserServiceServer).EndConsoleSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: UserService_EndConsoleSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(UserServiceServer).EndConsoleSession(ctx, req.(*EndConsoleSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // UserService_ServiceDesc is the grpc.ServiceDesc for UserService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -324,6 +366,10 @@ var UserService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "WhoAmI",
 			Handler:    _UserService_WhoAmI_Handler,
+		},
+		{
+			MethodName: "EndConsoleSession",
+			Handler:    _UserService_EndConsoleSession_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,148 @@
+package raftstore
+
+import (
+	"fmt"
+	"time"
+
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+)
+
+// Ended web console sessions (logouts). A console session is a signed
+// cookie every node checks on its own; logging out records the session's
+// fingerprint here until the session's own expiry (plus EndedSessionGrace),
+// so that no node accepts a copy of the cookie afterwards. Entries are
+// ordered by expiry, so each logout drops the expired ones from the front
+// of the tree: the set never holds more than the sessions that were still
+// live (within the grace) at the last logout, all issued within one
+// session lifetime and the grace.
+
+// ConsoleSessionIDLen is the length of a console session's fingerprint.
+const ConsoleSessionIDLen = 16
+
+// MaxConsoleSessionLife bounds how far beyond the command's time an ended
+// session may expire, so that a bad entry cannot stay for ever.
+const MaxConsoleSessionLife = 7 * 24 * time.Hour
+
+// EndedSessionGrace is how long an ended session is kept past its expiry
+// (by the leader's clock, which stamps the commands), so that a node whose
+// clock runs behind the leader's, and so still takes the session for
+// live, refuses it too.
+const EndedSessionGrace = 5 * time.Minute
+
+// endedSession is an ended session: its expiry (Unix seconds) and
+// fingerprint.
+type endedSession struct {
+	expires int64
+	id      [ConsoleSessionIDLen]byte
+}
+
+func endedSessionLess(a, b endedSession) bool {
+	if a.expires != b.expires {
+		return a.expires < b.expires
+	}
+	return string(a.id[:]) < string(b.id[:])
+}
+
+// newEndedSession is the item of a session; ids of another length are
+// refused before.
+func newEndedSession(id []byte, expires int64) endedSession {
+	e := endedSession{expires: expires}
+	copy(e.id[:], id)
+	return e
+}
+
+func newEndedSessions() ptree[endedSession] { return newPtree(endedSessionLess) }
+
+// ConsoleSessionEnded reports whether the console session with this
+// fingerprint and expiry was logged out. It reads the published state
+// only: no lock, no allocation.
+func (s *State) ConsoleSessionEnded(id []byte, expiresAt int64) bool {
+	if s.endedSessions.Len() == 0 || len(id) != ConsoleSessionIDLen {
+		return false
+	}
+	_, ok := s.endedSessions.get(newEndedSession(id, expiresAt))
+	return ok
+}
+
+// EndedConsoleSessions returns the number of ended sessions held.
+func (s *State) EndedConsoleSessions() int { return s.endedSessions.Len() }
+
+func validEndedSession(e *pb.EndedConsoleSession) error {
+	if len(e.GetSessionId()) != ConsoleSessionIDLen {
+		return fmt.Errorf("console session id has %d bytes, want %d: %w", len(e.GetSessionId()), ConsoleSessionIDLen, ErrInvalid)
+	}
+	if e.GetExpiresAt() <= 0 {
+		return fmt.Errorf("console session expiry %d: %w", e.GetExpiresAt(), ErrInvalid)
+	}
+	return nil
+}
+
+// endConsoleSession records c's session as ended until its expiry, and
+// drops every ended session that expired EndedSessionGrace before the
+// command's time.
+func endConsoleSession(cur *State, c *pb.EndConsoleSessionCommand, unixNanos int64) (*State, error) {
+	e := c.GetSession()
+	if err := validEndedSession(e); err != nil {
+		return nil, err
+	}
+	now := timeOf(unixNanos)
+	if e.GetExpiresAt() > now.Add(MaxConsoleSessionLife).Unix() {
+		return nil, fmt.Errorf("console session expires more than %v after the logout: %w", MaxConsoleSessionLife, ErrInvalid)
+	}
+	over := now.Add(-EndedSessionGrace).Unix() // expired by then on every node
+	x := cur.endedSessions.txn()
+	for {
+		first, ok := x.min()
+		if !ok || first.expires > over {
+			break
+		}
+		x.delete(first)
+	}
+	if e.GetExpiresAt() > over {
+		x.put(newEndedSession(e.GetSessionId(), e.GetExpiresAt()))
+	}
+	next := *cur
+	next.endedSessions = x.commit()
+	return &next, nil
+}
+
+// endedSessionsOf returns the ended sessions, soonest expiry first.
+func endedSessionsOf(st *State) []*pb.EndedConsoleSession {
+	out := make([]*pb.EndedConsoleSession, 0, st.endedSessions.Len())
+	st.endedSessions.ascend(func(e endedSession) bool {
+		out = append(out, &pb.EndedConsoleSession{SessionId: append([]byte(nil), e.id[:]...), ExpiresAt: e.expires})
+		return true
+	})
+	return out
+}
+
+// addEndedSessions loads a snapshot's ended sessions into b's state.
+func (b *stateBuilder) addEndedSessions(list []*pb.EndedConsoleSession) error {
+	if len(list) == 0 {
+		return nil
+	}
+	x := b.st.endedSessions.txn()
+	for _, e := range list {
+		if err := validEndedSession(e); err != nil {
+			return fmt.Errorf("snapshot: %w", err)
+		}
+		x.put(newEndedSession(e.GetSessionId(), e.GetExpiresAt()))
+	}
+	b.st.endedSessions = x.commit()
+	return nil
+}
+
+// mergeEndedSessions keeps, in a restored state, every session the
+// running cluster has ended: a restore of an older backup must not let a
+// logged-out session in again.
+func mergeEndedSessions(restored, cur *State) {
+	if cur.endedSessions.Len() == 0 {
+		return
+	}
+	x := restored.endedSessions.txn()
+	cur.endedSessions.ascend(func(e endedSession) bool {
+		x.put(e)
+		return true
+	})
+	restored.endedSessions = x.commit()
+}
