@@ -106,14 +106,9 @@ func endConsoleSession(cur *State, c *pb.EndConsoleSessionCommand, unixNanos int
 	return &next, nil
 }
 
-// endedSessionsOf returns the ended sessions, soonest expiry first.
-func endedSessionsOf(st *State) []*pb.EndedConsoleSession {
-	out := make([]*pb.EndedConsoleSession, 0, st.endedSessions.Len())
-	st.endedSessions.ascend(func(e endedSession) bool {
-		out = append(out, &pb.EndedConsoleSession{SessionId: append([]byte(nil), e.id[:]...), ExpiresAt: e.expires})
-		return true
-	})
-	return out
+// proto is e as a snapshot holds it.
+func (e endedSession) proto() *pb.EndedConsoleSession {
+	return &pb.EndedConsoleSession{SessionId: append([]byte(nil), e.id[:]...), ExpiresAt: e.expires}
 }
 
 // addEndedSessions loads a snapshot's ended sessions into b's state.

@@ -155,3 +155,29 @@ func BenchmarkEndConsoleSession(b *testing.B) {
 		})
 	}
 }
+
+// Ended sessions travel in snapshot parts of at most snapshotChunk items,
+// like every other large part of the state, so that no record grows with
+// the number of logouts; they restore whole.
+func TestSnapshotPartsHoldAtMostAChunkOfEndedSessions(t *testing.T) {
+	n := 2*snapshotChunk + 5
+	st := stateWithEnded(n, baseNanos/sec)
+	total := 0
+	if err := snapshotParts(st, func(p *pb.Snapshot) error {
+		if k := len(p.GetEndedConsoleSessions()); k > snapshotChunk {
+			t.Errorf("a snapshot part holds %d ended sessions, more than %d", k, snapshotChunk)
+		}
+		total += len(p.GetEndedConsoleSessions())
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if total != n {
+		t.Fatalf("the parts hold %d ended sessions, want %d", total, n)
+	}
+	f := newFSM()
+	f.state.Store(st)
+	if got := restored(t, persist(t, f)); got.EndedConsoleSessions() != n {
+		t.Fatalf("%d ended sessions restored, want %d", got.EndedConsoleSessions(), n)
+	}
+}
