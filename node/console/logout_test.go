@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -127,5 +129,34 @@ func TestLogoutSomeNodeHasNotAppliedSaysWhich(t *testing.T) {
 	}
 	if n := e.store.State().EndedConsoleSessions(); n != 1 {
 		t.Fatalf("%d ended sessions, want 1", n)
+	}
+}
+
+// Every login is a session a logout can add to the replicated state, so
+// one user's logins are bounded too, not only each address's: fresh
+// addresses (an IPv6 range holds many /64s) do not give one token an
+// unbounded number of sessions. Another user is not held back.
+func TestLoginsOfOneUserAreBoundedAcrossAddresses(t *testing.T) {
+	e := startEnv(t, func(_ string, c *Config) { c.LoginsPerMinute = 3 })
+	login := func(role, remote string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/api/login", strings.NewReader(`{"token":"`+e.tokens[role]+`"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.RemoteAddr = remote
+		rec := httptest.NewRecorder()
+		e.srv.ServeHTTP(rec, req)
+		return rec
+	}
+	for i := 1; i <= 3; i++ {
+		if rec := login(raftstore.RoleOperator, fmt.Sprintf("[2001:db8:%x::1]:4000", i)); rec.Code != http.StatusOK {
+			t.Fatalf("login %d: %d %s", i, rec.Code, rec.Body)
+		}
+	}
+	rec := login(raftstore.RoleOperator, "[2001:db8:ff::1]:4000")
+	wantError(t, rec.Code, rec.Body.String(), 429, "ResourceExhausted", "this user")
+	if len(rec.Result().Cookies()) != 0 {
+		t.Fatal("a session cookie was set on a refused login")
+	}
+	if rec := login(raftstore.RoleViewer, "[2001:db8:ff::1]:4000"); rec.Code != http.StatusOK {
+		t.Fatalf("another user's login: %d %s", rec.Code, rec.Body)
 	}
 }

@@ -113,8 +113,15 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 }
 
 // startSession signs sess, sets it as the cookie and answers with it.
+// A user gets at most the login limit of sessions a minute from this
+// node, whatever the addresses: each one a logout can add to the
+// replicated state until it expires.
 func (s *Server) startSession(w http.ResponseWriter, r *http.Request, sess *pb.ConsoleSession) {
 	now := s.now()
+	if !s.users.allow(sess.GetUser(), now) {
+		writeError(w, codes.ResourceExhausted, "too many logins of this user from this node; wait a minute")
+		return
+	}
 	sess.Address, sess.IssuedAt, sess.ExpiresAt = r.RemoteAddr, now.Unix(), now.Add(sessionLife).Unix()
 	cs := s.cfg.ClusterSecret()
 	signed, err := admin.SignConsoleSession(cs, sess)
