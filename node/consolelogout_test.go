@@ -90,3 +90,34 @@ func TestLogoutOnOneNodeEndsTheSessionOnEveryNode(t *testing.T) {
 		})
 	}
 }
+
+// A logout on a node cut off from the rest (no leader can be elected)
+// still clears the cookie, and answers that the session could not be
+// ended on the server, in the console's JSON error format.
+func TestLogoutWithoutALeaderClearsTheCookieAndSaysSo(t *testing.T) {
+	nodes := startCluster(t, 3, func(c *Config) { c.Console.Addr = "127.0.0.1:0" })
+	leader := waitCluster(t, nodes, 3, 0)
+	eventually(t, 10*time.Second, "the cluster secret on every node", func() error {
+		for _, tn := range nodes {
+			if tn.n.Store().State().ClusterSecret() == "" {
+				return fmt.Errorf("not yet on %s", tn.cfg.NodeID)
+			}
+		}
+		return nil
+	})
+	alone := without(nodes, leader)[0]
+	base := "http://" + alone.n.ConsoleAddr()
+	hc, csrf := consoleLogin(t, base, testAdminToken)
+	for _, tn := range without(nodes, alone) {
+		tn.crash()
+	}
+	resp, body := consolePost(t, hc, base+"/api/logout", "", csrf)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, `"Unavailable"`) ||
+		!strings.Contains(body, "could not be ended on the server") {
+		t.Fatalf("logout without a leader: %d %s", resp.StatusCode, body)
+	}
+	u, _ := url.Parse(base)
+	if c := hc.Jar.Cookies(u); len(c) != 0 {
+		t.Fatalf("the session cookie is still set after the logout: %v", c)
+	}
+}

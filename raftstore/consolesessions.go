@@ -11,10 +11,11 @@ import (
 // cookie every node checks on its own; logging out records the session's
 // fingerprint here until the session's own expiry (plus EndedSessionGrace),
 // so that no node accepts a copy of the cookie afterwards. Entries are
-// ordered by expiry, so each logout drops the expired ones from the front
-// of the tree: the set never holds more than the sessions that were still
-// live (within the grace) at the last logout, all issued within one
-// session lifetime and the grace.
+// ordered by expiry, so each logout drops expired ones from the front of
+// the tree (at most endedPruneStep, and adds one): the set never holds
+// more than the most sessions that were live (within the grace) at once,
+// each issued within one session lifetime and the grace. An expired entry
+// still held matches no session that opens.
 
 // ConsoleSessionIDLen is the length of a console session's fingerprint.
 const ConsoleSessionIDLen = 16
@@ -28,6 +29,12 @@ const MaxConsoleSessionLife = 7 * 24 * time.Hour
 // clock runs behind the leader's, and so still takes the session for
 // live, refuses it too.
 const EndedSessionGrace = 5 * time.Minute
+
+// endedPruneStep bounds the expired sessions one logout forgets, so that
+// its cost does not grow with how many expired at once (as auditPruneStep
+// does for the audit log); each logout adds at most one, so the expired
+// ones still held only shrink.
+const endedPruneStep = 32
 
 // endedSession is an ended session: its expiry (Unix seconds) and
 // fingerprint.
@@ -78,8 +85,8 @@ func validEndedSession(e *pb.EndedConsoleSession) error {
 }
 
 // endConsoleSession records c's session as ended until its expiry, and
-// drops every ended session that expired EndedSessionGrace before the
-// command's time.
+// drops up to endedPruneStep ended sessions that expired EndedSessionGrace
+// before the command's time.
 func endConsoleSession(cur *State, c *pb.EndConsoleSessionCommand, unixNanos int64) (*State, error) {
 	e := c.GetSession()
 	if err := validEndedSession(e); err != nil {
@@ -91,7 +98,7 @@ func endConsoleSession(cur *State, c *pb.EndConsoleSessionCommand, unixNanos int
 	}
 	over := now.Add(-EndedSessionGrace).Unix() // expired by then on every node
 	x := cur.endedSessions.txn()
-	for {
+	for range endedPruneStep {
 		first, ok := x.min()
 		if !ok || first.expires > over {
 			break
@@ -106,14 +113,9 @@ func endConsoleSession(cur *State, c *pb.EndConsoleSessionCommand, unixNanos int
 	return &next, nil
 }
 
-// endedSessionsOf returns the ended sessions, soonest expiry first.
-func endedSessionsOf(st *State) []*pb.EndedConsoleSession {
-	out := make([]*pb.EndedConsoleSession, 0, st.endedSessions.Len())
-	st.endedSessions.ascend(func(e endedSession) bool {
-		out = append(out, &pb.EndedConsoleSession{SessionId: append([]byte(nil), e.id[:]...), ExpiresAt: e.expires})
-		return true
-	})
-	return out
+// proto is e as a snapshot holds it.
+func (e endedSession) proto() *pb.EndedConsoleSession {
+	return &pb.EndedConsoleSession{SessionId: append([]byte(nil), e.id[:]...), ExpiresAt: e.expires}
 }
 
 // addEndedSessions loads a snapshot's ended sessions into b's state.

@@ -155,3 +155,55 @@ func BenchmarkEndConsoleSession(b *testing.B) {
 		})
 	}
 }
+
+// Ended sessions travel in snapshot parts of at most snapshotChunk items,
+// like every other large part of the state, so that no record grows with
+// the number of logouts; they restore whole.
+func TestSnapshotPartsHoldAtMostAChunkOfEndedSessions(t *testing.T) {
+	n := 2*snapshotChunk + 5
+	st := stateWithEnded(n, baseNanos/sec)
+	total := 0
+	if err := snapshotParts(st, func(p *pb.Snapshot) error {
+		if k := len(p.GetEndedConsoleSessions()); k > snapshotChunk {
+			t.Errorf("a snapshot part holds %d ended sessions, more than %d", k, snapshotChunk)
+		}
+		total += len(p.GetEndedConsoleSessions())
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if total != n {
+		t.Fatalf("the parts hold %d ended sessions, want %d", total, n)
+	}
+	f := newFSM()
+	f.state.Store(st)
+	if got := restored(t, persist(t, f)); got.EndedConsoleSessions() != n {
+		t.Fatalf("%d ended sessions restored, want %d", got.EndedConsoleSessions(), n)
+	}
+}
+
+// A logout forgets at most endedPruneStep expired sessions, however many
+// expired together (a burst of logins ends at once), so that no single
+// entry stalls the state machine of every node; the next logouts go on.
+func TestEndConsoleSessionPrunesABoundedNumberPerLogout(t *testing.T) {
+	now := baseNanos / sec
+	n := 4 * endedPruneStep
+	st := stateWithEnded(n, now) // expiries now+3600 ...
+	later := now + 2*3600 + int64(EndedSessionGrace.Seconds())
+	c := &pb.EndConsoleSessionCommand{Session: &pb.EndedConsoleSession{SessionId: sessionID(0xee), ExpiresAt: later + 3600}}
+	next, err := endConsoleSession(st, c, later*sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := next.EndedConsoleSessions(), n-endedPruneStep+1; got != want {
+		t.Fatalf("%d ended sessions after a logout, want %d (%d expired forgotten, the new one added)", got, want, endedPruneStep)
+	}
+	for range 3 {
+		if next, err = endConsoleSession(next, c, later*sec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := next.EndedConsoleSessions(); got != 1 {
+		t.Fatalf("%d ended sessions after four logouts, want 1 (every expired one forgotten)", got)
+	}
+}

@@ -272,9 +272,13 @@ func snapshotParts(st *State, emit func(*pb.Snapshot) error) error {
 			c.part.Users = st.Users()
 			c.part.NodeSeqs, c.part.AdminTokenHashes = nodeSeqsOf(st), adminTokensOf(st)
 			c.part.AppliedRequests, c.part.ClusterSecret = appliedRequestsOf(st), st.clusterSecret
-			c.part.EndedConsoleSessions = endedSessionsOf(st)
 			c.n = 1
 			return c.flush(true)
+		},
+		func() error {
+			return walkParts(c, st.endedSessions, func(p *pb.Snapshot, e endedSession) {
+				p.EndedConsoleSessions = append(p.EndedConsoleSessions, e.proto())
+			})
 		},
 	}
 	for _, step := range steps {

@@ -52,7 +52,8 @@ type Config struct {
 	Secure bool
 	// OIDC turns on single sign-on; nil: off.
 	OIDC *OIDCConfig
-	// LoginsPerMinute bounds login attempts per client address; 0: 10.
+	// LoginsPerMinute bounds login attempts per client address, and
+	// logins per user (token or single sign-on); 0: 10.
 	LoginsPerMinute int
 	// Logger; nil: slog.Default().
 	Logger *slog.Logger
@@ -65,8 +66,9 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	now    func() time.Time
-	logins *rateLimit
-	oidc   *oidcFlow // nil without single sign-on
+	logins *rateLimit // by client address
+	users  *rateLimit // logins by user
+	oidc   *oidcFlow  // nil without single sign-on
 	mux    *http.ServeMux
 	ui     fs.FS
 }
@@ -82,6 +84,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		s.now = time.Now
 	}
 	s.logins = newRateLimit(cmp.Or(cfg.LoginsPerMinute, 10), time.Minute)
+	s.users = newRateLimit(cmp.Or(cfg.LoginsPerMinute, 10), time.Minute)
 	sub, err := fs.Sub(uiFiles, "ui")
 	if err != nil {
 		return nil, err

@@ -1,11 +1,21 @@
 package console
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"slices"
+	"strings"
 	"testing"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 	"github.com/tollgate/tollgate/raftstore"
 )
 
@@ -81,5 +91,72 @@ func TestLogoutTheClusterCannotRecordClearsTheCookieAndSaysSo(t *testing.T) {
 	wantError(t, code, body, 409, "FailedPrecondition", "signed out in this browser", "could not be ended on the server", "does not support")
 	if sessionCookie(t, c) != nil {
 		t.Fatal("the session cookie is still set after a logout the cluster could not record")
+	}
+}
+
+// laggingAdmin is the admin connection of a leader that waited for the
+// other nodes in vain: its answer to a logout names node n3 in the
+// x-tollgate-lagging header, as node.runOnLeader does.
+type laggingAdmin struct{ grpc.ClientConnInterface }
+
+func (c laggingAdmin) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	err := c.ClientConnInterface.Invoke(ctx, method, args, reply, opts...)
+	for _, o := range opts {
+		if h, ok := o.(grpc.HeaderCallOption); ok && err == nil && method == pb.UserService_EndConsoleSession_FullMethodName {
+			*h.HeaderAddr = metadata.Pairs("x-tollgate-lagging", "n3")
+		}
+	}
+	return err
+}
+
+// A logout that some node had not applied when the leader stopped waiting
+// does not answer as if every node refused the session already: it names
+// the nodes that may still take a copy of the cookie until they catch up.
+func TestLogoutSomeNodeHasNotAppliedSaysWhich(t *testing.T) {
+	e := startEnv(t, func(_ string, c *Config) { c.Admin = laggingAdmin{c.Admin} })
+	c := e.login(t, raftstore.RoleOperator)
+	code, body := c.do("POST", "/api/logout", "", nil)
+	var got struct {
+		Lagging []string `json:"lagging"`
+		Message string   `json:"message"`
+	}
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &got) != nil || !slices.Equal(got.Lagging, []string{"n3"}) ||
+		!strings.Contains(got.Message, "n3") {
+		t.Fatalf("logout while n3 lags: %d %s", code, body)
+	}
+	if sessionCookie(t, c) != nil {
+		t.Fatal("the session cookie is still set")
+	}
+	if n := e.store.State().EndedConsoleSessions(); n != 1 {
+		t.Fatalf("%d ended sessions, want 1", n)
+	}
+}
+
+// Every login is a session a logout can add to the replicated state, so
+// one user's logins are bounded too, not only each address's: fresh
+// addresses (an IPv6 range holds many /64s) do not give one token an
+// unbounded number of sessions. Another user is not held back.
+func TestLoginsOfOneUserAreBoundedAcrossAddresses(t *testing.T) {
+	e := startEnv(t, func(_ string, c *Config) { c.LoginsPerMinute = 3 })
+	login := func(role, remote string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/api/login", strings.NewReader(`{"token":"`+e.tokens[role]+`"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.RemoteAddr = remote
+		rec := httptest.NewRecorder()
+		e.srv.ServeHTTP(rec, req)
+		return rec
+	}
+	for i := 1; i <= 3; i++ {
+		if rec := login(raftstore.RoleOperator, fmt.Sprintf("[2001:db8:%x::1]:4000", i)); rec.Code != http.StatusOK {
+			t.Fatalf("login %d: %d %s", i, rec.Code, rec.Body)
+		}
+	}
+	rec := login(raftstore.RoleOperator, "[2001:db8:ff::1]:4000")
+	wantError(t, rec.Code, rec.Body.String(), 429, "ResourceExhausted", "this user")
+	if len(rec.Result().Cookies()) != 0 {
+		t.Fatal("a session cookie was set on a refused login")
+	}
+	if rec := login(raftstore.RoleViewer, "[2001:db8:ff::1]:4000"); rec.Code != http.StatusOK {
+		t.Fatalf("another user's login: %d %s", rec.Code, rec.Body)
 	}
 }

@@ -11,9 +11,11 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -111,8 +113,15 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 }
 
 // startSession signs sess, sets it as the cookie and answers with it.
+// A user gets at most the login limit of sessions a minute from this
+// node, whatever the addresses: each one a logout can add to the
+// replicated state until it expires.
 func (s *Server) startSession(w http.ResponseWriter, r *http.Request, sess *pb.ConsoleSession) {
 	now := s.now()
+	if !s.users.allow(sess.GetUser(), now) {
+		writeError(w, codes.ResourceExhausted, "too many logins of this user from this node; wait a minute")
+		return
+	}
 	sess.Address, sess.IssuedAt, sess.ExpiresAt = r.RemoteAddr, now.Unix(), now.Add(sessionLife).Unix()
 	cs := s.cfg.ClusterSecret()
 	signed, err := admin.SignConsoleSession(cs, sess)
@@ -154,8 +163,15 @@ func (s *Server) serveSession(w http.ResponseWriter, r *http.Request) {
 // service records it as ended until it expires, so a copy of the cookie
 // is refused too) and clears the cookie. The cookie is cleared even when
 // the session could not be ended on the server; the answer then says so.
+//
+// The leader waits a bounded time for every live node to apply the
+// logout: a node that had not (it lags) still takes a copy of the cookie
+// until it catches up, so the answer then names it rather than saying
+// nothing (204).
 func (s *Server) serveLogout(w http.ResponseWriter, r *http.Request, session string) {
-	_, err := pb.NewUserServiceClient(s.cfg.Admin).EndConsoleSession(s.adminCtx(r, session), &pb.EndConsoleSessionRequest{})
+	var hdr metadata.MD
+	_, err := pb.NewUserServiceClient(s.cfg.Admin).EndConsoleSession(s.adminCtx(r, session), &pb.EndConsoleSessionRequest{},
+		grpc.Header(&hdr))
 	s.setCookie(w, "", -1)
 	if err != nil {
 		st := status.Convert(err)
@@ -167,7 +183,29 @@ func (s *Server) serveLogout(w http.ResponseWriter, r *http.Request, session str
 		writeError(w, st.Code(), msg)
 		return
 	}
+	if lag := laggingNodes(hdr); len(lag) > 0 {
+		writeJSON(w, http.StatusOK, map[string]any{"lagging": lag, "message": "signed out, but node(s) " +
+			strings.Join(lag, ", ") + " had not applied it yet: until they catch up, a copy of the cookie still opens there"})
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// mdLagging is the response header in which a write names the nodes that
+// had not applied it within the leader's bounded wait.
+const mdLagging = "x-tollgate-lagging"
+
+// laggingNodes returns the nodes hdr names as lagging.
+func laggingNodes(hdr metadata.MD) []string {
+	var nodes []string
+	for _, v := range hdr.Get(mdLagging) {
+		for id := range strings.SplitSeq(v, ",") {
+			if id = strings.TrimSpace(id); id != "" {
+				nodes = append(nodes, id)
+			}
+		}
+	}
+	return nodes
 }
 
 // session returns the request's signed session and the cluster secret,

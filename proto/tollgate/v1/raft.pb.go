@@ -2535,7 +2535,7 @@ func (x *ImportKeysResult) GetSkipped() []bool {
 type EndedConsoleSession struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A one-way fingerprint of the signed session (16 bytes; see
-	// admin.ConsoleSessionID), never the session itself.
+	// admin.sessionID, from its MAC), never the session itself.
 	SessionId []byte `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// The session's own expiry, Unix seconds.
 	ExpiresAt     int64 `protobuf:"varint,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
