@@ -27,7 +27,7 @@ import (
 const (
 	mdForwarded = admin.MetadataForwarded // set on a write forwarded to the leader
 	mdIndex     = "x-tollgate-index"      // the Raft index a write was applied at
-	mdLagging   = "x-tollgate-lagging"    // nodes that had not applied it in time
+	mdLagging   = admin.MetadataLagging   // nodes that had not applied it in time
 )
 
 // appliedWait bounds how long a write waits for every live node to apply

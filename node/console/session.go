@@ -183,29 +183,12 @@ func (s *Server) serveLogout(w http.ResponseWriter, r *http.Request, session str
 		writeError(w, st.Code(), msg)
 		return
 	}
-	if lag := laggingNodes(hdr); len(lag) > 0 {
+	if lag := admin.LaggingNodes(hdr); len(lag) > 0 {
 		writeJSON(w, http.StatusOK, map[string]any{"lagging": lag, "message": "signed out, but node(s) " +
 			strings.Join(lag, ", ") + " had not applied it yet: until they catch up, a copy of the cookie still opens there"})
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// mdLagging is the response header in which a write names the nodes that
-// had not applied it within the leader's bounded wait.
-const mdLagging = "x-tollgate-lagging"
-
-// laggingNodes returns the nodes hdr names as lagging.
-func laggingNodes(hdr metadata.MD) []string {
-	var nodes []string
-	for _, v := range hdr.Get(mdLagging) {
-		for id := range strings.SplitSeq(v, ",") {
-			if id = strings.TrimSpace(id); id != "" {
-				nodes = append(nodes, id)
-			}
-		}
-	}
-	return nodes
 }
 
 // session returns the request's signed session and the cluster secret,
