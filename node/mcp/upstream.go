@@ -177,6 +177,22 @@ func (u *upstream) fail(sess *sdk.ClientSession, why string) {
 	u.g.log.Warn("mcp upstream failed; cooling down", "server", u.name, "err", why)
 }
 
+// restart closes sess, if it is still the upstream's session, and has a
+// new one opened at once: the session ended over one request's fault,
+// not the server's, so no cooldown.
+func (u *upstream) restart(sess *sdk.ClientSession) {
+	u.mu.Lock()
+	if u.sess != sess || sess == nil {
+		u.mu.Unlock()
+		return
+	}
+	u.sess, u.state, u.retryAt = nil, stateConnecting, time.Time{}
+	stop := u.stop
+	u.mu.Unlock()
+	_ = sess.Close()
+	stop()
+}
+
 func (u *upstream) coolLocked(why string) {
 	u.failures++
 	d := u.g.cfg.Cooldown << min(u.failures-1, 16)
@@ -353,7 +369,8 @@ func (g *Gateway) httpClient(st *raftstore.State, cfg *pb.McpServer) (*http.Clie
 		}
 		h.Set("Authorization", "Bearer "+val)
 	}
-	return &http.Client{Transport: headerTransport{base: g.httpTransport, h: h, origin: originOf(cfg.GetUrl())}}, nil
+	return &http.Client{Transport: refusalTransport{server: cfg.GetName(),
+		base: headerTransport{base: g.httpTransport, h: h, origin: originOf(cfg.GetUrl())}}}, nil
 }
 
 // headerTransport adds h to the requests it carries to origin (scheme and
