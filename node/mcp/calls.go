@@ -176,7 +176,7 @@ func (g *Gateway) callTool(ctx context.Context, scope string, req *sdk.CallToolR
 	p := req.Params
 	server, tool, ns := splitTool(scope, p.Name)
 	return g.governed(ctx, req, &request{kind: "tool", model: "mcp:" + sanitize(ns), server: server, name: tool, label: p.Name,
-		reqBytes: len(p.Arguments), allowed: func(pol raftstore.McpPolicy) bool { return pol.Allows(ns) }, priced: true,
+		reqBytes: len(p.Arguments), allowed: func(pol raftstore.McpPolicy) bool { return !resourceNamed(tool) && pol.Allows(ns) }, priced: true,
 		send: func(ctx context.Context, _ *upstream, sess *sdk.ClientSession) (sdk.Result, error) {
 			params := &sdk.CallToolParams{Name: tool}
 			if len(p.Arguments) > 0 {

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -254,6 +255,7 @@ func listTools(ctx context.Context, sess *sdk.ClientSession) ([]*sdk.Tool, error
 		}
 		return res.Tools, res.NextCursor, nil
 	})
+	out = slices.DeleteFunc(out, func(t *sdk.Tool) bool { return resourceNamed(t.Name) })
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, err
 }
