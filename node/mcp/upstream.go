@@ -51,6 +51,7 @@ type upstream struct {
 	lastErr   string
 	retryAt   time.Time
 	failures  int
+	failed    *sdk.ClientSession // the session whose end began the cooldown
 	dialing   bool
 	closed    bool
 }
@@ -124,7 +125,7 @@ func (u *upstream) connect(ctx context.Context) {
 		_ = sess.Close()
 		return
 	}
-	u.sess, u.stop, u.state, u.failures, u.lastErr = sess, stop, stateConnected, 0, ""
+	u.sess, u.stop, u.state, u.failures, u.lastErr, u.failed = sess, stop, stateConnected, 0, "", nil
 	u.tools, u.prompts, u.resources, u.templates = l.tools, l.prompts, l.resources, l.templates
 	go u.watch(sess)
 }
@@ -169,7 +170,7 @@ func (u *upstream) fail(sess *sdk.ClientSession, why string) {
 		u.mu.Unlock()
 		return
 	}
-	u.sess = nil
+	u.sess, u.failed = nil, sess
 	stop := u.stop
 	u.coolLocked(why)
 	u.mu.Unlock()
@@ -180,18 +181,24 @@ func (u *upstream) fail(sess *sdk.ClientSession, why string) {
 
 // restart closes sess, if it is still the upstream's session, and has a
 // new one opened at once: the session ended over one request's fault,
-// not the server's, so no cooldown.
+// not the server's, so no cooldown. If watch saw the session end first
+// and cooled the server, that cooldown is taken back.
 func (u *upstream) restart(sess *sdk.ClientSession) {
 	u.mu.Lock()
-	if u.sess != sess || sess == nil {
+	switch {
+	case sess == nil:
+	case u.sess == sess:
+		u.sess, u.state, u.retryAt = nil, stateConnecting, time.Time{}
+		stop := u.stop
 		u.mu.Unlock()
+		_ = sess.Close()
+		stop()
 		return
+	case u.sess == nil && u.failed == sess && u.state == stateCooling && !u.dialing:
+		u.failures = max(0, u.failures-1)
+		u.state, u.lastErr, u.retryAt, u.failed = stateConnecting, "", time.Time{}, nil
 	}
-	u.sess, u.state, u.retryAt = nil, stateConnecting, time.Time{}
-	stop := u.stop
 	u.mu.Unlock()
-	_ = sess.Close()
-	stop()
 }
 
 func (u *upstream) coolLocked(why string) {
