@@ -1,14 +1,6 @@
 package raftstore
 
-import (
-	"fmt"
-	"testing"
-
-	"github.com/hashicorp/raft"
-	"google.golang.org/protobuf/proto"
-
-	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
-)
+import "testing"
 
 // BenchmarkFSMCreateKeyAdmin applies key creates one after another as the
 // admin API proposes them (a request id, an actor for the audit log, the
@@ -20,22 +12,9 @@ func BenchmarkFSMCreateKeyAdmin(b *testing.B) {
 	f := newFSM()
 	base := bigState(1_000)
 	f.state.Store(base)
-	actor := &pb.Actor{User: "bootstrap", Role: "admin", Address: "127.0.0.1:40000", Rpc: "/tollgate.v1.KeyService/CreateKey"}
-	idx := base.Index
+	idx, i := base.Index, 0
 	b.ReportAllocs()
-	i := 0
 	for b.Loop() {
-		i++
-		cmd := at(createKeyCmd(fmt.Sprintf("key_%016x", i), fmt.Sprintf("secret-new-%d", i), "gpt-4o"), baseNanos+int64(i)*1e6)
-		cmd.RequestId = fmt.Sprintf("%032x", uint64(i)*0x9e3779b97f4a7c15)
-		cmd.Actor = actor
-		data, err := proto.Marshal(cmd)
-		if err != nil {
-			b.Fatal(err)
-		}
-		idx++
-		if res := f.Apply(&raft.Log{Index: idx, Type: raft.LogCommand, Data: data}).(*applyResult); res.err != nil {
-			b.Fatal(res.err)
-		}
+		applyAdminCreates(b, f, &idx, &i, 1)
 	}
 }

@@ -113,9 +113,9 @@ func emptyState() *State {
 		periods:       newPtree(periodLess),
 		leasesByNode:  newPtree(leaseLess),
 		nodeSeqs:      map[string]uint64{},
-		requests:      newNamedTree[*appliedReq](),
-		requestsByAge: newPtree(ageLess),
-		audit:         newPtree(auditLess),
+		requests:      newSmallPtree(namedLess[*appliedReq]),
+		requestsByAge: newSmallPtree(ageLess),
+		audit:         newSmallPtree(auditLess),
 		endedSessions: newEndedSessions(),
 	}
 }
