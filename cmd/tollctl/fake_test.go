@@ -209,6 +209,7 @@ type fakeKeys struct {
 	n          int
 	lastCreate *tollgatev1.CreateKeyRequest
 	lastUpdate *tollgatev1.UpdateKeyRequest
+	listCalls  []*tollgatev1.ListKeysRequest
 	statuses   *fakeStatuses
 }
 
@@ -256,11 +257,28 @@ func (s *fakeKeys) CreateKey(_ context.Context, req *tollgatev1.CreateKeyRequest
 func (s *fakeKeys) ListKeys(_ context.Context, req *tollgatev1.ListKeysRequest) (*tollgatev1.ListKeysResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.listCalls = append(s.listCalls, proto.Clone(req).(*tollgatev1.ListKeysRequest))
 	resp := &tollgatev1.ListKeysResponse{}
 	for _, k := range s.keys {
 		if k.RevokedAt == nil || req.IncludeRevoked {
 			resp.Keys = append(resp.Keys, proto.Clone(k).(*tollgatev1.Key))
 		}
+	}
+	if req.PageSize == 0 {
+		return resp, nil
+	}
+	// Pages sorted by id, the token the previous page's last id, as the
+	// node answers (node/admin/keyspage.go).
+	slices.SortFunc(resp.Keys, func(a, b *tollgatev1.Key) int { return strings.Compare(a.Id, b.Id) })
+	resp.Total = uint32(len(resp.Keys))
+	i := 0
+	for i < len(resp.Keys) && req.PageToken != "" && resp.Keys[i].Id <= req.PageToken {
+		i++
+	}
+	resp.Keys = resp.Keys[i:]
+	if len(resp.Keys) > int(req.PageSize) {
+		resp.Keys = resp.Keys[:req.PageSize]
+		resp.NextPageToken = resp.Keys[len(resp.Keys)-1].Id
 	}
 	return resp, nil
 }

@@ -125,24 +125,24 @@ for none. LIMITS are the key's own rate limits, e.g. "600rpm 100000tpm 8par"
 			}
 			ctx, cancel := a.callContext(cmd)
 			defer cancel()
-			resp, err := api.keys.ListKeys(ctx, &tollgatev1.ListKeysRequest{IncludeRevoked: all})
+			keys, err := listEveryKey(ctx, api.keys, all)
 			if err != nil {
 				return err
 			}
 			if a.jsonOutput() {
-				raw, err := protoJSONList(resp.GetKeys())
+				raw, err := protoJSONList(keys)
 				if err != nil {
 					return err
 				}
 				return writeJSON(a.stdout, raw)
 			}
-			if len(resp.GetKeys()) == 0 {
+			if len(keys) == 0 {
 				fmt.Fprintln(a.stdout, "No keys.")
 				return nil
 			}
 			tw := newTable(a.stdout)
 			row(tw, "ID", "NAME", "TEAM", "PREFIX", "MODELS", "EXPIRES", "STATUS", "CREATED", "LIMITS")
-			for _, k := range resp.GetKeys() {
+			for _, k := range keys {
 				row(tw, k.GetId(), orDash(k.GetName()), orDash(k.GetTeamId()), orDash(k.GetSecretPrefix()), fmtModels(k.GetModels()),
 					fmtExpiry(k.GetExpiresAt()), a.keyStatus(k), fmtTime(k.GetCreatedAt()), fmtLimits(k.GetLimits()))
 			}

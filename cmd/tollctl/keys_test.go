@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -388,5 +389,43 @@ func TestKeyGetBudgetStatus(t *testing.T) {
 	f.mustRun(t, "key", "update", plain, "--team", "team_x")
 	if r := f.mustRun(t, "key", "get", plain); !strings.Contains(r.stdout, "Team budget:") || !strings.Contains(r.stdout, "none") {
 		t.Errorf("team without budget:\n%s", r.stdout)
+	}
+}
+
+// TestKeyListPagesThroughEveryKey pins that key list asks for pages (one
+// answer with every key fails past gRPC's 4 MiB limit, about 50,000 keys)
+// and still prints every key once, in creation order.
+func TestKeyListPagesThroughEveryKey(t *testing.T) {
+	f := startFake(t)
+	const n = 2*keyListPage + 7
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	f.keys.mu.Lock()
+	for i := range n {
+		// ids run against creation order, so the pages' id order differs
+		// from the printed order
+		f.keys.keys = append(f.keys.keys, &tollgatev1.Key{Id: fmt.Sprintf("key_%06d", n-i),
+			CreatedAt: timestamppb.New(base.Add(time.Duration(i) * time.Second))})
+	}
+	f.keys.mu.Unlock()
+
+	got := decodeArray(t, f.mustRun(t, "key", "list", "-o", "json").stdout)
+	if len(got) != n {
+		t.Fatalf("key list printed %d keys, want %d", len(got), n)
+	}
+	for i, k := range got {
+		if want := fmt.Sprintf("key_%06d", n-i); k["id"] != want {
+			t.Fatalf("key %d is %v, want %s (creation order)", i, k["id"], want)
+		}
+	}
+	f.keys.mu.Lock()
+	calls := f.keys.listCalls
+	f.keys.mu.Unlock()
+	if len(calls) != 3 {
+		t.Errorf("key list made %d ListKeys calls for %d keys, want 3 pages", len(calls), n)
+	}
+	for _, c := range calls {
+		if c.GetPageSize() != keyListPage {
+			t.Errorf("a ListKeys call asked for page_size %d, want %d", c.GetPageSize(), keyListPage)
+		}
 	}
 }

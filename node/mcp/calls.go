@@ -176,7 +176,7 @@ func (g *Gateway) callTool(ctx context.Context, scope string, req *sdk.CallToolR
 	p := req.Params
 	server, tool, ns := splitTool(scope, p.Name)
 	return g.governed(ctx, req, &request{kind: "tool", model: "mcp:" + sanitize(ns), server: server, name: tool, label: p.Name,
-		reqBytes: len(p.Arguments), allowed: func(pol raftstore.McpPolicy) bool { return pol.Allows(ns) }, priced: true,
+		reqBytes: len(p.Arguments), allowed: func(pol raftstore.McpPolicy) bool { return !resourceNamed(tool) && pol.Allows(ns) }, priced: true,
 		send: func(ctx context.Context, _ *upstream, sess *sdk.ClientSession) (sdk.Result, error) {
 			params := &sdk.CallToolParams{Name: tool}
 			if len(p.Arguments) > 0 {
@@ -266,7 +266,8 @@ func (c *call) forward(ctx context.Context, u *upstream, sess *sdk.ClientSession
 	if ms := u.cfg.GetTimeoutMs(); ms > 0 {
 		timeout = time.Duration(ms) * time.Millisecond
 	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
+	var note refusalNote
+	cctx, cancel := context.WithTimeout(withRefusalNote(ctx, &note), timeout)
 	defer cancel()
 	res, err := r.send(cctx, u, sess)
 	switch {
@@ -289,9 +290,16 @@ func (c *call) forward(ctx context.Context, u *upstream, sess *sdk.ClientSession
 	}
 	c.rec.Outcome = outcomeUpstream
 	var werr *jsonrpc.Error
+	if errors.As(err, &werr) && werr.Code == codeUpstreamRefused {
+		return nil, werr // refused at the HTTP level: not charged, not the server's failure
+	}
 	if errors.As(err, &werr) && werr.Code != codeRejected {
 		c.cost = price // the server answered
 		return nil, werr
+	}
+	if code := note.status.Load(); code != 0 {
+		u.restart(sess) // the SDK ended the session over one refused request
+		return nil, refusedError(u.name, int(code))
 	}
 	u.fail(sess, r.kind+": "+err.Error())
 	return nil, &jsonrpc.Error{Code: codeGateway, Message: fmt.Sprintf("MCP server %s failed; it is cooling down.", u.name)}

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"slices"
 	"sort"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -26,6 +27,7 @@ func listPrompts(ctx context.Context, sess *sdk.ClientSession) ([]*sdk.Prompt, e
 		}
 		return res.Prompts, res.NextCursor, nil
 	})
+	out = slices.DeleteFunc(out, func(p *sdk.Prompt) bool { return resourceNamed(p.Name) })
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, err
 }
@@ -60,7 +62,7 @@ func (g *Gateway) getPrompt(ctx context.Context, scope string, req *sdk.GetPromp
 		size += len(k) + len(v)
 	}
 	return g.governed(ctx, req, &request{kind: "prompt", model: "mcp-prompt:" + sanitize(ns), server: server, name: name, label: req.Params.Name,
-		reqBytes: size, allowed: func(pol raftstore.McpPolicy) bool { return pol.Allows(ns) },
+		reqBytes: size, allowed: func(pol raftstore.McpPolicy) bool { return !resourceNamed(name) && pol.Allows(ns) },
 		send: func(ctx context.Context, _ *upstream, sess *sdk.ClientSession) (sdk.Result, error) {
 			return sess.GetPrompt(ctx, &sdk.GetPromptParams{Name: name, Arguments: req.Params.Arguments})
 		}})

@@ -41,6 +41,11 @@ func resourceName(server, uri string) string {
 	return server + raftstore.McpToolSeparator + "resource:" + uri
 }
 
+// resourceNamed reports whether a tool's or prompt's name starts as the
+// allow-lists' resource names do ("resource:URI"): a grant of resources
+// would reach it, so the gateway neither lists nor forwards it.
+func resourceNamed(name string) bool { return strings.HasPrefix(name, "resource:") }
+
 // aggregatedURI is a server's URI as /mcp shows it.
 func aggregatedURI(server, uri string) string { return resourcePrefix + server + "/" + uri }
 

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"net/http"
 	"slices"
 	"testing"
 
@@ -103,5 +104,42 @@ func TestResourceReadWithDotSegmentsRefused(t *testing.T) {
 	}
 	if _, err := cs.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: "tollgate://up/file:///pub/a..b.txt"}); err != nil {
 		t.Fatalf("a name with dots is not a dot segment: %v", err)
+	}
+}
+
+// A tool or prompt named "resource:URI" would be reached by a grant of
+// that resource (its allow-list name is the resource's): the gateway
+// neither lists nor forwards it, and the resource itself stays readable.
+func TestToolNamedLikeAResourceIsNeitherListedNorCalled(t *testing.T) {
+	e := &env{t: t, store: openStore(t)}
+	e.upstream = newTestUpstreamServing(t, func(s *sdk.Server) http.Handler {
+		s.AddTool(&sdk.Tool{Name: "resource:file:///pub/x", InputSchema: objectSchema},
+			func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+				t.Error("the tool named like a resource was called")
+				return &sdk.CallToolResult{}, nil
+			})
+		s.AddPrompt(&sdk.Prompt{Name: "resource:file:///pub/y"}, func(context.Context, *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+			t.Error("the prompt named like a resource was got")
+			return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{}}, nil
+		})
+		return bothProtocols(s)
+	})
+	e.start(Config{})
+	e.addServer("up", e.upstream.url)
+	cs := e.connect("/mcp", e.addKey("k1", []string{"up__resource:file:///pub/*"}, nil), "", nil)
+	if got := toolNames(t, cs); len(got) != 0 {
+		t.Errorf("tools listed for a key granted only resources: %v", got)
+	}
+	if lp, err := cs.ListPrompts(context.Background(), nil); err != nil || len(lp.Prompts) != 0 {
+		t.Errorf("prompts listed for a key granted only resources: %v %v", lp, err)
+	}
+	if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "up__resource:file:///pub/x"}); !isRPCError(err, -32602) {
+		t.Errorf("call of a tool named like a resource: %v, want refused", err)
+	}
+	if _, err := cs.GetPrompt(context.Background(), &sdk.GetPromptParams{Name: "up__resource:file:///pub/y"}); !isRPCError(err, -32602) {
+		t.Errorf("get of a prompt named like a resource: %v, want refused", err)
+	}
+	if _, err := cs.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: "tollgate://up/file:///pub/a.txt"}); err != nil {
+		t.Errorf("the granted resource: %v", err)
 	}
 }

@@ -1,0 +1,127 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// An upstream's HTTP 4xx without a JSON-RPC answer (a proxy's 413 to a
+// large argument, a WAF's 403 to one request) is that request's error,
+// not the server's. Left alone, the SDK's client takes it as a broken
+// transport: it ends the session, and the gateway put the server in
+// cooldown for every key, so one key could take a server away from all.
+// refusalTransport turns such an answer to a call into the JSON-RPC error
+// the SDK hands back to that call alone (codeUpstreamRefused), keeping the
+// session; forward (calls.go) answers it without a charge or a cooldown.
+// The legacy SSE transport does not read its POSTs' answers and ends the
+// session on any of them: there the transport notes the refusal in the
+// call's context (refusalNote), and forward opens a new session at once
+// instead of cooling the server.
+
+// codeUpstreamRefused is the JSON-RPC error code of a call the upstream
+// refused at the HTTP level.
+const codeUpstreamRefused = -32010
+
+// maxRefusalBody bounds what is read of a refusal's body (it is dropped).
+const maxRefusalBody = 64 << 10
+
+// refusedByRequest reports whether an upstream's HTTP status refuses one
+// request rather than saying the server (or the gateway's credential) is
+// failing: a 4xx other than 401 and 407 (credentials), 404 (a session the
+// server ended: the SDK reconnects), 408 and 429 (the server is slow or
+// busy: the SDK retries and the gateway cools).
+func refusedByRequest(code int) bool {
+	switch code {
+	case http.StatusUnauthorized, http.StatusProxyAuthRequired, http.StatusNotFound,
+		http.StatusRequestTimeout, http.StatusTooManyRequests:
+		return false
+	}
+	return code >= 400 && code < 500
+}
+
+// refusalTransport rewrites a refusal to a JSON-RPC request (one with an
+// id) into a JSON-RPC error answer to it, unless the body already is one.
+type refusalTransport struct {
+	base   http.RoundTripper
+	server string
+}
+
+func (t refusalTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if err != nil || !refusedByRequest(resp.StatusCode) || r.Method != http.MethodPost || r.GetBody == nil {
+		return resp, err
+	}
+	if n, ok := r.Context().Value(refusalNoteKey{}).(*refusalNote); ok {
+		n.status.Store(int32(resp.StatusCode))
+	}
+	id, ok := requestID(r)
+	if !ok {
+		return resp, nil
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxRefusalBody))
+	_ = resp.Body.Close()
+	if msg, derr := jsonrpc.DecodeMessage(body); derr == nil {
+		if res, ok := msg.(*jsonrpc.Response); ok && res.Error != nil {
+			resp.Body = io.NopCloser(bytes.NewReader(body)) // the server's own JSON-RPC error
+			return resp, nil
+		}
+	}
+	answer, eerr := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: refusedError(t.server, resp.StatusCode)})
+	if eerr != nil {
+		return nil, eerr
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(answer))
+	resp.ContentLength = int64(len(answer))
+	resp.Header = resp.Header.Clone()
+	resp.Header.Set("Content-Type", "application/json")
+	resp.Header.Del("Content-Length")
+	return resp, nil
+}
+
+// refusalNote is where refusalTransport notes the status of a call's
+// refused request (0: none), for a transport that does not say it.
+type refusalNote struct{ status atomic.Int32 }
+
+type refusalNoteKey struct{}
+
+func withRefusalNote(ctx context.Context, n *refusalNote) context.Context {
+	return context.WithValue(ctx, refusalNoteKey{}, n)
+}
+
+// refusedError is a call's answer when its upstream refused it with HTTP
+// status code.
+func refusedError(server string, code int) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: codeUpstreamRefused,
+		Message: fmt.Sprintf("MCP server %s refused the request: HTTP %d %s.", server, code, http.StatusText(code))}
+}
+
+// requestID returns the id of the JSON-RPC request r carries, if it is a
+// request and not a notification.
+func requestID(r *http.Request) (jsonrpc.ID, bool) {
+	rc, err := r.GetBody()
+	if err != nil {
+		return jsonrpc.ID{}, false
+	}
+	defer rc.Close()
+	// The body is the SDK's copy in memory, about as large as the client's
+	// (at most maxFastBody): only a refused request reads it again.
+	b, err := io.ReadAll(io.LimitReader(rc, 2*maxFastBody))
+	if err != nil {
+		return jsonrpc.ID{}, false
+	}
+	msg, err := jsonrpc.DecodeMessage(b)
+	if err != nil {
+		return jsonrpc.ID{}, false
+	}
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || !req.ID.IsValid() {
+		return jsonrpc.ID{}, false
+	}
+	return req.ID, true
+}

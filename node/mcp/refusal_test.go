@@ -1,0 +1,105 @@
+package mcp
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
+)
+
+// refuseLarge answers 413 in plain text, as a reverse proxy with a body
+// limit in front of an MCP server does (nginx's client_max_body_size),
+// to a request body over limit bytes, and passes the others to next.
+func refuseLarge(limit int64, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > limit {
+			http.Error(w, "413 Request Entity Too Large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// TestUpstreamRefusingOneRequestDoesNotCoolTheServer pins that an
+// upstream's HTTP 4xx to one call (here a proxy's 413 to a large
+// argument) is that call's error, not the server's: the server is not put
+// in cooldown for every other key, and their calls go on.
+func TestUpstreamRefusingOneRequestDoesNotCoolTheServer(t *testing.T) {
+	e := &env{t: t, store: openStore(t)}
+	e.upstream = newTestUpstreamServing(t, func(s *sdk.Server) http.Handler { return refuseLarge(4096, bothProtocols(s)) })
+	e.start(Config{})
+	e.addServer("up", e.upstream.url)
+	big := e.addKey("big", []string{"up__*"}, nil)
+	other := e.addKey("other", []string{"up__*"}, nil)
+
+	for _, v := range versions {
+		t.Run(v, func(t *testing.T) {
+			cs := e.connect("/mcp", big, v, nil)
+			_, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "up__echo",
+				Arguments: map[string]any{"x": strings.Repeat("a", 8192)}})
+			if err == nil {
+				t.Fatal("a call the upstream refused with 413 succeeded")
+			}
+			if !strings.Contains(err.Error(), "413") && !strings.Contains(err.Error(), "Too Large") {
+				t.Errorf("the error does not say what the server answered: %v", err)
+			}
+			if st := e.gw.Status("up"); st.GetState() == stateCooling || st.GetRetryAt() != nil {
+				t.Fatalf("one refused call put the server in cooldown: %v", st)
+			}
+			e.waitState("up", stateConnected)
+			oc := e.connect("/mcp", other, v, nil)
+			res, err := oc.CallTool(context.Background(), &sdk.CallToolParams{Name: "up__echo", Arguments: map[string]any{"x": 1}})
+			if err != nil || res.IsError {
+				t.Fatalf("another key's call after the refusal: %v %v", res, err)
+			}
+		})
+	}
+}
+
+// TestLegacySSEUpstreamRefusingOneRequestDoesNotCoolTheServer is the same
+// for a legacy SSE upstream, whose SDK transport ends the session on any
+// refused POST: the gateway opens a new one at once instead of cooling.
+func TestLegacySSEUpstreamRefusingOneRequestDoesNotCoolTheServer(t *testing.T) {
+	e := newEnv(t, nil)
+	s := sdk.NewServer(&sdk.Implementation{Name: "old", Version: "1"}, nil)
+	s.AddTool(&sdk.Tool{Name: "echo", InputSchema: objectSchema}, func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "echo:" + string(req.Params.Arguments)}}}, nil
+	})
+	srv := httptest.NewServer(refuseLarge(4096, sdk.NewSSEHandler(func(*http.Request) *sdk.Server { return s }, nil)))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	e.apply(&pb.Command{Op: &pb.Command_PutMcpServer{PutMcpServer: &pb.PutMcpServerCommand{
+		Server: &pb.McpServer{Name: "old", Transport: "sse", Url: srv.URL}}}})
+	e.waitState("old", stateConnected)
+
+	cs := e.connect("/mcp", e.addKey("big", []string{"old__*"}, nil), "", nil)
+	_, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "old__echo",
+		Arguments: map[string]any{"x": strings.Repeat("a", 8192)}})
+	if err == nil || !strings.Contains(err.Error(), "HTTP 413") {
+		t.Fatalf("a call the upstream refused with 413: %v", err)
+	}
+	if st := e.gw.Status("old"); st.GetState() == stateCooling || st.GetRetryAt() != nil {
+		t.Fatalf("one refused call put the server in cooldown: %v", st)
+	}
+	e.waitState("old", stateConnected)
+	oc := e.connect("/mcp", e.addKey("other", []string{"old__*"}, nil), "", nil)
+	if res, err := oc.CallTool(context.Background(), &sdk.CallToolParams{Name: "old__echo"}); err != nil || res.IsError {
+		t.Fatalf("another key's call after the refusal: %v %v", res, err)
+	}
+	if recs := e.waitRecords(2); recs[0].GetCostNanos() != 0 || recs[0].GetOutcome() != outcomeUpstream {
+		t.Errorf("the refused call's record: %v", recs[0])
+	}
+}
+
+func TestOnlyRequestFaultsCountAsRefusals(t *testing.T) {
+	for code, want := range map[int]bool{400: true, 403: true, 413: true, 422: true, 431: true,
+		401: false, 407: false, 404: false, 408: false, 429: false, 500: false, 502: false, 503: false, 200: false} {
+		if got := refusedByRequest(code); got != want {
+			t.Errorf("refusedByRequest(%d) = %v, want %v", code, got, want)
+		}
+	}
+}
