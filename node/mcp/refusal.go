@@ -2,11 +2,9 @@ package mcp
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -20,9 +18,10 @@ import (
 // the SDK hands back to that call alone (codeUpstreamRefused), keeping the
 // session; forward (calls.go) answers it without a charge or a cooldown.
 // The legacy SSE transport does not read its POSTs' answers and ends the
-// session on any of them: there the transport notes the refusal in the
-// call's context (refusalNote), and forward opens a new session at once
-// instead of cooling the server.
+// session on any of them, failing every key's call in flight on it: there
+// the refusal is the POST's error instead, one the SDK takes as that
+// request's rejection (code codeRejected, which keeps the session), with
+// the codeUpstreamRefused error first in its chain for forward to find.
 
 // codeUpstreamRefused is the JSON-RPC error code of a call the upstream
 // refused at the HTTP level.
@@ -50,6 +49,7 @@ func refusedByRequest(code int) bool {
 type refusalTransport struct {
 	base   http.RoundTripper
 	server string
+	sse    bool // the legacy SSE transport: refusals become errors
 }
 
 func (t refusalTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -57,8 +57,10 @@ func (t refusalTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil || !refusedByRequest(resp.StatusCode) || r.Method != http.MethodPost || r.GetBody == nil {
 		return resp, err
 	}
-	if n, ok := r.Context().Value(refusalNoteKey{}).(*refusalNote); ok {
-		n.status.Store(int32(resp.StatusCode))
+	if t.sse {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxRefusalBody))
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("%w: %w", refusedError(t.server, resp.StatusCode), errRejectedByTransport)
 	}
 	id, ok := requestID(r)
 	if !ok {
@@ -84,15 +86,10 @@ func (t refusalTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// refusalNote is where refusalTransport notes the status of a call's
-// refused request (0: none), for a transport that does not say it.
-type refusalNote struct{ status atomic.Int32 }
-
-type refusalNoteKey struct{}
-
-func withRefusalNote(ctx context.Context, n *refusalNote) context.Context {
-	return context.WithValue(ctx, refusalNoteKey{}, n)
-}
+// errRejectedByTransport matches (errors.Is, by code) the SDK's own
+// error for a request its transport rejected: the SDK then fails that
+// request alone and keeps the session.
+var errRejectedByTransport error = &jsonrpc.Error{Code: codeRejected, Message: "rejected by transport"}
 
 // refusedError is a call's answer when its upstream refused it with HTTP
 // status code.

@@ -103,3 +103,54 @@ func TestOnlyRequestFaultsCountAsRefusals(t *testing.T) {
 		}
 	}
 }
+
+// A legacy SSE upstream's session carries every key's calls: a refusal of
+// one key's request must not end it (nor open a new one), or a key sending
+// oversized requests in a loop fails the others' calls in flight and
+// keeps the server away from them.
+func TestLegacySSERefusalKeepsOtherKeysCallsInFlight(t *testing.T) {
+	e := newEnv(t, nil)
+	started, release := make(chan struct{}), make(chan struct{})
+	s := sdk.NewServer(&sdk.Implementation{Name: "old", Version: "1"}, nil)
+	s.AddTool(&sdk.Tool{Name: "echo", InputSchema: objectSchema}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "echo"}}}, nil
+	})
+	s.AddTool(&sdk.Tool{Name: "slow", InputSchema: objectSchema}, func(ctx context.Context, _ *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		close(started)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "done"}}}, nil
+	})
+	srv := httptest.NewServer(refuseLarge(4096, sdk.NewSSEHandler(func(*http.Request) *sdk.Server { return s }, nil)))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	e.apply(&pb.Command{Op: &pb.Command_PutMcpServer{PutMcpServer: &pb.PutMcpServerCommand{
+		Server: &pb.McpServer{Name: "old", Transport: "sse", Url: srv.URL, TimeoutMs: 10_000}}}})
+	e.waitState("old", stateConnected)
+	oc := e.connect("/mcp", e.addKey("other", []string{"old__*"}, nil), "", nil)
+	type answer struct {
+		res *sdk.CallToolResult
+		err error
+	}
+	slow := make(chan answer, 1)
+	go func() {
+		res, err := oc.CallTool(context.Background(), &sdk.CallToolParams{Name: "old__slow"})
+		slow <- answer{res, err}
+	}()
+	<-started
+
+	cs := e.connect("/mcp", e.addKey("big", []string{"old__*"}, nil), "", nil)
+	_, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "old__echo",
+		Arguments: map[string]any{"x": strings.Repeat("a", 8192)}})
+	if !isRPCError(err, codeUpstreamRefused) {
+		t.Fatalf("a call the upstream refused with 413: %v", err)
+	}
+	if st := e.gw.Status("old"); st.GetState() != stateConnected {
+		t.Errorf("after one refused call the server is %v, want still connected", st)
+	}
+	close(release)
+	if a := <-slow; a.err != nil || a.res.IsError {
+		t.Fatalf("another key's call in flight during the refusal: %v %v", a.res, a.err)
+	}
+}

@@ -51,7 +51,6 @@ type upstream struct {
 	lastErr   string
 	retryAt   time.Time
 	failures  int
-	failed    *sdk.ClientSession // the session whose end began the cooldown
 	dialing   bool
 	closed    bool
 }
@@ -125,7 +124,7 @@ func (u *upstream) connect(ctx context.Context) {
 		_ = sess.Close()
 		return
 	}
-	u.sess, u.stop, u.state, u.failures, u.lastErr, u.failed = sess, stop, stateConnected, 0, "", nil
+	u.sess, u.stop, u.state, u.failures, u.lastErr = sess, stop, stateConnected, 0, ""
 	u.tools, u.prompts, u.resources, u.templates = l.tools, l.prompts, l.resources, l.templates
 	go u.watch(sess)
 }
@@ -170,35 +169,13 @@ func (u *upstream) fail(sess *sdk.ClientSession, why string) {
 		u.mu.Unlock()
 		return
 	}
-	u.sess, u.failed = nil, sess
+	u.sess = nil
 	stop := u.stop
 	u.coolLocked(why)
 	u.mu.Unlock()
 	_ = sess.Close()
 	stop()
 	u.g.log.Warn("mcp upstream failed; cooling down", "server", u.name, "err", why)
-}
-
-// restart closes sess, if it is still the upstream's session, and has a
-// new one opened at once: the session ended over one request's fault,
-// not the server's, so no cooldown. If watch saw the session end first
-// and cooled the server, that cooldown is taken back.
-func (u *upstream) restart(sess *sdk.ClientSession) {
-	u.mu.Lock()
-	switch {
-	case sess == nil:
-	case u.sess == sess:
-		u.sess, u.state, u.retryAt = nil, stateConnecting, time.Time{}
-		stop := u.stop
-		u.mu.Unlock()
-		_ = sess.Close()
-		stop()
-		return
-	case u.sess == nil && u.failed == sess && u.state == stateCooling && !u.dialing:
-		u.failures = max(0, u.failures-1)
-		u.state, u.lastErr, u.retryAt, u.failed = stateConnecting, "", time.Time{}, nil
-	}
-	u.mu.Unlock()
 }
 
 func (u *upstream) coolLocked(why string) {
@@ -378,7 +355,7 @@ func (g *Gateway) httpClient(st *raftstore.State, cfg *pb.McpServer) (*http.Clie
 		}
 		h.Set("Authorization", "Bearer "+val)
 	}
-	return &http.Client{Transport: refusalTransport{server: cfg.GetName(),
+	return &http.Client{Transport: refusalTransport{server: cfg.GetName(), sse: cfg.GetTransport() == raftstore.McpTransportSSE,
 		base: headerTransport{base: g.httpTransport, h: h, origin: originOf(cfg.GetUrl())}}}, nil
 }
 
