@@ -290,7 +290,10 @@ func (c *call) forward(ctx context.Context, u *upstream, sess *sdk.ClientSession
 	c.rec.Outcome = outcomeUpstream
 	var werr *jsonrpc.Error
 	if errors.As(err, &werr) && werr.Code == codeUpstreamRefused {
-		return nil, werr // refused at the HTTP level: not charged, not the server's failure
+		// Refused at the HTTP level: not charged, not the server's failure,
+		// unless the server refuses the session itself (probe).
+		go u.probe(context.WithoutCancel(ctx), sess)
+		return nil, werr
 	}
 	if errors.As(err, &werr) && werr.Code != codeRejected {
 		c.cost = price // the server answered

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -53,6 +54,7 @@ type upstream struct {
 	failures  int
 	dialing   bool
 	closed    bool
+	probing   atomic.Bool // a probe of the session is under way
 }
 
 func newUpstream(g *Gateway, cfg *pb.McpServer) *upstream {
@@ -176,6 +178,24 @@ func (u *upstream) fail(sess *sdk.ClientSession, why string) {
 	_ = sess.Close()
 	stop()
 	u.g.log.Warn("mcp upstream failed; cooling down", "server", u.name, "err", why)
+}
+
+// probe pings sess after the upstream refused one of its requests at
+// the HTTP level, and fails sess if the ping fails too: a server that
+// forgot the session (it restarted) may refuse all of its requests so,
+// with a 400 where the specification says 404, and would otherwise refuse
+// every key's calls for good. A refusal of one request (its size, its
+// content) does not refuse a ping. One probe at a time per upstream.
+func (u *upstream) probe(ctx context.Context, sess *sdk.ClientSession) {
+	if !u.probing.CompareAndSwap(false, true) {
+		return
+	}
+	defer u.probing.Store(false)
+	ctx, cancel := context.WithTimeout(ctx, u.g.cfg.ConnectTimeout)
+	defer cancel()
+	if err := sess.Ping(ctx, nil); err != nil {
+		u.fail(sess, "ping after a refused request: "+err.Error())
+	}
 }
 
 func (u *upstream) coolLocked(why string) {
