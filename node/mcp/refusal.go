@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -99,26 +100,46 @@ func refusedError(server string, code int) *jsonrpc.Error {
 }
 
 // requestID returns the id of the JSON-RPC request r carries, if it is a
-// request and not a notification.
+// request and not a notification. It reads the message's members only up
+// to its id and method, which the SDK writes before the params: the body
+// is the SDK's copy in memory, and the gateway's copy of a client's
+// request can be larger than the client's (a prompt argument of invalid
+// UTF-8 grows threefold as U+FFFD), so reading it whole again would need
+// a bound that such a request passes.
 func requestID(r *http.Request) (jsonrpc.ID, bool) {
 	rc, err := r.GetBody()
 	if err != nil {
 		return jsonrpc.ID{}, false
 	}
 	defer rc.Close()
-	// The body is the SDK's copy in memory, about as large as the client's
-	// (at most maxFastBody): only a refused request reads it again.
-	b, err := io.ReadAll(io.LimitReader(rc, 2*maxFastBody))
-	if err != nil {
+	dec := json.NewDecoder(rc)
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return jsonrpc.ID{}, false
 	}
-	msg, err := jsonrpc.DecodeMessage(b)
-	if err != nil {
+	var id any
+	var hasID, hasMethod bool
+	for !(hasID && hasMethod) && dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return jsonrpc.ID{}, false
+		}
+		var v json.RawMessage
+		switch k {
+		case "id":
+			err, hasID = dec.Decode(&id), true
+		case "method":
+			hasMethod = true
+			err = dec.Decode(&v)
+		default:
+			err = dec.Decode(&v)
+		}
+		if err != nil {
+			return jsonrpc.ID{}, false
+		}
+	}
+	rid, err := jsonrpc.MakeID(id)
+	if err != nil || !hasMethod || !rid.IsValid() {
 		return jsonrpc.ID{}, false
 	}
-	req, ok := msg.(*jsonrpc.Request)
-	if !ok || !req.ID.IsValid() {
-		return jsonrpc.ID{}, false
-	}
-	return req.ID, true
+	return rid, true
 }

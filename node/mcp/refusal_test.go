@@ -225,3 +225,27 @@ func TestUpstreamRefusingEveryRequestOfItsSessionIsDialedAgain(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A refused request is answered as that request's error however much the
+// gateway's copy of it grew: a prompt argument of invalid UTF-8 (one byte
+// each from the client, three as U+FFFD upstream) makes an upstream
+// request three times the client's, past any bound on re-reading it, and
+// a refusal the gateway could not match to its request ended the session
+// and cooled the server for every key.
+func TestRefusalOfARequestGrownUpstreamIsStillThatRequestsError(t *testing.T) {
+	e := &env{t: t, store: openStore(t)}
+	e.upstream = newTestUpstreamServing(t, func(s *sdk.Server) http.Handler { return refuseLarge(4096, bothProtocols(s)) })
+	e.start(Config{})
+	e.addServer("up", e.upstream.url)
+	secret := e.addKey("k1", []string{"up__*"}, nil)
+	who := strings.Repeat("\xff", 3<<20) // 3 MiB from the client, 9 MiB upstream
+	_, body := postSessionless(t, e, secret,
+		`{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"up__greet","arguments":{"who":"`+who+`"},`+sessionlessMeta+`}}`,
+		map[string]string{"Mcp-Method": "prompts/get", "Mcp-Name": "up__greet"})
+	if !strings.Contains(body, `"code":-32010`) {
+		t.Errorf("the refused prompt's answer: %.300s, want its own refusal (-32010)", body)
+	}
+	if st := e.gw.Status("up"); st.GetState() != stateConnected {
+		t.Fatalf("one refused request took the server down: %v", st)
+	}
+}
