@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -247,5 +248,34 @@ func TestRefusalOfARequestGrownUpstreamIsStillThatRequestsError(t *testing.T) {
 	}
 	if st := e.gw.Status("up"); st.GetState() != stateConnected {
 		t.Fatalf("one refused request took the server down: %v", st)
+	}
+}
+
+// The ping that follows a refusal is for an upstream's session: a
+// sessionless upstream (2026-07-28) has none to forget, and its protocol
+// has no ping (the SDK's server refuses it), which must not cool the
+// server for every key.
+func TestRefusalByASessionlessUpstreamDoesNotCoolIt(t *testing.T) {
+	up := newTestUpstreamServing(t, func(s *sdk.Server) http.Handler { return refuseLarge(4096, sessionlessOnly(s)) })
+	e := &env{t: t, store: openStore(t), upstream: up}
+	e.start(Config{})
+	e.addServer("up", up.url)
+	cs := e.connect("/mcp", e.addKey("k1", []string{"up__*"}, nil), "", nil)
+	_, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "up__echo",
+		Arguments: map[string]any{"x": strings.Repeat("a", 8192)}})
+	if !isRPCError(err, codeUpstreamRefused) {
+		t.Fatalf("a call the upstream refused with 413: %v", err)
+	}
+	u := e.gw.upstream("up")
+	for u.probing.Load() { // the call's own probe, if it runs
+		runtime.Gosched()
+	}
+	sess, _ := u.session()
+	if sess == nil {
+		t.Fatalf("the refusal ended the session: %v", e.gw.Status("up"))
+	}
+	u.probe(context.Background(), sess)
+	if st := e.gw.Status("up"); st.GetState() != stateConnected {
+		t.Fatalf("after a refusal and its probe the server is %v, want connected", st)
 	}
 }

@@ -185,8 +185,13 @@ func (u *upstream) fail(sess *sdk.ClientSession, why string) {
 // forgot the session (it restarted) may refuse all of its requests so,
 // with a 400 where the specification says 404, and would otherwise refuse
 // every key's calls for good. A refusal of one request (its size, its
-// content) does not refuse a ping. One probe at a time per upstream.
+// content) does not refuse a ping. A sessionless upstream has no session
+// to forget, and its protocol has no ping. One probe at a time per
+// upstream.
 func (u *upstream) probe(ctx context.Context, sess *sdk.ClientSession) {
+	if r := sess.InitializeResult(); r == nil || r.ProtocolVersion >= statelessVersion {
+		return
+	}
 	if !u.probing.CompareAndSwap(false, true) {
 		return
 	}
