@@ -266,8 +266,7 @@ func (c *call) forward(ctx context.Context, u *upstream, sess *sdk.ClientSession
 	if ms := u.cfg.GetTimeoutMs(); ms > 0 {
 		timeout = time.Duration(ms) * time.Millisecond
 	}
-	var note refusalNote
-	cctx, cancel := context.WithTimeout(withRefusalNote(ctx, &note), timeout)
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	res, err := r.send(cctx, u, sess)
 	switch {
@@ -291,15 +290,14 @@ func (c *call) forward(ctx context.Context, u *upstream, sess *sdk.ClientSession
 	c.rec.Outcome = outcomeUpstream
 	var werr *jsonrpc.Error
 	if errors.As(err, &werr) && werr.Code == codeUpstreamRefused {
-		return nil, werr // refused at the HTTP level: not charged, not the server's failure
+		// Refused at the HTTP level: not charged, not the server's failure,
+		// unless the server refuses the session itself (probe).
+		go u.probe(context.WithoutCancel(ctx), sess)
+		return nil, werr
 	}
 	if errors.As(err, &werr) && werr.Code != codeRejected {
 		c.cost = price // the server answered
 		return nil, werr
-	}
-	if code := note.status.Load(); code != 0 {
-		u.restart(sess) // the SDK ended the session over one refused request
-		return nil, refusedError(u.name, int(code))
 	}
 	u.fail(sess, r.kind+": "+err.Error())
 	return nil, &jsonrpc.Error{Code: codeGateway, Message: fmt.Sprintf("MCP server %s failed; it is cooling down.", u.name)}

@@ -2,11 +2,10 @@ package mcp
 
 import (
 	"bytes"
-	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -20,9 +19,10 @@ import (
 // the SDK hands back to that call alone (codeUpstreamRefused), keeping the
 // session; forward (calls.go) answers it without a charge or a cooldown.
 // The legacy SSE transport does not read its POSTs' answers and ends the
-// session on any of them: there the transport notes the refusal in the
-// call's context (refusalNote), and forward opens a new session at once
-// instead of cooling the server.
+// session on any of them, failing every key's call in flight on it: there
+// the refusal is the POST's error instead, one the SDK takes as that
+// request's rejection (code codeRejected, which keeps the session), with
+// the codeUpstreamRefused error first in its chain for forward to find.
 
 // codeUpstreamRefused is the JSON-RPC error code of a call the upstream
 // refused at the HTTP level.
@@ -50,6 +50,7 @@ func refusedByRequest(code int) bool {
 type refusalTransport struct {
 	base   http.RoundTripper
 	server string
+	sse    bool // the legacy SSE transport: refusals become errors
 }
 
 func (t refusalTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -57,8 +58,10 @@ func (t refusalTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil || !refusedByRequest(resp.StatusCode) || r.Method != http.MethodPost || r.GetBody == nil {
 		return resp, err
 	}
-	if n, ok := r.Context().Value(refusalNoteKey{}).(*refusalNote); ok {
-		n.status.Store(int32(resp.StatusCode))
+	if t.sse {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxRefusalBody))
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("%w: %w", refusedError(t.server, resp.StatusCode), errRejectedByTransport)
 	}
 	id, ok := requestID(r)
 	if !ok {
@@ -84,15 +87,10 @@ func (t refusalTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// refusalNote is where refusalTransport notes the status of a call's
-// refused request (0: none), for a transport that does not say it.
-type refusalNote struct{ status atomic.Int32 }
-
-type refusalNoteKey struct{}
-
-func withRefusalNote(ctx context.Context, n *refusalNote) context.Context {
-	return context.WithValue(ctx, refusalNoteKey{}, n)
-}
+// errRejectedByTransport matches (errors.Is, by code) the SDK's own
+// error for a request its transport rejected: the SDK then fails that
+// request alone and keeps the session.
+var errRejectedByTransport error = &jsonrpc.Error{Code: codeRejected, Message: "rejected by transport"}
 
 // refusedError is a call's answer when its upstream refused it with HTTP
 // status code.
@@ -102,26 +100,46 @@ func refusedError(server string, code int) *jsonrpc.Error {
 }
 
 // requestID returns the id of the JSON-RPC request r carries, if it is a
-// request and not a notification.
+// request and not a notification. It reads the message's members only up
+// to its id and method, which the SDK writes before the params: the body
+// is the SDK's copy in memory, and the gateway's copy of a client's
+// request can be larger than the client's (a prompt argument of invalid
+// UTF-8 grows threefold as U+FFFD), so reading it whole again would need
+// a bound that such a request passes.
 func requestID(r *http.Request) (jsonrpc.ID, bool) {
 	rc, err := r.GetBody()
 	if err != nil {
 		return jsonrpc.ID{}, false
 	}
 	defer rc.Close()
-	// The body is the SDK's copy in memory, about as large as the client's
-	// (at most maxFastBody): only a refused request reads it again.
-	b, err := io.ReadAll(io.LimitReader(rc, 2*maxFastBody))
-	if err != nil {
+	dec := json.NewDecoder(rc)
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return jsonrpc.ID{}, false
 	}
-	msg, err := jsonrpc.DecodeMessage(b)
-	if err != nil {
+	var id any
+	var hasID, hasMethod bool
+	for !(hasID && hasMethod) && dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return jsonrpc.ID{}, false
+		}
+		var v json.RawMessage
+		switch k {
+		case "id":
+			err, hasID = dec.Decode(&id), true
+		case "method":
+			hasMethod = true
+			err = dec.Decode(&v)
+		default:
+			err = dec.Decode(&v)
+		}
+		if err != nil {
+			return jsonrpc.ID{}, false
+		}
+	}
+	rid, err := jsonrpc.MakeID(id)
+	if err != nil || !hasMethod || !rid.IsValid() {
 		return jsonrpc.ID{}, false
 	}
-	req, ok := msg.(*jsonrpc.Request)
-	if !ok || !req.ID.IsValid() {
-		return jsonrpc.ID{}, false
-	}
-	return req.ID, true
+	return rid, true
 }

@@ -2,10 +2,14 @@ package mcp
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -101,5 +105,177 @@ func TestOnlyRequestFaultsCountAsRefusals(t *testing.T) {
 		if got := refusedByRequest(code); got != want {
 			t.Errorf("refusedByRequest(%d) = %v, want %v", code, got, want)
 		}
+	}
+}
+
+// A legacy SSE upstream's session carries every key's calls: a refusal of
+// one key's request must not end it (nor open a new one), or a key sending
+// oversized requests in a loop fails the others' calls in flight and
+// keeps the server away from them.
+func TestLegacySSERefusalKeepsOtherKeysCallsInFlight(t *testing.T) {
+	e := newEnv(t, nil)
+	started, release := make(chan struct{}), make(chan struct{})
+	s := sdk.NewServer(&sdk.Implementation{Name: "old", Version: "1"}, nil)
+	s.AddTool(&sdk.Tool{Name: "echo", InputSchema: objectSchema}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "echo"}}}, nil
+	})
+	s.AddTool(&sdk.Tool{Name: "slow", InputSchema: objectSchema}, func(ctx context.Context, _ *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		close(started)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "done"}}}, nil
+	})
+	srv := httptest.NewServer(refuseLarge(4096, sdk.NewSSEHandler(func(*http.Request) *sdk.Server { return s }, nil)))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	e.apply(&pb.Command{Op: &pb.Command_PutMcpServer{PutMcpServer: &pb.PutMcpServerCommand{
+		Server: &pb.McpServer{Name: "old", Transport: "sse", Url: srv.URL, TimeoutMs: 10_000}}}})
+	e.waitState("old", stateConnected)
+	oc := e.connect("/mcp", e.addKey("other", []string{"old__*"}, nil), "", nil)
+	type answer struct {
+		res *sdk.CallToolResult
+		err error
+	}
+	slow := make(chan answer, 1)
+	go func() {
+		res, err := oc.CallTool(context.Background(), &sdk.CallToolParams{Name: "old__slow"})
+		slow <- answer{res, err}
+	}()
+	<-started
+
+	cs := e.connect("/mcp", e.addKey("big", []string{"old__*"}, nil), "", nil)
+	_, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "old__echo",
+		Arguments: map[string]any{"x": strings.Repeat("a", 8192)}})
+	if !isRPCError(err, codeUpstreamRefused) {
+		t.Fatalf("a call the upstream refused with 413: %v", err)
+	}
+	if st := e.gw.Status("old"); st.GetState() != stateConnected {
+		t.Errorf("after one refused call the server is %v, want still connected", st)
+	}
+	close(release)
+	if a := <-slow; a.err != nil || a.res.IsError {
+		t.Fatalf("another key's call in flight during the refusal: %v %v", a.res, a.err)
+	}
+}
+
+// forgetful serves next as a server that restarted answers its earlier
+// sessions' requests: 400 in plain text (as older Python SDK servers do,
+// where the specification says 404), with no standalone stream (405 to
+// GET) that could tell the client otherwise. forget forgets every session
+// seen so far.
+func forgetful(next http.Handler) (h http.Handler, forget func()) {
+	var mu sync.Mutex
+	seen, forgotten := map[string]bool{}, map[string]bool{}
+	h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			http.Error(w, "no stream", http.StatusMethodNotAllowed)
+			return
+		}
+		id := r.Header.Get("Mcp-Session-Id")
+		mu.Lock()
+		gone := forgotten[id]
+		if id != "" {
+			seen[id] = true
+		}
+		mu.Unlock()
+		if gone {
+			http.Error(w, "Bad Request: No valid session ID provided", http.StatusBadRequest)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+	return h, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		maps.Copy(forgotten, seen)
+	}
+}
+
+// A refusal is one request's only if the session still works: a server
+// that forgot the gateway's session and answers all of its requests with
+// a 4xx other than 404 is failed and dialed again, not left refusing
+// every key's calls for good.
+func TestUpstreamRefusingEveryRequestOfItsSessionIsDialedAgain(t *testing.T) {
+	e := &env{t: t, store: openStore(t)}
+	var forget func()
+	e.upstream = newTestUpstreamServing(t, func(s *sdk.Server) http.Handler {
+		var h http.Handler
+		h, forget = forgetful(bothProtocols(s))
+		return h
+	})
+	e.start(Config{})
+	e.addServer("up", e.upstream.url)
+	cs := e.connect("/mcp", e.addKey("k1", []string{"up__*"}, nil), "", nil)
+	echo := func() error {
+		_, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "up__echo", Arguments: map[string]any{"x": 1}})
+		return err
+	}
+	if err := echo(); err != nil {
+		t.Fatalf("a call before the upstream restarted: %v", err)
+	}
+	forget()
+	if err := echo(); !isRPCError(err, codeUpstreamRefused) {
+		t.Fatalf("the first call after the upstream forgot the session: %v, want refused", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for err := echo(); err != nil; err = echo() {
+		if time.Now().After(deadline) {
+			t.Fatalf("calls still fail after the upstream forgot the session: %v (state %v)", err, e.gw.Status("up"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A refused request is answered as that request's error however much the
+// gateway's copy of it grew: a prompt argument of invalid UTF-8 (one byte
+// each from the client, three as U+FFFD upstream) makes an upstream
+// request three times the client's, past any bound on re-reading it, and
+// a refusal the gateway could not match to its request ended the session
+// and cooled the server for every key.
+func TestRefusalOfARequestGrownUpstreamIsStillThatRequestsError(t *testing.T) {
+	e := &env{t: t, store: openStore(t)}
+	e.upstream = newTestUpstreamServing(t, func(s *sdk.Server) http.Handler { return refuseLarge(4096, bothProtocols(s)) })
+	e.start(Config{})
+	e.addServer("up", e.upstream.url)
+	secret := e.addKey("k1", []string{"up__*"}, nil)
+	who := strings.Repeat("\xff", 3<<20) // 3 MiB from the client, 9 MiB upstream
+	_, body := postSessionless(t, e, secret,
+		`{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"up__greet","arguments":{"who":"`+who+`"},`+sessionlessMeta+`}}`,
+		map[string]string{"Mcp-Method": "prompts/get", "Mcp-Name": "up__greet"})
+	if !strings.Contains(body, `"code":-32010`) {
+		t.Errorf("the refused prompt's answer: %.300s, want its own refusal (-32010)", body)
+	}
+	if st := e.gw.Status("up"); st.GetState() != stateConnected {
+		t.Fatalf("one refused request took the server down: %v", st)
+	}
+}
+
+// The ping that follows a refusal is for an upstream's session: a
+// sessionless upstream (2026-07-28) has none to forget, and its protocol
+// has no ping (the SDK's server refuses it), which must not cool the
+// server for every key.
+func TestRefusalByASessionlessUpstreamDoesNotCoolIt(t *testing.T) {
+	up := newTestUpstreamServing(t, func(s *sdk.Server) http.Handler { return refuseLarge(4096, sessionlessOnly(s)) })
+	e := &env{t: t, store: openStore(t), upstream: up}
+	e.start(Config{})
+	e.addServer("up", up.url)
+	cs := e.connect("/mcp", e.addKey("k1", []string{"up__*"}, nil), "", nil)
+	_, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "up__echo",
+		Arguments: map[string]any{"x": strings.Repeat("a", 8192)}})
+	if !isRPCError(err, codeUpstreamRefused) {
+		t.Fatalf("a call the upstream refused with 413: %v", err)
+	}
+	u := e.gw.upstream("up")
+	for u.probing.Load() { // the call's own probe, if it runs
+		runtime.Gosched()
+	}
+	sess, _ := u.session()
+	if sess == nil {
+		t.Fatalf("the refusal ended the session: %v", e.gw.Status("up"))
+	}
+	u.probe(context.Background(), sess)
+	if st := e.gw.Status("up"); st.GetState() != stateConnected {
+		t.Fatalf("after a refusal and its probe the server is %v, want connected", st)
 	}
 }

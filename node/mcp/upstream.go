@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -51,9 +52,9 @@ type upstream struct {
 	lastErr   string
 	retryAt   time.Time
 	failures  int
-	failed    *sdk.ClientSession // the session whose end began the cooldown
 	dialing   bool
 	closed    bool
+	probing   atomic.Bool // a probe of the session is under way
 }
 
 func newUpstream(g *Gateway, cfg *pb.McpServer) *upstream {
@@ -125,7 +126,7 @@ func (u *upstream) connect(ctx context.Context) {
 		_ = sess.Close()
 		return
 	}
-	u.sess, u.stop, u.state, u.failures, u.lastErr, u.failed = sess, stop, stateConnected, 0, "", nil
+	u.sess, u.stop, u.state, u.failures, u.lastErr = sess, stop, stateConnected, 0, ""
 	u.tools, u.prompts, u.resources, u.templates = l.tools, l.prompts, l.resources, l.templates
 	go u.watch(sess)
 }
@@ -170,7 +171,7 @@ func (u *upstream) fail(sess *sdk.ClientSession, why string) {
 		u.mu.Unlock()
 		return
 	}
-	u.sess, u.failed = nil, sess
+	u.sess = nil
 	stop := u.stop
 	u.coolLocked(why)
 	u.mu.Unlock()
@@ -179,26 +180,27 @@ func (u *upstream) fail(sess *sdk.ClientSession, why string) {
 	u.g.log.Warn("mcp upstream failed; cooling down", "server", u.name, "err", why)
 }
 
-// restart closes sess, if it is still the upstream's session, and has a
-// new one opened at once: the session ended over one request's fault,
-// not the server's, so no cooldown. If watch saw the session end first
-// and cooled the server, that cooldown is taken back.
-func (u *upstream) restart(sess *sdk.ClientSession) {
-	u.mu.Lock()
-	switch {
-	case sess == nil:
-	case u.sess == sess:
-		u.sess, u.state, u.retryAt = nil, stateConnecting, time.Time{}
-		stop := u.stop
-		u.mu.Unlock()
-		_ = sess.Close()
-		stop()
+// probe pings sess after the upstream refused one of its requests at
+// the HTTP level, and fails sess if the ping fails too: a server that
+// forgot the session (it restarted) may refuse all of its requests so,
+// with a 400 where the specification says 404, and would otherwise refuse
+// every key's calls for good. A refusal of one request (its size, its
+// content) does not refuse a ping. A sessionless upstream has no session
+// to forget, and its protocol has no ping. One probe at a time per
+// upstream.
+func (u *upstream) probe(ctx context.Context, sess *sdk.ClientSession) {
+	if r := sess.InitializeResult(); r == nil || r.ProtocolVersion >= statelessVersion {
 		return
-	case u.sess == nil && u.failed == sess && u.state == stateCooling && !u.dialing:
-		u.failures = max(0, u.failures-1)
-		u.state, u.lastErr, u.retryAt, u.failed = stateConnecting, "", time.Time{}, nil
 	}
-	u.mu.Unlock()
+	if !u.probing.CompareAndSwap(false, true) {
+		return
+	}
+	defer u.probing.Store(false)
+	ctx, cancel := context.WithTimeout(ctx, u.g.cfg.ConnectTimeout)
+	defer cancel()
+	if err := sess.Ping(ctx, nil); err != nil {
+		u.fail(sess, "ping after a refused request: "+err.Error())
+	}
 }
 
 func (u *upstream) coolLocked(why string) {
@@ -378,7 +380,7 @@ func (g *Gateway) httpClient(st *raftstore.State, cfg *pb.McpServer) (*http.Clie
 		}
 		h.Set("Authorization", "Bearer "+val)
 	}
-	return &http.Client{Transport: refusalTransport{server: cfg.GetName(),
+	return &http.Client{Transport: refusalTransport{server: cfg.GetName(), sse: cfg.GetTransport() == raftstore.McpTransportSSE,
 		base: headerTransport{base: g.httpTransport, h: h, origin: originOf(cfg.GetUrl())}}}, nil
 }
 
