@@ -3,6 +3,7 @@ package admin
 import (
 	"bytes"
 	"encoding/base64"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -17,7 +18,10 @@ import (
 // so a page reads about page_size keys whatever the state's size. The
 // total of matches needs one walk over every key (or the team's); it is
 // remembered for the State it was counted on, so the following pages of
-// the same search do not walk again until the next write.
+// the same search do not walk again until the next write. The next page's
+// token carries the total too, so a listing that writes interleave (each
+// one a new State) does not walk every key again for each of its pages: a
+// later page reports the total as of the listing's first.
 
 // maxKeysPage bounds ListKeysRequest.page_size.
 const maxKeysPage = 1000
@@ -28,6 +32,8 @@ type keyFilter struct {
 	query   string // lower case
 	team    string
 	after   string // the last key id of the previous page
+	total   uint32 // the total the previous page's token carried
+	carried bool
 }
 
 func newKeyFilter(req *pb.ListKeysRequest) (keyFilter, error) {
@@ -37,12 +43,20 @@ func newKeyFilter(req *pb.ListKeysRequest) (keyFilter, error) {
 	}
 	if t := req.GetPageToken(); t != "" {
 		b, err := base64.RawURLEncoding.DecodeString(t)
-		if err != nil || len(b) == 0 {
+		id, total, carried := strings.Cut(string(b), "\x00")
+		n, nerr := strconv.ParseUint(total, 10, 32)
+		if err != nil || id == "" || carried && nerr != nil {
 			return f, invalid("page_token is not one a previous ListKeys answer gave")
 		}
-		f.after = string(b)
+		f.after, f.total, f.carried = id, uint32(n), carried
 	}
 	return f, nil
+}
+
+// pageToken is the token of the page after the one ending at id, with the
+// total of matches (key ids hold no NUL byte).
+func pageToken(id string, total uint32) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(id + "\x00" + strconv.FormatUint(uint64(total), 10)))
 }
 
 func (f keyFilter) match(sk *pb.StoredKey) bool {
@@ -68,6 +82,10 @@ func (f keyFilter) matchView(k *raftstore.Key) bool {
 func (f keyFilter) page(st *raftstore.State, size int, totals *keyTotals) *pb.ListKeysResponse {
 	resp := &pb.ListKeysResponse{Keys: make([]*pb.Key, 0, size)}
 	total, known := totals.get(st, f)
+	if !known && f.carried {
+		total, known = f.total, true
+	}
+	more := false
 	from := f.after
 	if !known {
 		from = "" // count from the first key
@@ -84,15 +102,18 @@ func (f keyFilter) page(st *raftstore.State, size int, totals *keyTotals) *pb.Li
 		}
 		if len(resp.Keys) < size {
 			resp.Keys = append(resp.Keys, publicKey(sk.Stored()))
-		} else if resp.NextPageToken == "" {
-			resp.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(resp.Keys[size-1].GetId()))
+		} else {
+			more = true
 		}
-		return !known || resp.NextPageToken == ""
+		return !known || !more
 	})
 	if known {
 		resp.Total = total
 	} else {
 		totals.put(st, f, resp.Total)
+	}
+	if more {
+		resp.NextPageToken = pageToken(resp.Keys[size-1].GetId(), resp.Total)
 	}
 	return resp
 }
