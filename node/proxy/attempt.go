@@ -8,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -178,20 +177,6 @@ func upstreamErrText(err error) string {
 		return "connection closed before a response"
 	}
 	return err.Error()
-}
-
-var bufPool = sync.Pool{New: func() any { return &buffer{b: make([]byte, 0, 8<<10)} }}
-
-type buffer struct{ b []byte }
-
-func getBuf() *buffer { return bufPool.Get().(*buffer) }
-
-func putBuf(b *buffer) {
-	if cap(b.b) > 1<<20 {
-		return // let oversized buffers go
-	}
-	b.b = b.b[:0]
-	bufPool.Put(b)
 }
 
 var errBodyTooLarge = errors.New("request body too large")

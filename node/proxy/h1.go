@@ -134,30 +134,41 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		req = &r2
 	}
 	ctx := req.Context()
-	buf := getBuf()
-	defer putBuf(buf)
-	out, err := appendRequest(buf.b[:0], req)
+	wire := getBufFor(wireSize(req))
+	out, err := appendRequest(wire.b[:0], req)
 	if req.Body != nil {
 		_ = req.Body.Close()
 	}
-	buf.b = out
+	wire.b = out
+	if err == nil {
+		err = ctx.Err()
+	}
 	if err != nil {
+		putBuf(wire)
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+	return t.send(ctx, p, req, wire)
+}
+
+// send sends the request (wire holds it whole, and goes back to its pool
+// once written) on an idle connection of p or a new one, once more on
+// another connection if a reused one turns out closed.
+func (t *Transport) send(ctx context.Context, p *h1Pool, req *http.Request, wire *buffer) (*http.Response, error) {
 	for retried := false; ; retried = true {
 		c, reused, err := p.get(ctx, t)
 		if err != nil {
+			putBuf(wire)
 			return nil, err
 		}
-		resp, err, again := c.roundTrip(ctx, req, out)
+		resp, err, again := c.roundTrip(ctx, req, wire)
 		if err == nil {
 			return resp, nil
 		}
 		if again && reused && !retried && ctx.Err() == nil {
 			continue // the server had closed the idle connection: nothing reached it; send again
+		}
+		if again {
+			putBuf(wire) // not sent, not to be sent again
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -277,6 +288,15 @@ func appendRequest(b []byte, req *http.Request) ([]byte, error) {
 	}
 	b = append(b, "\r\n"...)
 	return append(b, body...), nil
+}
+
+// wireSize is room enough for req in wire format, most often: its body
+// and 1 KiB of headers (8 KiB when the body's size is not known).
+func wireSize(req *http.Request) int {
+	if req.ContentLength < 0 || req.ContentLength > 1<<maxBufShift || req.ContentLength == 0 && req.Body != nil && req.Body != http.NoBody {
+		return 0
+	}
+	return int(req.ContentLength) + 1<<10
 }
 
 // validHeaderName reports whether k is an HTTP token.
@@ -427,18 +447,27 @@ type h1Conn struct {
 	peekN     int
 	peekErr   error
 	peekBuf   [1]byte
+
+	// await is called by raw.Read while an exchange waits for its answer
+	// (awaitAnswer); rawFD is the socket Read reads while it runs, else -1;
+	// awaitErr is what it met other than an empty socket.
+	await    func(fd uintptr) bool
+	rawFD    int
+	awaitErr error
 }
 
 var aLongTimeAgo = time.Unix(1, 0)
 
 func newH1Conn(p *h1Pool, nc net.Conn) *h1Conn {
-	c := &h1Conn{pool: p, nc: nc, limit: -1}
+	c := &h1Conn{pool: p, nc: nc, limit: -1, rawFD: -1}
 	c.interrupt = func() { _ = nc.SetDeadline(aLongTimeAgo) }
 	// The liveness peek looks at the TCP connection: under TLS any byte
 	// while idle (a close_notify, most likely) means "do not reuse".
 	raw := nc
+	c.await = c.awaitPlainFD
 	if tc, ok := nc.(*tls.Conn); ok {
 		raw = tc.NetConn()
+		c.await = c.awaitTLSFD
 	}
 	if sc, ok := raw.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
@@ -447,6 +476,34 @@ func newH1Conn(p *h1Pool, nc net.Conn) *h1Conn {
 		}
 	}
 	return c
+}
+
+// awaitAnswer parks the exchange until the answer's first bytes are in the
+// socket, the server closed, or the exchange was interrupted, and holds no
+// read buffer meanwhile: the buffer is taken only to try a non-blocking
+// read, and given back when the socket had nothing (awaitPlainFD). So a
+// request in flight to an upstream that thinks for seconds holds no
+// 16 KiB, at no extra system call: the read that finds the socket empty
+// is the one the blocking read would have made. A plain connection has
+// the first bytes in its buffer when it returns; over TLS the socket is
+// only peeked at (awaitTLSFD), and the TLS layer reads them.
+func (c *h1Conn) awaitAnswer() error {
+	if c.raw == nil {
+		return nil
+	}
+	c.awaitErr = nil
+	if err := c.raw.Read(c.await); err != nil {
+		return c.readError(err)
+	}
+	return c.awaitErr
+}
+
+// readError wraps an error of a read as net.Conn's Read does.
+func (c *h1Conn) readError(err error) error {
+	if err == io.EOF {
+		return err
+	}
+	return &net.OpError{Op: "read", Net: "tcp", Source: c.nc.LocalAddr(), Addr: c.nc.RemoteAddr(), Err: err}
 }
 
 // upstreamReadBuffer is the size of a connection's read buffer while it
@@ -485,7 +542,13 @@ func (c *h1Conn) Read(p []byte) (int, error) {
 			p = p[:c.limit]
 		}
 	}
-	n, err := c.nc.Read(p)
+	var n int
+	var err error
+	if c.rawFD >= 0 {
+		n, err = c.readFD(p)
+	} else {
+		n, err = c.nc.Read(p)
+	}
 	if c.limit >= 0 {
 		c.limit -= int64(n)
 	}
@@ -529,32 +592,28 @@ func (c *h1Conn) tlsClean() bool {
 }
 
 // roundTrip writes the request (wire holds it whole) and reads the answer's
-// headers. again reports a write that failed on a connection the server
-// had closed: the request may be sent again.
-func (c *h1Conn) roundTrip(ctx context.Context, req *http.Request, wire []byte) (resp *http.Response, err error, again bool) {
-	c.attachReader()
+// headers. Once the request is written, wire goes back to its pool, and
+// the connection waits for the answer's first bytes without a read buffer
+// (awaitAnswer): an upstream that thinks for seconds holds neither. again
+// reports a write that failed on a connection the server had closed: the
+// request may be sent again, and only then the caller still owns wire.
+func (c *h1Conn) roundTrip(ctx context.Context, req *http.Request, wire *buffer) (resp *http.Response, err error, again bool) {
 	stop := context.AfterFunc(ctx, c.interrupt)
 	c.limit = maxResponseHeaderBytes
-	if _, err := c.nc.Write(wire); err != nil {
-		// The server may have answered, and closed, before reading the
-		// whole request: its answer is still in the receive buffer.
-		if closedByPeer(err) {
-			if resp, rerr := http.ReadResponse(c.br, req); rerr == nil && resp.StatusCode >= 200 {
-				c.limit = -1
-				resp.Close = true
-				b := &h1Body{c: c, body: resp.Body, stop: stop}
-				if resp.Body == http.NoBody {
-					b.release(false, io.EOF)
-				} else {
-					resp.Body = b
-				}
-				return resp, nil, false
-			}
+	if _, err := c.nc.Write(wire.b); err != nil {
+		resp, err, again := c.writeFailed(req, stop, err)
+		if !again {
+			putBuf(wire)
 		}
+		return resp, err, again
+	}
+	putBuf(wire)
+	if err := c.awaitAnswer(); err != nil {
 		stop()
 		c.close()
-		return nil, err, closedByPeer(err)
+		return nil, err, false
 	}
+	c.attachReader()
 	if _, err := c.br.Peek(1); err != nil {
 		// The server may have read the request: never sent again (as
 		// net/http does for a POST).
@@ -588,6 +647,29 @@ func (c *h1Conn) roundTrip(ctx context.Context, req *http.Request, wire []byte) 
 	}
 	resp.Body = b
 	return resp, nil, false
+}
+
+// writeFailed ends an exchange whose request could not be written. The
+// server may have answered, and closed, before reading the whole request:
+// its answer is still in the receive buffer.
+func (c *h1Conn) writeFailed(req *http.Request, stop func() bool, err error) (*http.Response, error, bool) {
+	if closedByPeer(err) {
+		c.attachReader()
+		if resp, rerr := http.ReadResponse(c.br, req); rerr == nil && resp.StatusCode >= 200 {
+			c.limit = -1
+			resp.Close = true
+			b := &h1Body{c: c, body: resp.Body, stop: stop}
+			if resp.Body == http.NoBody {
+				b.release(false, io.EOF)
+			} else {
+				resp.Body = b
+			}
+			return resp, nil, false
+		}
+	}
+	stop()
+	c.close()
+	return nil, err, closedByPeer(err)
 }
 
 // closedByPeer reports an error of a connection the server had closed.

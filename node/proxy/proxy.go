@@ -346,7 +346,7 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, ep routing.Endpo
 	}
 	rec.KeyID, rec.TeamID = key.ID, key.TeamID
 
-	in := getBuf()
+	in := bodyBuf(r.ContentLength, h.cfg.MaxBodyBytes)
 	defer putBuf(in)
 	body, err := h.readBodyIn(w, r, in.b[:0])
 	in.b = body

@@ -87,12 +87,12 @@ const maxErrorBytes = 1 << 20
 // or a body that broke off, is returned as a failure (nothing written).
 func (h *Handler) buffered(w http.ResponseWriter, r *http.Request, rec *Record, resp *http.Response,
 	d *raftstore.Deployment, timedOut *atomic.Bool, timeout time.Duration) *failure {
-	in := getBuf()
-	defer putBuf(in)
 	limit := maxResponseBytes
 	if resp.StatusCode >= 300 {
 		limit = maxErrorBytes
 	}
+	in := bodyBuf(resp.ContentLength, int64(limit))
+	defer putBuf(in)
 	data, err := readAll(resp.Body, in.b[:0], limit)
 	in.b = data
 	if err != nil {
