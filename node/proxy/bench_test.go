@@ -113,17 +113,26 @@ func (d *discardWriter) WriteHeader(int)                 {}
 func (d *discardWriter) Flush()                          {}
 
 func benchHandler(b *testing.B, tr http.RoundTripper, extra ...string) {
-	route := newRoute(b, "hbench", dep(uniq("dep"), "http://upstream.invalid", "mock-up"))
-	_, secret := newKey(b, route)
-	h := proxy.New(proxy.Config{State: testStore(b), Transport: tr})
+	serve := handlerLoop(b, tr, extra...)
+	b.ReportAllocs()
+	for b.Loop() {
+		serve()
+	}
+}
+
+// handlerLoop returns a function that serves one request for a route to
+// tr through a proxy.Handler, in memory.
+func handlerLoop(tb testing.TB, tr http.RoundTripper, extra ...string) (serve func()) {
+	route := newRoute(tb, "hbench", dep(uniq("dep"), "http://upstream.invalid", "mock-up"))
+	_, secret := newKey(tb, route)
+	h := proxy.New(proxy.Config{State: testStore(tb), Transport: tr})
 	body := []byte(chatBody(route, extra...))
 	rd := bytes.NewReader(body)
 	req, _ := http.NewRequest(http.MethodPost, "http://gateway/v1/chat/completions", rd)
 	req.Header.Set("Authorization", "Bearer "+secret)
 	req.Header.Set("Content-Type", "application/json")
 	w := &discardWriter{h: http.Header{}}
-	b.ReportAllocs()
-	for b.Loop() {
+	return func() {
 		rd.Reset(body)
 		req.Body = io.NopCloser(rd)
 		req.ContentLength = int64(len(body))
@@ -135,19 +144,26 @@ func benchHandler(b *testing.B, tr http.RoundTripper, extra ...string) {
 // BenchmarkHandlerChat: the gateway's own cost for a non-streaming chat
 // completion (request and canned upstream response in memory).
 func BenchmarkHandlerChat(b *testing.B) {
-	resp := `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"mock-up","choices":[{"index":0,` +
-		`"message":{"role":"assistant","content":"` + strings.Repeat("x", 1000) + `"},"finish_reason":"stop"}],` +
-		`"usage":{"prompt_tokens":6,"completion_tokens":250,"total_tokens":256}}`
-	benchHandler(b, newCannedTransport("application/json", []byte(resp)))
+	benchHandler(b, newCannedTransport("application/json", []byte(cannedAnswer)))
 }
 
 // BenchmarkHandlerStream: the gateway's own cost for relaying a 10-chunk
 // stream with the injected usage hidden.
 func BenchmarkHandlerStream(b *testing.B) {
+	benchHandler(b, newCannedTransport("text/event-stream", []byte(cannedStream())), `"stream":true`)
+}
+
+// cannedAnswer is a non-streaming chat completion of 1000 bytes of content.
+var cannedAnswer = `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"mock-up","choices":[{"index":0,` +
+	`"message":{"role":"assistant","content":"` + strings.Repeat("x", 1000) + `"},"finish_reason":"stop"}],` +
+	`"usage":{"prompt_tokens":6,"completion_tokens":250,"total_tokens":256}}`
+
+// cannedStream is a 10-chunk chat stream with a usage chunk and [DONE].
+func cannedStream() string {
 	var sb strings.Builder
 	for i := range 10 {
 		fmt.Fprintf(&sb, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"mock-up","choices":[{"index":0,"delta":{"content":"tok%d"},"finish_reason":null}],"usage":null}`+"\n\n", i)
 	}
 	sb.WriteString(`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"mock-up","choices":[],"usage":{"prompt_tokens":6,"completion_tokens":10,"total_tokens":16}}` + "\n\ndata: [DONE]\n\n")
-	benchHandler(b, newCannedTransport("text/event-stream", []byte(sb.String())), `"stream":true`)
+	return sb.String()
 }
