@@ -262,14 +262,25 @@ func skipWS(b []byte, i int) int {
 }
 
 // skipString returns the index just past the string literal starting at i.
+// It finds the next quote and the next backslash with bytes.IndexByte
+// rather than looking at every byte: the usage scan skips an answer's whole
+// text. q, the first quote at or after i, is searched again only when an
+// escape took it, so every byte is searched at most twice.
 func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
+	q := -1
+	for i++; i < len(b); {
+		if q < i {
+			n := bytes.IndexByte(b[i:], '"')
+			if n < 0 {
+				return len(b)
+			}
+			q = i + n
 		}
+		e := bytes.IndexByte(b[i:q], '\\')
+		if e < 0 {
+			return q + 1
+		}
+		i += e + 2 // past the backslash and the byte it escapes
 	}
 	return len(b)
 }

@@ -39,8 +39,9 @@ func newGenAIMetrics(reg prometheus.Registerer) *genAIMetrics {
 	return m
 }
 
-// record observes a finished request of a known model route.
-func (m *genAIMetrics) record(rec *Record) {
+// record observes a finished request of a known model route; s holds
+// rec's children.
+func (m *genAIMetrics) record(rec *Record, s *series) {
 	if rec.Model == "" {
 		return // refused before its model was known: tollgate_requests_total counts it
 	}
@@ -53,17 +54,17 @@ func (m *genAIMetrics) record(rec *Record) {
 		errType = statusLabel(rec.Status)
 	}
 	var ex prometheus.Labels
-	m.ex.observe(m.duration.WithLabelValues(op, rec.Model, dep, errType), rec.Latency.Seconds(), rec, &ex)
+	m.ex.observe(s.gDuration.observer(m.duration, op, rec.Model, dep, errType), rec.Latency.Seconds(), rec, &ex)
 	if u := rec.Usage; u.Present {
-		m.ex.observe(m.tokens.WithLabelValues(op, rec.Model, dep, "input"), float64(u.PromptTokens), rec, &ex)
-		m.ex.observe(m.tokens.WithLabelValues(op, rec.Model, dep, "output"), float64(u.CompletionTokens), rec, &ex)
+		m.ex.observe(s.gInput.observer(m.tokens, op, rec.Model, dep, "input"), float64(u.PromptTokens), rec, &ex)
+		m.ex.observe(s.gOutput.observer(m.tokens, op, rec.Model, dep, "output"), float64(u.CompletionTokens), rec, &ex)
 	}
 	if !rec.Stream || rec.FirstByte <= 0 || rec.Status >= 400 {
 		return
 	}
-	m.ex.observe(m.ttft.WithLabelValues(op, rec.Model, dep), rec.FirstByte.Seconds(), rec, &ex)
+	m.ex.observe(s.gTTFT.observer(m.ttft, op, rec.Model, dep), rec.FirstByte.Seconds(), rec, &ex)
 	if n := rec.Usage.CompletionTokens; n > 1 && rec.Latency > rec.FirstByte {
-		m.ex.observe(m.tpot.WithLabelValues(op, rec.Model, dep), (rec.Latency-rec.FirstByte).Seconds()/float64(n-1), rec, &ex)
+		m.ex.observe(s.gTPOT.observer(m.tpot, op, rec.Model, dep), (rec.Latency-rec.FirstByte).Seconds()/float64(n-1), rec, &ex)
 	}
 }
 

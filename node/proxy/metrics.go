@@ -14,6 +14,7 @@ type Metrics struct {
 	tokens   *prometheus.CounterVec
 	keys     *keyMetrics
 	genAI    *genAIMetrics
+	series   seriesCache // the children above, by request
 }
 
 // NewMetrics registers the data plane's metrics with reg, with the default
@@ -51,26 +52,27 @@ func NewMetricsWith(reg prometheus.Registerer, cfg MetricsConfig) *Metrics {
 
 // Record implements Recorder.
 func (m *Metrics) Record(rec *Record) {
+	s := m.series.get(seriesKey{rec.Endpoint, rec.Model, rec.Deployment, rec.Status})
 	model := rec.Model
 	if model == "" {
 		model = "none"
 	}
 	ep := rec.Endpoint.Name()
-	m.requests.WithLabelValues(ep, model, statusLabel(rec.Status)).Inc()
-	m.genAI.ex.observe(m.latency.WithLabelValues(ep, model), rec.Latency.Seconds(), rec, new(prometheus.Labels))
+	s.requests.counter(m.requests, ep, model, statusLabel(rec.Status)).Inc()
+	m.genAI.ex.observe(s.latency.observer(m.latency, ep, model), rec.Latency.Seconds(), rec, new(prometheus.Labels))
 	if rec.UpstreamLatency > 0 {
-		m.upstream.WithLabelValues(model, rec.Deployment).Observe(rec.UpstreamLatency.Seconds())
+		s.upstream.observer(m.upstream, model, rec.Deployment).Observe(rec.UpstreamLatency.Seconds())
 	}
 	m.keys.record(rec, model)
-	m.genAI.record(rec)
+	m.genAI.record(rec, s)
 	if u := rec.Usage; u.Present {
-		m.tokens.WithLabelValues(model, "prompt").Add(float64(u.PromptTokens))
-		m.tokens.WithLabelValues(model, "completion").Add(float64(u.CompletionTokens))
+		s.promptTok.counter(m.tokens, model, "prompt").Add(float64(u.PromptTokens))
+		s.complTok.counter(m.tokens, model, "completion").Add(float64(u.CompletionTokens))
 		if u.CachedTokens > 0 {
-			m.tokens.WithLabelValues(model, "cached").Add(float64(u.CachedTokens))
+			s.cachedTok.counter(m.tokens, model, "cached").Add(float64(u.CachedTokens))
 		}
 		if u.CacheWriteTokens > 0 {
-			m.tokens.WithLabelValues(model, "cache_write").Add(float64(u.CacheWriteTokens))
+			s.writeTok.counter(m.tokens, model, "cache_write").Add(float64(u.CacheWriteTokens))
 		}
 	}
 }

@@ -54,6 +54,23 @@ func labelsEqual(got []*dto.LabelPair, want map[string]string) bool {
 	return true
 }
 
+// wantMetric is one series metricValue must find with value want (-1:
+// none).
+type wantMetric struct {
+	name   string
+	labels map[string]string
+	want   float64
+}
+
+func wantMetrics(t *testing.T, reg *prometheus.Registry, want []wantMetric) {
+	t.Helper()
+	for _, c := range want {
+		if got := metricValue(t, reg, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+}
+
 func TestMetricsThroughHandler(t *testing.T) {
 	t.Parallel()
 	_, url := startMock(t, mock.Options{Chunks: 4})
@@ -82,11 +99,7 @@ func TestMetricsThroughHandler(t *testing.T) {
 	wantError(t, r, 401, "invalid_request_error", "invalid_api_key")
 	g.rec.of(t, r)
 
-	for _, c := range []struct {
-		name   string
-		labels map[string]string
-		want   float64
-	}{
+	wantMetrics(t, reg, []wantMetric{
 		{"tollgate_requests_total", map[string]string{"endpoint": "chat", "model": route, "status": "200"}, 3},
 		{"tollgate_requests_total", map[string]string{"endpoint": "chat", "model": "none", "status": "404"}, 1},
 		{"tollgate_requests_total", map[string]string{"endpoint": "chat", "model": "none", "status": "401"}, 1},
@@ -96,11 +109,7 @@ func TestMetricsThroughHandler(t *testing.T) {
 		{"tollgate_request_duration_seconds", map[string]string{"endpoint": "chat", "model": route}, 3},
 		{"tollgate_request_duration_seconds", map[string]string{"endpoint": "chat", "model": "none"}, 2},
 		{"tollgate_upstream_duration_seconds", map[string]string{"model": route, "deployment": depID}, 3},
-	} {
-		if got := metricValue(t, reg, c.name, c.labels); got != c.want {
-			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
-		}
-	}
+	})
 }
 
 func TestMetricsRecord(t *testing.T) {
@@ -112,11 +121,7 @@ func TestMetricsRecord(t *testing.T) {
 	m.Record(&proxy.Record{Endpoint: routing.EndpointCompletions, Model: "txt", Status: 499, Latency: time.Second})
 	m.Record(&proxy.Record{Endpoint: routing.EndpointChat, Status: 1000})
 	m.Record(&proxy.Record{Endpoint: routing.EndpointChat, Model: "x", Status: 200, Usage: routing.Usage{Present: false, PromptTokens: 99}})
-	for _, c := range []struct {
-		name   string
-		labels map[string]string
-		want   float64
-	}{
+	wantMetrics(t, reg, []wantMetric{
 		{"tollgate_requests_total", map[string]string{"endpoint": "embeddings", "model": "emb", "status": "200"}, 1},
 		{"tollgate_requests_total", map[string]string{"endpoint": "completions", "model": "txt", "status": "499"}, 1},
 		{"tollgate_requests_total", map[string]string{"endpoint": "chat", "model": "none", "status": "1000"}, 1},
@@ -127,11 +132,7 @@ func TestMetricsRecord(t *testing.T) {
 		{"tollgate_upstream_duration_seconds", map[string]string{"model": "emb", "deployment": "d1"}, 1},
 		{"tollgate_upstream_duration_seconds", map[string]string{"model": "txt", "deployment": ""}, -1},
 		{"tollgate_request_duration_seconds", map[string]string{"endpoint": "completions", "model": "txt"}, 1},
-	} {
-		if got := metricValue(t, reg, c.name, c.labels); got != c.want {
-			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
-		}
-	}
+	})
 }
 
 func TestNewMetricsTwiceOnOneRegistryPanics(t *testing.T) {
