@@ -93,7 +93,8 @@ type attemptClock struct {
 // client's connection is aborted, so that it does not take the answer for
 // whole. Every event is written as it arrives, and the client is flushed
 // right before the gateway waits on the upstream: events that arrived
-// together leave in one write, and none waits unflushed.
+// together leave in one write, and none waits unflushed. The events that
+// arrived with the stream's end leave with the response's end.
 func (h *Handler) relay(w http.ResponseWriter, r *http.Request, rec *Record, d *raftstore.Deployment, clk attemptClock, s upstreamStream) *failure {
 	if t := firstTokenTimeout(rec, d); t > 0 {
 		clk.timer.Reset(t)
@@ -130,7 +131,10 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, rec *Record, d *
 	if errors.Is(err, io.EOF) && c.whole() {
 		h.commit(rec) // before the stream's last events reach the client
 		_ = c.close(cw)
-		_ = fr.flush()
+		// Not flushed: the handler returns at once, and net/http sends
+		// what is left with the response's end (the chunked body's last
+		// chunk) in one write; a flush here cost a write of its own.
+		cw.spill()
 		return nil
 	}
 	h.broken(r, rec, d, c, cw, fr, err)

@@ -161,7 +161,8 @@ func rawEvents(n int, content string) []string {
 const doneEvent = "data: [DONE]\n\n"
 
 // Events that one upstream read brings go to the client in one write and
-// one flush: 30 events (2 KiB) in one write and one flush, 110 events
+// one flush before the relay waits on the upstream again: 30 events
+// (2 KiB) in one write and one flush, 110 events
 // (7.5 KiB: more than net/http's 4 KiB connection buffer) in one flush,
 // written in two pieces of at most 4 KiB — byte for byte as the upstream
 // sent them.
@@ -174,9 +175,23 @@ func TestStreamEventsOfOneUpstreamReadLeaveInOneFlush(t *testing.T) {
 		t.Run(fmt.Sprint(tc.events), func(t *testing.T) {
 			t.Parallel()
 			evs := append(rawEvents(tc.events, "w"), doneEvent)
-			url := rawUpstream(t, func(c *rawConn) { c.send(append(evs, "")...) })
+			gate := make(chan struct{})
+			url := rawUpstream(t, func(c *rawConn) {
+				c.send(evs...)
+				select { // the end comes later, on its own
+				case <-gate:
+				case <-c.gone:
+					return
+				}
+				c.send("")
+			})
 			w := newStreamWriter()
-			rec := serveRawStream(t, url, w)
+			w.flushed = make(chan string, 1)
+			done := make(chan proxy.Record, 1)
+			go func() { done <- serveRawStream(t, url, w) }()
+			<-w.flushed
+			gate <- struct{}{}
+			rec := <-done
 			if want := strings.Join(evs, ""); w.body.String() != want {
 				t.Fatalf("the client got %d bytes, not the upstream's %d:\n%s", w.body.Len(), len(want), w.body.String())
 			}
@@ -219,11 +234,18 @@ func TestStreamPacedEventsEachReachTheClientBeforeTheNext(t *testing.T) {
 		}
 		gate <- struct{}{}
 	}
-	if got := <-w.flushed; got != strings.Join(evs, "")+doneEvent {
-		t.Fatalf("the client has %q at the end", got)
+	// [DONE] came with the stream's end: it leaves with the response's
+	// end, as the handler returns, not in a flush of its own.
+	select {
+	case got := <-w.flushed:
+		t.Fatalf("[DONE] came with the stream's end and was flushed on its own (the client has %q)", got)
+	case rec := <-done:
+		if rec.Status != http.StatusOK {
+			t.Errorf("record status %d", rec.Status)
+		}
 	}
-	if rec := <-done; rec.Status != http.StatusOK {
-		t.Errorf("record status %d", rec.Status)
+	if got := w.body.String(); got != strings.Join(evs, "")+doneEvent {
+		t.Fatalf("the client has %q at the end", got)
 	}
 }
 
