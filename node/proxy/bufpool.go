@@ -51,11 +51,14 @@ func putBuf(b *buffer) {
 	bufPools[bits.Len(uint(c))-1-minBufShift].Put(b)
 }
 
-// bodyBuf returns a buffer for a request body of contentLength bytes
-// (negative: not known): sized to it, with room for the read that meets
-// its end, when it is within limit (a larger one is refused unread).
+// bodyBuf returns a buffer for a body of contentLength bytes (negative:
+// not known): sized to it, with room for the read that meets its end, when
+// it is within limit (a larger one is refused unread) and within the
+// pooled classes. A Content-Length is a claim, not bytes: beyond the
+// classes the buffer grows as the bytes arrive, so a peer that claims
+// 60 MB and stalls does not hold 60 MB.
 func bodyBuf(contentLength, limit int64) *buffer {
-	if contentLength < 0 || contentLength > limit {
+	if contentLength < 0 || contentLength > limit || contentLength >= 1<<maxBufShift {
 		return getBuf()
 	}
 	return getBufFor(int(contentLength) + 1)
