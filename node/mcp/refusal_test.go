@@ -29,15 +29,23 @@ func refuseLarge(limit int64, next http.Handler) http.Handler {
 	})
 }
 
+// newRefusingEnv is a gateway connected to the test upstream ("up")
+// behind a proxy that answers 413 to a body over 4 KiB.
+func newRefusingEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{t: t, store: openStore(t)}
+	e.upstream = newTestUpstreamServing(t, func(s *sdk.Server) http.Handler { return refuseLarge(4096, bothProtocols(s)) })
+	e.start(Config{})
+	e.addServer("up", e.upstream.url)
+	return e
+}
+
 // TestUpstreamRefusingOneRequestDoesNotCoolTheServer pins that an
 // upstream's HTTP 4xx to one call (here a proxy's 413 to a large
 // argument) is that call's error, not the server's: the server is not put
 // in cooldown for every other key, and their calls go on.
 func TestUpstreamRefusingOneRequestDoesNotCoolTheServer(t *testing.T) {
-	e := &env{t: t, store: openStore(t)}
-	e.upstream = newTestUpstreamServing(t, func(s *sdk.Server) http.Handler { return refuseLarge(4096, bothProtocols(s)) })
-	e.start(Config{})
-	e.addServer("up", e.upstream.url)
+	e := newRefusingEnv(t)
 	big := e.addKey("big", []string{"up__*"}, nil)
 	other := e.addKey("other", []string{"up__*"}, nil)
 
@@ -234,10 +242,7 @@ func TestUpstreamRefusingEveryRequestOfItsSessionIsDialedAgain(t *testing.T) {
 // a refusal the gateway could not match to its request ended the session
 // and cooled the server for every key.
 func TestRefusalOfARequestGrownUpstreamIsStillThatRequestsError(t *testing.T) {
-	e := &env{t: t, store: openStore(t)}
-	e.upstream = newTestUpstreamServing(t, func(s *sdk.Server) http.Handler { return refuseLarge(4096, bothProtocols(s)) })
-	e.start(Config{})
-	e.addServer("up", e.upstream.url)
+	e := newRefusingEnv(t)
 	secret := e.addKey("k1", []string{"up__*"}, nil)
 	who := strings.Repeat("\xff", 3<<20) // 3 MiB from the client, 9 MiB upstream
 	_, body := postSessionless(t, e, secret,
