@@ -189,7 +189,7 @@ func TestStreamEventsOfOneUpstreamReadLeaveInOneFlush(t *testing.T) {
 			w.flushed = make(chan string, 1)
 			done := make(chan proxy.Record, 1)
 			go func() { done <- serveRawStream(t, url, w) }()
-			<-w.flushed
+			nextFlush(t, w.flushed)
 			gate <- struct{}{}
 			rec := <-done
 			if want := strings.Join(evs, ""); w.body.String() != want {
@@ -229,7 +229,7 @@ func TestStreamPacedEventsEachReachTheClientBeforeTheNext(t *testing.T) {
 	done := make(chan proxy.Record, 1)
 	go func() { done <- serveRawStream(t, url, w) }()
 	for i := range evs {
-		if got, want := <-w.flushed, strings.Join(evs[:i+1], ""); got != want {
+		if got, want := nextFlush(t, w.flushed), strings.Join(evs[:i+1], ""); got != want {
 			t.Fatalf("at flush %d the client has %q, want %q", i, got, want)
 		}
 		gate <- struct{}{}
@@ -357,5 +357,19 @@ func TestStreamToAWriterThatCannotFlushIsWhole(t *testing.T) {
 	}
 	if want := strings.Join(evs, ""); w.body.String() != want || w.flushes != 0 {
 		t.Fatalf("the client got %q in %d flushes, want %q", w.body.String(), w.flushes, want)
+	}
+}
+
+// nextFlush returns what the client has at the relay's next flush, and
+// fails the test (instead of hanging until the test binary's timeout) when
+// the relay holds the events back: the upstream waits for the client.
+func nextFlush(t *testing.T, flushed <-chan string) string {
+	t.Helper()
+	select {
+	case body := <-flushed:
+		return body
+	case <-time.After(10 * time.Second):
+		t.Fatal("no flush within 10 s: the relay held the upstream's events back, and the upstream waits for the client to have them")
+		return ""
 	}
 }
