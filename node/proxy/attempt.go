@@ -198,6 +198,11 @@ func (h *Handler) readBodyIn(w http.ResponseWriter, r *http.Request, dst []byte)
 	return body, err
 }
 
+// claimTrust is the most of a buffer a client's or upstream's
+// Content-Length alone sizes (as bodyBuf: past it, buffers grow with
+// the bytes).
+const claimTrust = 1 << maxBufShift
+
 // readDeadliner is what http.ResponseController uses of a ResponseWriter
 // to set its connection's read deadline.
 type readDeadliner interface{ SetReadDeadline(time.Time) error }
@@ -218,13 +223,15 @@ func (h *Handler) bodyError(w http.ResponseWriter, err error) apiError {
 }
 
 // readBody reads the whole request body into dst, refusing more than limit
-// bytes.
+// bytes. The client's Content-Length sizes the buffer up to claimTrust;
+// past that the buffer grows with the bytes that arrive, so a claim alone
+// (a large Content-Length and a stall) does not make the gateway allocate.
 func readBody(r *http.Request, limit int64, dst []byte) ([]byte, error) {
 	if r.ContentLength > limit {
 		return dst, errBodyTooLarge
 	}
 	if r.ContentLength > 0 && int64(cap(dst)) < r.ContentLength {
-		dst = make([]byte, 0, r.ContentLength)
+		dst = make([]byte, 0, min(r.ContentLength, claimTrust))
 	}
 	for {
 		if len(dst) == cap(dst) {
