@@ -198,11 +198,6 @@ func (h *Handler) readBodyIn(w http.ResponseWriter, r *http.Request, dst []byte)
 	return body, err
 }
 
-// claimTrust is the most of a buffer a client's or upstream's
-// Content-Length alone sizes (as bodyBuf: past it, buffers grow with
-// the bytes).
-const claimTrust = 1 << maxBufShift
-
 // readDeadliner is what http.ResponseController uses of a ResponseWriter
 // to set its connection's read deadline.
 type readDeadliner interface{ SetReadDeadline(time.Time) error }

@@ -51,6 +51,11 @@ func putBuf(b *buffer) {
 	bufPools[bits.Len(uint(c))-1-minBufShift].Put(b)
 }
 
+// claimTrust is the most of a buffer a client's or an upstream's
+// Content-Length alone sizes (bodyBuf, readBody): past it, buffers grow
+// with the bytes that arrive.
+const claimTrust = 1 << maxBufShift
+
 // bodyBuf returns a buffer for a body of contentLength bytes (negative:
 // not known): sized to it, with room for the read that meets its end, when
 // it is within limit (a larger one is refused unread) and within the
@@ -58,7 +63,7 @@ func putBuf(b *buffer) {
 // classes the buffer grows as the bytes arrive, so a peer that claims
 // 60 MB and stalls does not hold 60 MB.
 func bodyBuf(contentLength, limit int64) *buffer {
-	if contentLength < 0 || contentLength > limit || contentLength >= 1<<maxBufShift {
+	if contentLength < 0 || contentLength > limit || contentLength >= claimTrust {
 		return getBuf()
 	}
 	return getBufFor(int(contentLength) + 1)
