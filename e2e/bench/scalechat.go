@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
-	"sort"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,6 +55,8 @@ type ChatFigures struct {
 	// of the ratio of medians is noise between pairs.
 	PairThroughputRatios []float64 `json:"pair_throughput_ratios,omitempty"`
 	PairP99Ratios        []float64 `json:"pair_p99_ratios,omitempty"`
+	Cores                int       `json:"cores,omitempty"`
+	CPU                  *ChatCPU  `json:"cpu,omitempty"`
 }
 
 // chat runs the chat phase against the leader, with mockllm as upstream.
@@ -63,7 +65,7 @@ func (sc *scaleSet) chat(cfg ChatConfig, keys int, logf func(string, ...any)) (*
 	if err != nil {
 		return nil, err
 	}
-	secret, err := sc.chatSetup(leader)
+	secret, mockPid, err := sc.chatSetup(leader)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +73,8 @@ func (sc *scaleSet) chat(cfg ChatConfig, keys int, logf func(string, ...any)) (*
 		Header: http.Header{"Authorization": {"Bearer " + secret}, "Content-Type": {"application/json"}},
 		Shape:  "choices", MinBytes: 1000}
 	admin := pb.NewKeyServiceClient(sc.conns[sc.index(leader)])
-	f := &ChatFigures{Keys: keys, Node: sc.names[sc.index(leader)]}
+	f := &ChatFigures{Keys: keys, Node: sc.names[sc.index(leader)], Cores: runtime.NumCPU()}
+	mon := &Monitor{Gateway: leader.Pid, Mock: mockPid, Interval: time.Second}
 	before := loadAvg()
 	for rep := range cfg.Reps {
 		order := []bool{false, true}
@@ -79,7 +82,7 @@ func (sc *scaleSet) chat(cfg ChatConfig, keys int, logf func(string, ...any)) (*
 			order = []bool{true, false}
 		}
 		for _, writes := range order {
-			r := sc.profiledChatRun(rep, t, admin, cfg, writes, fmt.Sprintf("chat-%d-%d", rep, len(f.Runs)), logf)
+			r := sc.profiledChatRun(rep, t, admin, mon, cfg, writes, fmt.Sprintf("chat-%d-%d", rep, len(f.Runs)), logf)
 			f.Runs = append(f.Runs, r)
 			logf("scale: chat at %d keys, writes %v: %.0f req/s, p99 %.2f ms, errors %d; %d creates (%.0f/s, %d failed)",
 				keys, writes, r.Result.Throughput, r.Result.Lat.P99/1e3, r.Result.Errors, r.Creates, r.CreatesPerSec, r.CreateErrors)
@@ -91,24 +94,26 @@ func (sc *scaleSet) chat(cfg ChatConfig, keys int, logf func(string, ...any)) (*
 }
 
 // chatSetup starts mockllm, adds the route "bench" to it and creates an
-// unlimited key for the chat traffic, whose secret it returns.
-func (sc *scaleSet) chatSetup(leader *Gateway) (string, error) {
+// unlimited key for the chat traffic; it returns the key's secret and the
+// mock's pid.
+func (sc *scaleSet) chatSetup(leader *Gateway) (string, int, error) {
 	mockAddr, err := freeAddr()
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	mock, err := startChild("mockllm", filepath.Join(sc.tmp, "mockllm.log"), "", nil, sc.bin.Mockllm, "--addr", mockAddr, "--quiet")
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if _, err := waitStatus(mock, "http://"+mockAddr+"/v1/models", 200, 10*time.Millisecond, 30*time.Second); err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if _, err := leader.ctl("model", "add", "bench", "--provider", "openai-compatible", "--base-url", "http://"+mockAddr+"/v1",
 		"--upstream-model", "m?size=1000"); err != nil {
-		return "", err
+		return "", 0, err
 	}
-	return leader.createKey("chat")
+	secret, err := leader.createKey("chat")
+	return secret, mock.pid(), err
 }
 
 // chatWarmup is the unrecorded start of every chat run.
@@ -116,7 +121,7 @@ const chatWarmup = time.Second
 
 // chatRun is one closed-loop chat run, with key creates at cfg.CreateRate
 // alongside when writes is set (over the warm-up and the measurement).
-func chatRun(t *Target, admin pb.KeyServiceClient, cfg ChatConfig, writes bool, prefix string) *ChatRun {
+func chatRun(t *Target, admin pb.KeyServiceClient, mon *Monitor, cfg ChatConfig, writes bool, prefix string) *ChatRun {
 	const warmup = chatWarmup
 	r := &ChatRun{Writes: writes}
 	var wg sync.WaitGroup
@@ -128,7 +133,7 @@ func chatRun(t *Target, admin pb.KeyServiceClient, cfg ChatConfig, writes bool, 
 			r.CreatesPerSec = float64(r.Creates) / (warmup + cfg.Dur).Seconds()
 		}()
 	}
-	r.Result = ClosedLoop{Clients: cfg.Clients, Warmup: warmup, Dur: cfg.Dur, MaxRequests: 5_000_000}.Run(t, nil)
+	r.Result = ClosedLoop{Clients: cfg.Clients, Warmup: warmup, Dur: cfg.Dur, MaxRequests: 5_000_000}.Run(t, mon)
 	wg.Wait()
 	return r
 }
@@ -136,14 +141,14 @@ func chatRun(t *Target, admin pb.KeyServiceClient, cfg ChatConfig, writes bool, 
 // profiledChatRun is chatRun; with -scale-profile, the first pair's runs
 // also leave a CPU profile of the node over their warm-up and measurement
 // (cpu-chat-alone.pprof, cpu-chat-writes.pprof).
-func (sc *scaleSet) profiledChatRun(rep int, t *Target, admin pb.KeyServiceClient, cfg ChatConfig, writes bool, prefix string,
+func (sc *scaleSet) profiledChatRun(rep int, t *Target, admin pb.KeyServiceClient, mon *Monitor, cfg ChatConfig, writes bool, prefix string,
 	logf func(string, ...any)) *ChatRun {
 	if rep > 0 || sc.prof == nil {
-		return chatRun(t, admin, cfg, writes, prefix)
+		return chatRun(t, admin, mon, cfg, writes, prefix)
 	}
 	name := "cpu-chat-" + map[bool]string{false: "alone", true: "writes"}[writes] + ".pprof"
 	done := sc.prof.cpu(name, chatWarmup+cfg.Dur)
-	r := chatRun(t, admin, cfg, writes, prefix)
+	r := chatRun(t, admin, mon, cfg, writes, prefix)
 	if err := <-done; err != nil {
 		logf("scale: chat CPU profile %s: %v", name, err)
 	}
@@ -191,14 +196,7 @@ func (f *ChatFigures) summarize() {
 				xs = append(xs, v(r.Result))
 			}
 		}
-		if len(xs) == 0 {
-			return 0
-		}
-		sort.Float64s(xs)
-		if n := len(xs); n%2 == 0 {
-			return (xs[n/2-1] + xs[n/2]) / 2
-		}
-		return xs[len(xs)/2]
+		return median(xs)
 	}
 	rps := func(r *RunResult) float64 { return r.Throughput }
 	p99 := func(r *RunResult) float64 { return r.Lat.P99 / 1e3 }
@@ -210,6 +208,7 @@ func (f *ChatFigures) summarize() {
 	if f.QuietP99Ms > 0 {
 		f.P99Ratio = f.WritesP99Ms / f.QuietP99Ms
 	}
+	f.CPU = chatCPU(f.Runs, f.Cores)
 	f.PairThroughputRatios, f.PairP99Ratios = nil, nil
 	for i := 0; i+1 < len(f.Runs); i += 2 {
 		quiet, writes := f.Runs[i].Result, f.Runs[i+1].Result
@@ -242,6 +241,9 @@ func (c *ChatFigures) write(b *strings.Builder, cfg ChatConfig) {
 		c.ThroughputRatio, metWord(c.ThroughputRatio >= 0.9), c.P99Ratio, metWord(c.P99Ratio > 0 && c.P99Ratio <= 1.2))
 	if len(c.PairThroughputRatios) > 0 {
 		fmt.Fprintf(b, "Within each pair of adjacent runs: throughput %s; p99 %s.\n", ratioList(c.PairThroughputRatios), ratioList(c.PairP99Ratios))
+	}
+	if c.CPU != nil {
+		c.CPU.write(b, c.ThroughputRatio)
 	}
 }
 
