@@ -97,7 +97,10 @@ type NodeFigures struct {
 	// SwitchesPerCreate is the context switches of all the node's
 	// threads over the creates, per create (contextSwitches).
 	SwitchesPerCreate float64 `json:"switches_per_create"`
-	RSSMB             float64 `json:"rss_mb"`
+	// GCCycles is how many GC cycles the node ran during the creates
+	// (scalegc.go).
+	GCCycles uint64  `json:"gc_cycles"`
+	RSSMB    float64 `json:"rss_mb"`
 }
 
 // nodeCPU is the CPU per create of each node, for the log and report.
@@ -286,7 +289,7 @@ func (sc *scaleSet) creates(leader *Gateway, cfg ScaleConfig, st *ScaleStep, idl
 	if err != nil {
 		return err
 	}
-	sw0 := sc.switchesEach()
+	sw0, gc0 := sc.switchesEach(), sc.gcEach()
 	began := time.Now()
 	limit := cfg.Creates
 	if cfg.ProfileDir != "" {
@@ -300,13 +303,16 @@ func (sc *scaleSet) creates(leader *Gateway, cfg ScaleConfig, st *ScaleStep, idl
 	if err != nil {
 		return err
 	}
-	sw1 := sc.switchesEach()
+	sw1, gc1 := sc.switchesEach(), sc.gcEach()
 	st.Creates = len(lat)
 	st.Nodes = make([]NodeFigures, len(sc.nodes))
 	took := time.Since(began).Seconds()
 	for i := range sc.nodes {
 		f := NodeFigures{Node: sc.names[i], CPUPerCreateMs: float64(t1[i]-t0[i]) * 10 / float64(len(lat)), // 100 ticks a second
 			SwitchesPerCreate: float64(sw1[i]-sw0[i]) / float64(len(lat))}
+		if gc1[i] >= gc0[i] {
+			f.GCCycles = gc1[i] - gc0[i]
+		}
 		if i < len(idle) {
 			f.IdleCores = idle[i]
 			f.NetCPUPerCreateMs = max(0, f.CPUPerCreateMs-idle[i]*took*1e3/float64(len(lat)))
@@ -413,6 +419,7 @@ func (r *ScaleResults) write(dir string) error {
 		writeScaleRow(&b, s)
 	}
 	writeSwitches(&b, r.Steps)
+	writeGCCycles(&b, r.Steps)
 	for _, s := range r.Steps {
 		writeJoin(&b, s)
 	}
