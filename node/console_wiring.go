@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/tollgate/tollgate/node/console"
+	"github.com/tollgate/tollgate/raftstore"
 )
 
 // ConsoleConfig configures the web console.
@@ -87,6 +88,9 @@ func (n *Node) startConsole(c *consoleServer, cfg ConsoleConfig) error {
 	h, err := console.New(ctx, console.Config{
 		NodeID: n.cfg.NodeID, Admin: c.conn, Secure: n.tls != nil, OIDC: cfg.OIDC, Logger: n.log,
 		ClusterSecret: func() string { return n.store.State().ClusterSecret() },
+		SessionsFull: func() bool {
+			return n.store.State().EndedConsoleSessionsFull(raftstore.MaxEndedConsoleSessions, time.Now())
+		},
 	})
 	if err != nil {
 		_ = c.conn.Close()

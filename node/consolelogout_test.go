@@ -91,10 +91,10 @@ func TestLogoutOnOneNodeEndsTheSessionOnEveryNode(t *testing.T) {
 	}
 }
 
-// A logout on a node cut off from the rest (no leader can be elected)
-// still clears the cookie, and answers that the session could not be
-// ended on the server, in the console's JSON error format.
-func TestLogoutWithoutALeaderClearsTheCookieAndSaysSo(t *testing.T) {
+// startConsoleCluster starts three nodes with consoles and returns them
+// and the leader once every node holds the cluster secret.
+func startConsoleCluster(t *testing.T) ([]*tnode, *tnode) {
+	t.Helper()
 	nodes := startCluster(t, 3, func(c *Config) { c.Console.Addr = "127.0.0.1:0" })
 	leader := waitCluster(t, nodes, 3, 0)
 	eventually(t, 10*time.Second, "the cluster secret on every node", func() error {
@@ -105,6 +105,58 @@ func TestLogoutWithoutALeaderClearsTheCookieAndSaysSo(t *testing.T) {
 		}
 		return nil
 	})
+	return nodes, leader
+}
+
+// consoleBrowser is a browser holding the session cookie value for the
+// console at base.
+func consoleBrowser(t *testing.T, base, cookie string) *http.Client {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	u, _ := url.Parse(base)
+	jar.SetCookies(u, []*http.Cookie{{Name: console.SessionCookie, Value: cookie, Path: "/"}})
+	return &http.Client{Jar: jar, Timeout: 15 * time.Second}
+}
+
+// A logout retried after the leader changed (the first attempt was
+// applied, its answer lost: the browser kept the cookie) answers as the
+// first did, on the node it was sent to and on the new leader, and the
+// session stays ended everywhere.
+func TestLogoutRetriedAfterALeaderChangeAnswersAsTheFirst(t *testing.T) {
+	nodes, old := startConsoleCluster(t)
+	survivors := without(nodes, old)
+	base := "http://" + survivors[0].n.ConsoleAddr()
+	hc, csrf := consoleLogin(t, base, testAdminToken)
+	u, _ := url.Parse(base)
+	saved := hc.Jar.Cookies(u)[0].Value
+	if resp, body := consolePost(t, hc, base+"/api/logout", "", csrf); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("logout: %d %s", resp.StatusCode, body)
+	}
+	old.crash()
+	eventually(t, 10*time.Second, "a new leader among the survivors", func() error {
+		_, err := agreedLeader(survivors)
+		return err
+	})
+	for _, tn := range survivors {
+		at := "http://" + tn.n.ConsoleAddr()
+		// The crashed leader may be named as lagging: the new one cannot
+		// hear from it.
+		resp, body := consolePost(t, consoleBrowser(t, at, saved), at+"/api/logout", "", csrf)
+		if resp.StatusCode != http.StatusNoContent && (resp.StatusCode != http.StatusOK || !strings.Contains(body, `"lagging":["`+old.cfg.NodeID+`"]`)) {
+			t.Fatalf("the logout retried on %s after the leader changed: %d %s", tn.cfg.NodeID, resp.StatusCode, body)
+		}
+		code, body := consoleGet(t, at+"/api/session", saved)
+		if code != http.StatusUnauthorized || !strings.Contains(body, "logged out") {
+			t.Fatalf("the saved cookie on %s after the retried logout: %d %s", tn.cfg.NodeID, code, body)
+		}
+	}
+}
+
+// A logout on a node cut off from the rest (no leader can be elected)
+// still clears the cookie, and answers that the session could not be
+// ended on the server, in the console's JSON error format.
+func TestLogoutWithoutALeaderClearsTheCookieAndSaysSo(t *testing.T) {
+	nodes, leader := startConsoleCluster(t)
 	alone := without(nodes, leader)[0]
 	base := "http://" + alone.n.ConsoleAddr()
 	hc, csrf := consoleLogin(t, base, testAdminToken)

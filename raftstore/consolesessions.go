@@ -16,6 +16,12 @@ import (
 // more than the most sessions that were live (within the grace) at once,
 // each issued within one session lifetime and the grace. An expired entry
 // still held matches no session that opens.
+//
+// The set is also bounded by size: MaxEndedConsoleSessions. The state
+// machine does not enforce it (a new rule in Apply would fork replicas of
+// different releases); the leader's admin API refuses a logout, and every
+// console a login, while EndedConsoleSessionsFull says so, so that no entry
+// ever has to be dropped early (which would let an ended session in again).
 
 // ConsoleSessionIDLen is the length of a console session's fingerprint.
 const ConsoleSessionIDLen = 16
@@ -29,6 +35,13 @@ const MaxConsoleSessionLife = 7 * 24 * time.Hour
 // clock runs behind the leader's, and so still takes the session for
 // live, refuses it too.
 const EndedSessionGrace = 5 * time.Minute
+
+// MaxEndedConsoleSessions is how many ended sessions the cluster keeps at
+// most: 27 bytes each in a snapshot and about 30 in memory, so 2.7 MB of
+// snapshot when full. Each logout of a live session adds one until
+// the session expires (8 hours), and one user gets at most 10 logins a
+// minute from each node: this many needs a flood.
+const MaxEndedConsoleSessions = 100_000
 
 // endedPruneStep bounds the expired sessions one logout forgets, so that
 // its cost does not grow with how many expired at once (as auditPruneStep
@@ -73,6 +86,30 @@ func (s *State) ConsoleSessionEnded(id []byte, expiresAt int64) bool {
 
 // EndedConsoleSessions returns the number of ended sessions held.
 func (s *State) EndedConsoleSessions() int { return s.endedSessions.Len() }
+
+// EndedConsoleSessionsFull reports whether a logout at time now would take
+// the set of ended sessions past limit entries: it holds limit or more,
+// and the state machine would not forget expired ones to make room (a
+// logout forgets the oldest ones expired EndedSessionGrace before its
+// time, at most endedPruneStep, before it adds its own). A logout it
+// allows leaves the set at limit entries at most, or smaller than before.
+// It looks at endedPruneStep entries at most.
+func (s *State) EndedConsoleSessionsFull(limit int, now time.Time) bool {
+	n := s.endedSessions.Len()
+	if n < limit {
+		return false
+	}
+	need := min(n-limit+1, endedPruneStep) // expired ones the logout must forget
+	over, expired := now.Add(-EndedSessionGrace).Unix(), 0
+	s.endedSessions.ascend(func(e endedSession) bool {
+		if e.expires > over {
+			return false
+		}
+		expired++
+		return expired < need
+	})
+	return expired < need
+}
 
 func validEndedSession(e *pb.EndedConsoleSession) error {
 	if len(e.GetSessionId()) != ConsoleSessionIDLen {

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 )
@@ -205,5 +208,60 @@ func TestEndConsoleSessionPrunesABoundedNumberPerLogout(t *testing.T) {
 	}
 	if got := next.EndedConsoleSessions(); got != 1 {
 		t.Fatalf("%d ended sessions after four logouts, want 1 (every expired one forgotten)", got)
+	}
+}
+
+// The set is full when it holds the limit and a logout would not forget
+// an expired session to make room: a logout then would take it past the
+// limit. Expired sessions it still holds (the state machine forgets a few
+// per logout) do not count, so a full set empties as sessions expire, even
+// if no logout comes to prune it.
+func TestEndedConsoleSessionsFullOnlyWhenALogoutWouldPassTheLimit(t *testing.T) {
+	now := baseNanos / sec
+	st := stateWithEnded(5, now) // expiries now+3600 ... now+3604
+	at := func(unix int64) time.Time { return time.Unix(unix, 0) }
+	grace := int64(EndedSessionGrace.Seconds())
+	for _, c := range []struct {
+		limit int
+		now   int64
+		full  bool
+	}{
+		{6, now, false},
+		{5, now, true},
+		{3, now, true},
+		{5, now + 3600 + grace, false},    // the first expired: the logout forgets it
+		{3, now + 3601 + grace, true},     // two expired, three to forget
+		{3, now + 3602 + grace, false},    // three expired
+		{1, now + 3604 + grace - 1, true}, // one still live
+	} {
+		if got := st.EndedConsoleSessionsFull(c.limit, at(c.now)); got != c.full {
+			t.Errorf("limit %d at now%+d: full = %v, want %v", c.limit, c.now-now, got, c.full)
+		}
+	}
+	// A logout the check allows leaves the set at the limit.
+	later := now + 3602 + grace
+	c := &pb.EndConsoleSessionCommand{Session: &pb.EndedConsoleSession{SessionId: sessionID(0xee), ExpiresAt: later + 3600}}
+	next, err := endConsoleSession(st, c, later*sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := next.EndedConsoleSessions(); n != 3 {
+		t.Fatalf("%d ended sessions after a logout the limit 3 allowed, want 3", n)
+	}
+}
+
+// At the bound the ended sessions take 27 bytes each in a snapshot: 2.7
+// MB in all (what docs/console.md says).
+func TestEndedSessionsAtTheBoundTake27BytesEachInASnapshot(t *testing.T) {
+	st := stateWithEnded(MaxEndedConsoleSessions, baseNanos/sec)
+	total := 0
+	if err := snapshotParts(st, func(p *pb.Snapshot) error {
+		total += proto.Size(&pb.Snapshot{EndedConsoleSessions: p.GetEndedConsoleSessions()})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if per := float64(total) / MaxEndedConsoleSessions; per > 27 {
+		t.Fatalf("%.1f snapshot bytes per ended session at the bound (%d in all), want 27 at most", per, total)
 	}
 }

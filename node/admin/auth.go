@@ -241,7 +241,8 @@ func (s *Server) token(ctx context.Context) (*Identity, error) {
 	scheme, token, ok := strings.Cut(strings.TrimSpace(vals[0]), " ")
 	token = strings.TrimSpace(token)
 	if ok && token != "" && scheme == ConsoleScheme {
-		return s.consoleToken(token)
+		method, _ := grpc.Method(ctx)
+		return s.consoleToken(token, method == pb.UserService_EndConsoleSession_FullMethodName)
 	}
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return nil, status.Error(codes.Unauthenticated, msgInvalidToken+`: the authorization metadata must be "Bearer <token>"`)
@@ -279,20 +280,22 @@ func (s *Server) token(ctx context.Context) (*Identity, error) {
 // consoleToken authenticates a web console session (see
 // ConsoleSession): its MAC under the cluster secret, its expiry, that it
 // was not logged out, and the user it names as the replicated state has
-// it now.
-func (s *Server) consoleToken(signed string) (*Identity, error) {
+// it now. A session logged out already opens for logging out only
+// (idempotent: see EndConsoleSession).
+func (s *Server) consoleToken(signed string, loggingOut bool) (*Identity, error) {
 	st := s.store.State()
 	if st == nil {
 		return nil, status.Error(codes.Unauthenticated, msgInvalidToken)
 	}
 	cs, mac, err := openConsoleSession(st.ClusterSecret(), signed, s.now())
-	if err == nil && st.EndedConsoleSessions() > 0 && st.ConsoleSessionEnded(sessionID(mac), cs.GetExpiresAt()) {
+	ended := err == nil && st.EndedConsoleSessions() > 0 && st.ConsoleSessionEnded(sessionID(mac), cs.GetExpiresAt())
+	if ended && !loggingOut {
 		err = ErrSessionEnded
 	}
 	if err == nil {
 		var id *Identity
 		if id, err = consoleIdentity(st, cs); err == nil {
-			id.console = &consoleSession{mac: mac, expires: cs.GetExpiresAt()}
+			id.console = &consoleSession{mac: mac, expires: cs.GetExpiresAt(), ended: ended}
 			return id, nil
 		}
 	}

@@ -7,6 +7,7 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -55,6 +56,9 @@ type Config struct {
 	Health func(route string) []*pb.DeploymentHealth
 	// NodeID names the node in what Health reports.
 	NodeID string
+	// MaxEndedConsoleSessions bounds the ended console sessions a logout
+	// may take the cluster to; 0: raftstore.MaxEndedConsoleSessions.
+	MaxEndedConsoleSessions int
 }
 
 // Server serves the admin API. Register it on a grpc.Server together with
@@ -69,7 +73,9 @@ type Server struct {
 	health    func(route string) []*pb.DeploymentHealth
 	nodeID    string
 	now       func() time.Time
-	keyTotals keyTotals // ListKeys totals of the current State
+	keyTotals keyTotals     // ListKeys totals of the current State
+	maxEnded  int           // see Config.MaxEndedConsoleSessions
+	endSlot   chan struct{} // one logout at a time checks the bound and applies
 }
 
 // New returns a Server. cfg.Store must not be nil.
@@ -78,7 +84,8 @@ func New(cfg Config) *Server {
 		panic("admin: Config.Store is nil")
 	}
 	s := &Server{store: cfg.Store, log: cfg.Logger, prices: cfg.Prices, testModel: cfg.TestModel, now: time.Now,
-		health: cfg.Health, nodeID: cfg.NodeID}
+		health: cfg.Health, nodeID: cfg.NodeID, maxEnded: cmp.Or(cfg.MaxEndedConsoleSessions, raftstore.MaxEndedConsoleSessions),
+		endSlot: make(chan struct{}, 1)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

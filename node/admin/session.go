@@ -169,16 +169,33 @@ func consoleIdentity(st *raftstore.State, s *pb.ConsoleSession) (*Identity, erro
 type consoleSession struct {
 	mac     []byte
 	expires int64 // Unix seconds
+	ended   bool  // logged out already (this node applied it)
 }
 
 // EndConsoleSession ends the caller's console session on every node: the
 // state machine keeps its fingerprint until the session's own expiry, and
-// consoleToken refuses it from the moment this call returns.
+// consoleToken refuses it from the moment this call returns. Ending a
+// session that is ended already succeeds and writes nothing (a retry whose
+// first answer was lost). On the leader one logout at a time checks the
+// bound on ended sessions and applies, so concurrent ones cannot pass it.
 func (u userService) EndConsoleSession(ctx context.Context, _ *pb.EndConsoleSessionRequest) (*pb.EndConsoleSessionResponse, error) {
 	id := IdentityFrom(ctx)
 	if id == nil || id.console == nil {
 		return nil, status.Error(codes.FailedPrecondition,
 			"only a web console session can be ended; this call was made with a token (revoke or rotate it instead)")
+	}
+	if id.console.ended {
+		return &pb.EndConsoleSessionResponse{}, nil
+	}
+	select {
+	case u.s.endSlot <- struct{}{}:
+		defer func() { <-u.s.endSlot }()
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	if u.s.store.State().EndedConsoleSessionsFull(u.s.maxEnded, u.s.now()) {
+		return nil, status.Errorf(codes.ResourceExhausted, "the cluster holds the most ended console sessions it keeps (%d) "+
+			"until some expire (rotating a user's token ends all of its sessions)", u.s.maxEnded)
 	}
 	cmd := &pb.Command{Op: &pb.Command_EndConsoleSession{EndConsoleSession: &pb.EndConsoleSessionCommand{
 		Session: &pb.EndedConsoleSession{SessionId: sessionID(id.console.mac), ExpiresAt: id.console.expires}}}}

@@ -52,6 +52,10 @@ type Config struct {
 	Secure bool
 	// OIDC turns on single sign-on; nil: off.
 	OIDC *OIDCConfig
+	// SessionsFull reports whether the cluster's set of ended sessions is
+	// full (raftstore State.EndedConsoleSessionsFull): while it is, logins
+	// are refused, since the leader would refuse their logouts. Nil: never.
+	SessionsFull func() bool
 	// LoginsPerMinute bounds login attempts per client address, and
 	// logins per user (token or single sign-on); 0: 10.
 	LoginsPerMinute int

@@ -80,10 +80,12 @@ func openStore(t *testing.T) *raftstore.Store {
 }
 
 // startAdmin serves the admin API of store on loopback and returns a
-// connection to it.
-func startAdmin(t *testing.T, store *raftstore.Store) *grpc.ClientConn {
+// connection to it; maxEnded bounds the ended console sessions (0: the
+// default).
+func startAdmin(t *testing.T, store *raftstore.Store, maxEnded int) *grpc.ClientConn {
 	t.Helper()
-	adm := admin.New(admin.Config{Store: store, BootstrapToken: bootToken, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	adm := admin.New(admin.Config{Store: store, BootstrapToken: bootToken, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		MaxEndedConsoleSessions: maxEnded})
 	g := grpc.NewServer(grpc.UnaryInterceptor(adm.UnaryInterceptor()), grpc.StreamInterceptor(adm.StreamInterceptor()))
 	adm.Register(g)
 	pb.RegisterSpendServiceServer(g, stubSpend{})
@@ -106,13 +108,20 @@ func startAdmin(t *testing.T, store *raftstore.Store) *grpc.ClientConn {
 // Config (url is where it is served).
 func startEnv(t *testing.T, mod func(url string, c *Config)) *env {
 	t.Helper()
+	return startEnvBounded(t, 0, mod)
+}
+
+// startEnvBounded is startEnv with the cluster's ended console sessions
+// bounded to maxEnded (0: the default), by the admin API and the console.
+func startEnvBounded(t *testing.T, maxEnded int, mod func(url string, c *Config)) *env {
+	t.Helper()
 	e := &env{store: openStore(t), tokens: map[string]string{raftstore.RoleAdmin: bootToken}}
 	ctx := bootCtx(t)
 	if _, err := e.store.Apply(ctx, &pb.Command{Op: &pb.Command_SetClusterSecret{
 		SetClusterSecret: &pb.SetClusterSecretCommand{Secret: clusterSecret}}}); err != nil {
 		t.Fatal(err)
 	}
-	e.admin = startAdmin(t, e.store)
+	e.admin = startAdmin(t, e.store, maxEnded)
 	for _, role := range []string{raftstore.RoleOperator, raftstore.RoleViewer} {
 		u, err := pb.NewUserServiceClient(e.admin).CreateUser(ctx, &pb.CreateUserRequest{Name: role + "-user", Role: role})
 		if err != nil {
@@ -125,6 +134,9 @@ func startEnv(t *testing.T, mod func(url string, c *Config)) *env {
 	e.url = hs.URL
 	cfg := Config{NodeID: "n1", Admin: e.admin, ClusterSecret: func() string { return e.store.State().ClusterSecret() },
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if maxEnded > 0 {
+		cfg.SessionsFull = func() bool { return e.store.State().EndedConsoleSessionsFull(maxEnded, time.Now()) }
+	}
 	if mod != nil {
 		mod(e.url, &cfg)
 	}

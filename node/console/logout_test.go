@@ -55,9 +55,11 @@ func TestLogoutEndsTheSessionForACopyOfItsCookie(t *testing.T) {
 			wantError(t, code, body, 401, "Unauthenticated")
 			code, body = saved.do("GET", "/api/spend.csv", "", nil)
 			wantError(t, code, body, 401, "Unauthenticated")
-			// Logging out again with the copy: it is over already.
-			code, body = saved.do("POST", "/api/logout", "", nil)
-			wantError(t, code, body, 401, "Unauthenticated")
+			// Logging out again with the copy: it is over already, and
+			// the logout answers as the first did.
+			if code, body := saved.do("POST", "/api/logout", "", nil); code != http.StatusNoContent {
+				t.Fatalf("logout of a session logged out already: %d %s", code, body)
+			}
 			if code, body := other.do("GET", "/api/session", "", nil); code != http.StatusOK {
 				t.Fatalf("another session of the same user after logout: %d %s", code, body)
 			}
@@ -159,4 +161,56 @@ func TestLoginsOfOneUserAreBoundedAcrossAddresses(t *testing.T) {
 	if rec := login(raftstore.RoleViewer, "[2001:db8:ff::1]:4000"); rec.Code != http.StatusOK {
 		t.Fatalf("another user's login: %d %s", rec.Code, rec.Body)
 	}
+}
+
+// A logout retried after the first one was applied (its answer lost, so
+// the browser still holds the cookie) finds the session ended and answers
+// as the first did, without a second write to the cluster.
+func TestRetriedLogoutAnswersAsTheFirstAndWritesNothing(t *testing.T) {
+	e := startEnv(t, nil)
+	c := e.login(t, raftstore.RoleViewer)
+	retries := []*client{c.copyOf(t), c.copyOf(t)}
+	if code, body := c.do("POST", "/api/logout", "", nil); code != http.StatusNoContent {
+		t.Fatalf("logout: %d %s", code, body)
+	}
+	index := e.store.State().Index
+	for i, retry := range retries {
+		if code, body := retry.do("POST", "/api/logout", "", nil); code != http.StatusNoContent {
+			t.Fatalf("retried logout %d: %d %s", i+1, code, body)
+		}
+		if sessionCookie(t, retry) != nil {
+			t.Fatal("the retried logout left the session cookie set")
+		}
+	}
+	if st := e.store.State(); st.Index != index || st.EndedConsoleSessions() != 1 {
+		t.Fatalf("after the retries: Raft index %d (was %d), %d ended sessions (want 1)", st.Index, index, st.EndedConsoleSessions())
+	}
+}
+
+// What a logout answers to a cookie that does not open (a forged or
+// altered MAC) is the same whether or not the session it names was ended:
+// without the cookie itself, no one learns whether a session existed or
+// was logged out. A retried logout succeeds only with the real cookie and
+// its CSRF token.
+func TestLogoutWithoutTheRealCookieSaysNothingOfTheSession(t *testing.T) {
+	e := startEnv(t, nil)
+	ended, live := e.login(t, raftstore.RoleViewer), e.login(t, raftstore.RoleViewer)
+	endedCopy := ended.copyOf(t)
+	if code, body := ended.do("POST", "/api/logout", "", nil); code != http.StatusNoContent {
+		t.Fatalf("logout: %d %s", code, body)
+	}
+	answer := func(c *client) string {
+		ck := sessionCookie(t, c)
+		forged := c.e.client(t)
+		u, _ := url.Parse(e.url)
+		forged.http.Jar.SetCookies(u, []*http.Cookie{{Name: SessionCookie, Value: ck.Value[:len(ck.Value)-2] + "AA", Path: "/"}})
+		forged.csrf = c.csrf
+		code, body := forged.do("POST", "/api/logout", "", nil)
+		return fmt.Sprint(code, " ", body)
+	}
+	if a, b := answer(endedCopy), answer(live); a != b || !strings.HasPrefix(a, "401 ") {
+		t.Fatalf("a forged cookie of an ended session got %q, of a live one %q: want the same 401", a, b)
+	}
+	code, body := endedCopy.do("POST", "/api/logout", "", map[string]string{"X-CSRF-Token": "wrong"})
+	wantError(t, code, body, 403, "PermissionDenied", "CSRF")
 }

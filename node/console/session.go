@@ -118,6 +118,11 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 // replicated state until it expires.
 func (s *Server) startSession(w http.ResponseWriter, r *http.Request, sess *pb.ConsoleSession) {
 	now := s.now()
+	if s.cfg.SessionsFull != nil && s.cfg.SessionsFull() {
+		writeError(w, codes.ResourceExhausted, "the cluster holds the most logged-out console sessions it keeps, so new "+
+			"console logins are refused until some of them expire (within "+sessionLife.String()+"); tokens still work with tollctl")
+		return
+	}
 	if !s.users.allow(sess.GetUser(), now) {
 		writeError(w, codes.ResourceExhausted, "too many logins of this user from this node; wait a minute")
 		return

@@ -69,8 +69,13 @@ export async function login(token) {
   return state.session;
 }
 
+// logout ends the session. It returns the API's message when the logout
+// was recorded but some node had not applied it yet (that node still takes
+// a copy of the cookie until it catches up), else "".
 export async function logout() {
-  try { await post("/api/logout", {}); } finally { state.session = null; state.perms = new Set(); }
+  try {
+    return (await post("/api/logout", {}))?.message || "";
+  } finally { state.session = null; state.perms = new Set(); }
 }
 
 // restore picks up an existing session cookie; false when there is none.

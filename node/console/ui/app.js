@@ -65,6 +65,11 @@ export function setParams(params) {
   if (location.hash !== next) location.hash = next;
 }
 
+// signOutNotice is what the last sign-out had to say (a node that had not
+// applied it yet, or a sign-out the cluster could not record): the login
+// page shows it until the next sign-in.
+let signOutNotice = "";
+
 function loginView(message) {
   const tokenInput = h("input", { type: "password", id: "login-token", name: "token", autocomplete: "current-password",
     placeholder: "tgu-… user token or the bootstrap token", required: true });
@@ -77,6 +82,7 @@ function loginView(message) {
       err.textContent = "";
       try {
         await login(tokenInput.value.trim());
+        signOutNotice = "";
         if (!location.hash || location.hash === "#/login") location.hash = "#/overview";
         render();
       } catch (ex) {
@@ -92,6 +98,7 @@ function loginView(message) {
   clear(root, h("div.login-page", h("div.login-card",
     h("div.brand.big", h("span.logo", "T"), h("span", "Tollgate")),
     h("p.muted", `Sign in to the console of node ${state.config.node || "—"}.`),
+    h("p.login-notice", { id: "login-notice", role: "status" }, signOutNotice),
     err, form, sso,
     h("p.fine", "Use your user token (tollctl user create) or single sign-on."))));
   tokenInput.focus();
@@ -105,7 +112,7 @@ function shell(active) {
   const signOut = h("button.btn.ghost.small", {
     id: "sign-out",
     onclick: async () => {
-      try { await logout(); } catch (e) { showError(e, "Sign-out"); }
+      try { signOutNotice = await logout(); } catch (e) { signOutNotice = `Sign-out: ${e.message}`; }
       location.hash = "#/login";
       render();
     },
