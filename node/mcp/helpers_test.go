@@ -157,10 +157,13 @@ func (e *env) apply(cmd *pb.Command) {
 
 // addServer configures an upstream and waits until the gateway is
 // connected to it.
-func (e *env) addServer(name, url string) {
+func (e *env) addServer(name, url string) { e.addPricedServer(name, url, 0) }
+
+// addPricedServer is addServer with a price per tool call.
+func (e *env) addPricedServer(name, url string, price int64) {
 	e.t.Helper()
 	e.apply(&pb.Command{Op: &pb.Command_PutMcpServer{PutMcpServer: &pb.PutMcpServerCommand{
-		Server: &pb.McpServer{Name: name, Transport: "http", Url: url}}}})
+		Server: &pb.McpServer{Name: name, Transport: "http", Url: url, PricePerCallNanos: price}}}})
 	e.waitState(name, stateConnected)
 }
 

@@ -1,0 +1,155 @@
+package mcp
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// forgetting serves next as a server that restarted (or evicted its
+// sessions) answers the requests of the sessions it forgot: with refuse
+// (each MCP SDK answers differently), with no standalone stream (405 to
+// GET) that could tell the client otherwise. forget forgets every session
+// seen so far, and with always every later one too.
+type forgetting struct {
+	next   http.Handler
+	refuse http.HandlerFunc
+
+	mu        sync.Mutex
+	seen      map[string]bool
+	forgotten map[string]bool
+	always    bool
+}
+
+func (f *forgetting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet {
+		http.Error(w, "no stream", http.StatusMethodNotAllowed)
+		return
+	}
+	id := r.Header.Get("Mcp-Session-Id")
+	f.mu.Lock()
+	gone := f.forgotten[id] || (id != "" && f.always)
+	if id != "" {
+		f.seen[id] = true
+	}
+	f.mu.Unlock()
+	if gone {
+		f.refuse(w, r)
+		return
+	}
+	f.next.ServeHTTP(w, r)
+}
+
+func (f *forgetting) forget(always bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id := range f.seen {
+		f.forgotten[id] = true
+	}
+	f.always = always
+}
+
+// refuseWith answers status with body (JSON if it starts with '{').
+func refuseWith(status int, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		if body != "" && body[0] == '{' {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_, _ = w.Write([]byte(body))
+			return
+		}
+		http.Error(w, body, status)
+	}
+}
+
+// The answers MCP servers give to a request of a session they do not know.
+var forgottenSessionAnswers = map[string]http.HandlerFunc{
+	"400 with a JSON-RPC error of id null (TypeScript SDK examples)": refuseWith(http.StatusBadRequest,
+		`{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}`),
+	"400 with a JSON-RPC error of its own id (Python SDK)": refuseWith(http.StatusBadRequest,
+		`{"jsonrpc":"2.0","id":"server-error","error":{"code":-32600,"message":"Bad Request: No valid session ID provided"}}`),
+	"404 with a JSON-RPC error of id null (TypeScript SDK)": refuseWith(http.StatusNotFound,
+		`{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}`),
+	"404 with a JSON-RPC error of its own id (Python SDK)": refuseWith(http.StatusNotFound,
+		`{"jsonrpc":"2.0","id":"server-error","error":{"code":-32600,"message":"Session not found"}}`),
+	"404 in plain text (Go SDK)":           refuseWith(http.StatusNotFound, "session not found"),
+	"400 in plain text (older Python SDK)": refuseWith(http.StatusBadRequest, "Bad Request: No valid session ID provided"),
+}
+
+const forgetfulPrice = 1000
+
+// newForgettingEnv is a gateway connected to the test upstream ("up",
+// priced per call) behind a forgetting front that refuses so, and a
+// client of key k1.
+func newForgettingEnv(t *testing.T, refuse http.HandlerFunc) (*env, *forgetting, *sdk.ClientSession) {
+	e := &env{t: t, store: openStore(t)}
+	var f *forgetting
+	e.upstream = newTestUpstreamServing(t, func(s *sdk.Server) http.Handler {
+		f = &forgetting{next: bothProtocols(s), refuse: refuse, seen: map[string]bool{}, forgotten: map[string]bool{}}
+		return f
+	})
+	e.start(Config{})
+	e.addPricedServer("up", e.upstream.url, forgetfulPrice)
+	cs := e.connect("/mcp", e.addKey("k1", []string{"up__*"}, nil), "", nil)
+	return e, f, cs
+}
+
+// An upstream that lost the gateway's session (it restarted) refuses the
+// session's requests, with 404 as the specification says or 400 as some
+// servers do: the call that finds out is sent again on a new session and
+// succeeds, charged once; the gateway does not go on sending every key's
+// calls to the lost session, where each failed (and, with a JSON-RPC
+// error body, was charged) for good.
+func TestCallToAnUpstreamThatLostTheSessionGoesAgainOnANewOne(t *testing.T) {
+	for name, refuse := range forgottenSessionAnswers {
+		t.Run(name, func(t *testing.T) {
+			e, f, cs := newForgettingEnv(t, refuse)
+			if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "up__echo", Arguments: map[string]any{"x": 1}}); err != nil {
+				t.Fatalf("a call before the upstream forgot the session: %v", err)
+			}
+			old, _ := e.gw.upstream("up").session()
+			f.forget(false)
+			res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "up__echo", Arguments: map[string]any{"x": 2}})
+			if err != nil || res.IsError {
+				t.Fatalf("the first call after the upstream forgot the session: %v %v", res, err)
+			}
+			if now, _ := e.gw.upstream("up").session(); now == old || now == nil {
+				t.Errorf("the gateway still uses the lost session")
+			}
+			f.forget(false)
+			if _, err := cs.GetPrompt(context.Background(), &sdk.GetPromptParams{Name: "up__greet", Arguments: map[string]string{"who": "x"}}); err != nil {
+				t.Fatalf("a prompt after the upstream forgot the new session too: %v", err)
+			}
+			recs := e.waitRecords(3)
+			for i, want := range []int64{forgetfulPrice, forgetfulPrice, 0} {
+				if r := recs[i]; r.GetOutcome() != outcomeOK || r.GetCostNanos() != want {
+					t.Errorf("record %d: %s cost %d, want ok cost %d", i, r.GetOutcome(), r.GetCostNanos(), want)
+				}
+			}
+			if len(recs) != 3 {
+				t.Errorf("%d records for 3 requests", len(recs))
+			}
+		})
+	}
+}
+
+// When the new session is refused too, the call fails with the refusal,
+// uncharged, and the server cools down (its dial failed): a server that
+// forgets every session is not dialed again for every call.
+func TestCallToAnUpstreamRefusingEverySessionFailsUncharged(t *testing.T) {
+	e, f, cs := newForgettingEnv(t, forgottenSessionAnswers["400 in plain text (older Python SDK)"])
+	f.forget(true)
+	_, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "up__echo", Arguments: map[string]any{"x": 1}})
+	if !isRPCError(err, codeUpstreamRefused) {
+		t.Fatalf("a call when every session is refused: %v, want refused (-32010)", err)
+	}
+	if r := e.waitRecords(1)[0]; r.GetCostNanos() != 0 || r.GetOutcome() != outcomeUpstream {
+		t.Errorf("the refused call's record: %s cost %d", r.GetOutcome(), r.GetCostNanos())
+	}
+	if st := e.gw.Status("up"); st.GetState() != stateCooling {
+		t.Errorf("after its new session was refused too the server is %v, want cooling down", st)
+	}
+}
