@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -15,7 +16,8 @@ import (
 // (Config.MaxUpstreamMessageBytes): the SDK's client reads a JSON answer
 // whole (io.ReadAll) and an error answer's body whole, so a broken or
 // lying server could make the node buffer without end. limitTransport
-// bounds them below the SDK; an event of a stream the SDK bounds itself
+// bounds them below the SDK, and the events of a stream answering a call
+// (boundedEvents); the SDK bounds those of the standalone stream itself
 // (StreamableClientTransport.MaxEventSize, set to the same bound).
 
 // defaultMaxUpstreamMessage is the default bound on one upstream message.
@@ -48,19 +50,23 @@ func (t limitTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		resp.Body = capped(resp.Body, maxRefusalBody)
 		return resp, nil
 	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "application/json" {
-		return resp, nil // an event stream: bounded per event by the SDK
-	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	id, isCall := jsonrpc.ID{}, false
 	if r.Method == http.MethodPost && r.GetBody != nil {
 		id, isCall = requestID(r)
 	}
-	if !isCall {
+	tooLarge := &jsonrpc.Error{Code: codeAnswerTooLarge,
+		Message: fmt.Sprintf("MCP server %s answered with more than %d bytes; the gateway dropped the answer.", t.server, t.max)}
+	switch {
+	case mt == "text/event-stream" && isCall:
+		resp.Body = &boundedEvents{rc: resp.Body, max: int(t.max), id: id, tooLarge: tooLarge}
+		return resp, nil
+	case mt == "text/event-stream":
+		return resp, nil // the standalone stream: the SDK bounds its events
+	case mt != "application/json" || !isCall:
 		resp.Body = capped(resp.Body, t.max)
 		return resp, nil
 	}
-	tooLarge := &jsonrpc.Error{Code: codeAnswerTooLarge,
-		Message: fmt.Sprintf("MCP server %s answered with more than %d bytes; the gateway dropped the answer.", t.server, t.max)}
 	if resp.ContentLength > t.max {
 		_ = resp.Body.Close()
 		return answerWith(resp, id, tooLarge)
@@ -123,3 +129,75 @@ func (b *boundedAnswer) Read(p []byte) (int, error) {
 }
 
 func (b *boundedAnswer) Close() error { return b.rc.Close() }
+
+// boundedEvents is the event stream answering a call: it passes on whole
+// events only (as the SDK's reader needs them whole anyway), and when one
+// grows past max it drops it and ends the stream with an event answering
+// the call with tooLarge, as the stream's last. The SDK would end the
+// whole session on such an event, and the gateway cool the server for
+// every key.
+type boundedEvents struct {
+	rc       io.ReadCloser
+	max      int
+	id       jsonrpc.ID
+	tooLarge *jsonrpc.Error
+	buf      []byte // read and not yet passed on
+	ready    int    // buf[:ready] are whole events
+	line     int    // where the line being scanned starts in buf
+	scanned  int    // buf[:scanned] is scanned for event ends
+	err      error  // the end of the stream, once read
+}
+
+func (b *boundedEvents) Read(p []byte) (int, error) {
+	for b.ready == 0 {
+		if b.err != nil {
+			return 0, b.err
+		}
+		if len(b.buf) > b.max {
+			b.drop()
+			break
+		}
+		b.fill()
+	}
+	n := copy(p, b.buf[:b.ready])
+	b.buf, b.ready, b.line, b.scanned = b.buf[n:], b.ready-n, b.line-n, b.scanned-n
+	return n, nil
+}
+
+// fill reads more of the stream and marks the whole events in it ready;
+// at the stream's end all that was read is.
+func (b *boundedEvents) fill() {
+	if cap(b.buf)-len(b.buf) < 4<<10 {
+		b.buf = slices.Grow(b.buf, 32<<10)
+	}
+	n, err := b.rc.Read(b.buf[len(b.buf):cap(b.buf)])
+	b.buf = b.buf[:len(b.buf)+n]
+	for i := b.scanned; i < len(b.buf); i++ {
+		if b.buf[i] != '\n' {
+			continue
+		}
+		if l := bytes.TrimRight(b.buf[b.line:i], "\r"); len(l) == 0 {
+			b.ready = i + 1 // an empty line ends an event
+		}
+		b.line = i + 1
+	}
+	b.scanned = len(b.buf)
+	if err != nil {
+		b.err, b.ready = err, len(b.buf)
+	}
+}
+
+// drop replaces the event past the bound with the call's answer and ends
+// the stream there.
+func (b *boundedEvents) drop() {
+	_ = b.rc.Close()
+	answer, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: b.id, Error: b.tooLarge})
+	if err != nil {
+		b.buf, b.ready, b.err = nil, 0, err
+		return
+	}
+	b.buf = append(append([]byte("event: message\ndata: "), answer...), "\n\n"...)
+	b.ready, b.line, b.scanned, b.err = len(b.buf), len(b.buf), len(b.buf), io.EOF
+}
+
+func (b *boundedEvents) Close() error { return b.rc.Close() }

@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
+	"testing/iotest"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -17,10 +19,18 @@ import (
 // load loop is bounded); the gateway's bound in these tests is 1 MiB.
 const endlessOffer = 64 << 20
 
-// answerEndlessly answers a tools/call of the tool "huge" with a JSON
-// answer of endlessOffer bytes, written as it goes (with a Content-Length
-// claiming them if claim), and passes everything else to next.
-func answerEndlessly(claim bool, next http.Handler) http.Handler {
+// How an endless answer comes: JSON of unknown length, JSON with a
+// Content-Length claiming it all, or one event of an event stream.
+const (
+	endlessJSON    = "json"
+	endlessClaimed = "json with a content-length"
+	endlessEvent   = "event stream"
+)
+
+// answerEndlessly answers a tools/call of the tool "huge" with an answer
+// of endlessOffer bytes, written as it goes the way how says, and passes
+// everything else to next.
+func answerEndlessly(how string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -34,10 +44,14 @@ func answerEndlessly(claim bool, next http.Handler) http.Handler {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		if claim {
-			w.Header().Set("Content-Length", strconv.Itoa(endlessOffer))
-		}
 		head := []byte(`{"jsonrpc":"2.0","id":` + string(msg.ID) + `,"result":{"content":[{"type":"text","text":"`)
+		switch how {
+		case endlessClaimed:
+			w.Header().Set("Content-Length", strconv.Itoa(endlessOffer))
+		case endlessEvent:
+			w.Header().Set("Content-Type", "text/event-stream")
+			head = append([]byte("event: message\ndata: "), head...)
+		}
 		if _, err := w.Write(head); err != nil {
 			return
 		}
@@ -56,10 +70,10 @@ func answerEndlessly(claim bool, next http.Handler) http.Handler {
 // bound, not what the upstream sends; the session goes on for the next
 // call. Before, the SDK read the answer whole into memory.
 func TestUpstreamAnswerPastTheBoundFailsTheCallAndStaysBounded(t *testing.T) {
-	for _, claim := range []bool{false, true} {
-		t.Run("content-length="+strconv.FormatBool(claim), func(t *testing.T) {
+	for _, how := range []string{endlessJSON, endlessClaimed, endlessEvent} {
+		t.Run(how, func(t *testing.T) {
 			e := &env{t: t, store: openStore(t)}
-			e.upstream = newTestUpstreamServing(t, func(s *sdk.Server) http.Handler { return answerEndlessly(claim, bothProtocols(s)) })
+			e.upstream = newTestUpstreamServing(t, func(s *sdk.Server) http.Handler { return answerEndlessly(how, bothProtocols(s)) })
 			e.start(Config{MaxUpstreamMessageBytes: 1 << 20})
 			e.addPricedServer("up", e.upstream.url, forgetfulPrice)
 			cs := e.connect("/mcp", e.addKey("k1", []string{"up__*"}, nil), "", nil)
@@ -89,5 +103,16 @@ func TestUpstreamAnswerPastTheBoundFailsTheCallAndStaysBounded(t *testing.T) {
 				t.Errorf("the dropped answer's record: %s cost %d, want upstream_error cost 0", r.GetOutcome(), r.GetCostNanos())
 			}
 		})
+	}
+}
+
+// The events of a call's stream under the bound pass whole and
+// unchanged, however the stream is cut on the wire.
+func TestEventsUnderTheBoundPassUnchanged(t *testing.T) {
+	in := "event: message\ndata: {\"a\":1}\n\n: comment\r\n\r\nid: 3\ndata: x\ndata: y\n\ndata: last, unterminated"
+	b := &boundedEvents{rc: io.NopCloser(iotest.OneByteReader(strings.NewReader(in))), max: 32}
+	out, err := io.ReadAll(b)
+	if err != nil || string(out) != in {
+		t.Fatalf("read %q, %v; want %q", out, err, in)
 	}
 }
