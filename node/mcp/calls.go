@@ -218,7 +218,7 @@ func (g *Gateway) governed(ctx context.Context, req sdk.Request, r *request) (sd
 	if err := c.admit(ctx, st, key, price); err != nil {
 		return nil, err
 	}
-	sess, why := u.session()
+	sess, why := u.sessionAfterReopen(ctx)
 	if sess == nil {
 		c.rec.Outcome = outcomeUpstream
 		return nil, &jsonrpc.Error{Code: codeGateway, Message: fmt.Sprintf("MCP server %s is unavailable: %s", r.server, why)}

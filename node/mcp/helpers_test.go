@@ -133,7 +133,10 @@ func newEnv(t testing.TB, limiter Limiter) *env {
 // timings) on a test server.
 func (e *env) start(cfg Config) {
 	cfg.State, cfg.NodeID, cfg.Version = e.store, "n1", "test"
-	cfg.Cooldown, cfg.SyncInterval = 50*time.Millisecond, 10*time.Millisecond
+	if cfg.Cooldown == 0 {
+		cfg.Cooldown = 50 * time.Millisecond
+	}
+	cfg.SyncInterval = 10 * time.Millisecond
 	cfg.Record = func(rec *pb.SpendRecord, _ []*pb.BudgetUse) {
 		e.mu.Lock()
 		e.records = append(e.records, rec)

@@ -113,24 +113,29 @@ func (u *upstream) reopen(ctx context.Context, old *sdk.ClientSession) *sdk.Clie
 			close(done)
 		}()
 	}
-	done := u.reopened
 	u.mu.Unlock()
-	if done != nil {
-		select {
-		case <-done:
-		case <-ctx.Done():
-			return nil
-		}
+	if sess, _ := u.sessionAfterReopen(ctx); sess != old {
+		return sess
 	}
-	sess, _ := u.session()
-	if sess == old {
-		return nil
-	}
-	return sess
+	return nil
 }
 
 // isCode reports whether err carries a JSON-RPC error with code.
 func isCode(err error, code int64) bool {
 	var w *jsonrpc.Error
 	return errors.As(err, &w) && w.Code == code
+}
+
+// sessionAfterReopen is session, after waiting for a reopen under way.
+func (u *upstream) sessionAfterReopen(ctx context.Context) (*sdk.ClientSession, string) {
+	u.mu.Lock()
+	done := u.reopened
+	u.mu.Unlock()
+	if done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	}
+	return u.session()
 }

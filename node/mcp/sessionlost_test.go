@@ -4,7 +4,9 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -151,5 +153,56 @@ func TestCallToAnUpstreamRefusingEverySessionFailsUncharged(t *testing.T) {
 	}
 	if st := e.gw.Status("up"); st.GetState() != stateCooling {
 		t.Errorf("after its new session was refused too the server is %v, want cooling down", st)
+	}
+}
+
+// restartable serves an MCP server as one that can restart: restart
+// forgets every session (a new handler) and breaks every connection, as
+// a restarted process does.
+type restartable struct {
+	s   *sdk.Server
+	h   atomic.Pointer[http.Handler]
+	srv *testUpstream
+}
+
+func (r *restartable) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	(*r.h.Load()).ServeHTTP(w, req)
+}
+
+func (r *restartable) restart() {
+	h := bothProtocols(r.s)
+	r.h.Store(&h)
+	r.srv.srv.CloseClientConnections()
+}
+
+// An upstream that restarts while the node is idle refuses the session's
+// standalone stream (404) when the SDK's client opens it again, which
+// ends the session: the node opens a new one at once, not after a
+// cooldown during which every call is refused as unavailable.
+func TestUpstreamThatRestartedWhileIdleGetsANewSessionAtOnce(t *testing.T) {
+	e := &env{t: t, store: openStore(t)}
+	r := &restartable{}
+	e.upstream = newTestUpstreamServing(t, func(s *sdk.Server) http.Handler {
+		r.s = s
+		h := bothProtocols(s)
+		r.h.Store(&h)
+		return r
+	})
+	r.srv = e.upstream
+	e.start(Config{Cooldown: time.Hour})
+	e.addServer("up", e.upstream.url)
+	u := e.gw.upstream("up")
+	old, _ := u.session()
+	r.restart()
+	deadline := time.Now().Add(20 * time.Second)
+	for now, _ := u.session(); now == nil || now == old; now, _ = u.session() {
+		if st := e.gw.Status("up"); st.GetState() == stateCooling || time.Now().After(deadline) {
+			t.Fatalf("after the upstream restarted: %v, want a new session at once", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cs := e.connect("/mcp", e.addKey("k1", []string{"up__*"}, nil), "", nil)
+	if res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "up__echo", Arguments: map[string]any{"x": 1}}); err != nil || res.IsError {
+		t.Fatalf("a call after the upstream restarted: %v %v", res, err)
 	}
 }

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -158,6 +159,15 @@ func listEverything(ctx context.Context, sess *sdk.ClientSession) (lists, error)
 // server's process exited, the connection broke).
 func (u *upstream) watch(sess *sdk.ClientSession) {
 	err := sess.Wait()
+	if errors.Is(err, sdk.ErrSessionMissing) {
+		// The server forgot the session (its standalone stream was
+		// refused 404 after a restart): a new one at once.
+		u.mu.Lock()
+		ctx := u.runCtx
+		u.mu.Unlock()
+		u.reopen(ctx, sess)
+		return
+	}
 	msg := "session ended"
 	if err != nil {
 		msg = "session ended: " + err.Error()
