@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -204,5 +205,37 @@ func TestUpstreamThatRestartedWhileIdleGetsANewSessionAtOnce(t *testing.T) {
 	cs := e.connect("/mcp", e.addKey("k1", []string{"up__*"}, nil), "", nil)
 	if res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "up__echo", Arguments: map[string]any{"x": 1}}); err != nil || res.IsError {
 		t.Fatalf("a call after the upstream restarted: %v %v", res, err)
+	}
+}
+
+// A request refused for itself (a proxy's 413), on a session the server
+// still knows (the ping goes through), is not sent again: only a lost
+// session's refusals are.
+func TestRequestRefusedForItselfIsSentOnce(t *testing.T) {
+	var refused atomic.Int32
+	e := &env{t: t, store: openStore(t)}
+	e.upstream = newTestUpstreamServing(t, func(s *sdk.Server) http.Handler {
+		next := refuseLarge(4096, bothProtocols(s))
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ContentLength > 4096 {
+				refused.Add(1)
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	e.start(Config{})
+	e.addServer("up", e.upstream.url)
+	old, _ := e.gw.upstream("up").session()
+	cs := e.connect("/mcp", e.addKey("k1", []string{"up__*"}, nil), "", nil)
+	_, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "up__echo",
+		Arguments: map[string]any{"x": strings.Repeat("a", 8192)}})
+	if !isRPCError(err, codeUpstreamRefused) {
+		t.Fatalf("a call the upstream refused with 413: %v", err)
+	}
+	if n := refused.Load(); n != 1 {
+		t.Errorf("the refused request was sent %d times, want once", n)
+	}
+	if now, _ := e.gw.upstream("up").session(); now != old {
+		t.Errorf("a refusal of one request replaced the session")
 	}
 }
