@@ -76,7 +76,10 @@ func (t refusalTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		discard(resp)
 		return answerWith(resp, id, sessionLostError(t.server))
 	}
-	if !refusedByRequest(resp.StatusCode) {
+	// In a session a 401 may be the server's answer to a session it does
+	// not know (the Rust SDK's): refused, then the ping and a new dial
+	// tell (one with a credential the server refuses fails and cools).
+	if !refusedByRequest(resp.StatusCode) && !(inSession && resp.StatusCode == http.StatusUnauthorized) {
 		return resp, nil
 	}
 	if t.sse {

@@ -16,7 +16,8 @@ import (
 // sessions) answers the requests of the sessions it forgot: with refuse
 // (each MCP SDK answers differently), with no standalone stream (405 to
 // GET) that could tell the client otherwise. forget forgets every session
-// seen so far, and with always every later one too.
+// seen so far, and with always every later one too; with all as well
+// every request is refused (a revoked credential).
 type forgetting struct {
 	next   http.Handler
 	refuse http.HandlerFunc
@@ -25,6 +26,7 @@ type forgetting struct {
 	seen      map[string]bool
 	forgotten map[string]bool
 	always    bool
+	all       bool
 }
 
 func (f *forgetting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -34,7 +36,7 @@ func (f *forgetting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	id := r.Header.Get("Mcp-Session-Id")
 	f.mu.Lock()
-	gone := f.forgotten[id] || (id != "" && f.always)
+	gone := f.forgotten[id] || (f.always && (id != "" || f.all))
 	if id != "" {
 		f.seen[id] = true
 	}
@@ -80,6 +82,7 @@ var forgottenSessionAnswers = map[string]http.HandlerFunc{
 		`{"jsonrpc":"2.0","id":"server-error","error":{"code":-32600,"message":"Session not found"}}`),
 	"404 in plain text (Go SDK)":           refuseWith(http.StatusNotFound, "session not found"),
 	"400 in plain text (older Python SDK)": refuseWith(http.StatusBadRequest, "Bad Request: No valid session ID provided"),
+	"401 in plain text (Rust SDK)":         refuseWith(http.StatusUnauthorized, "Unauthorized: Session not found"),
 }
 
 const forgetfulPrice = 1000
@@ -139,21 +142,29 @@ func TestCallToAnUpstreamThatLostTheSessionGoesAgainOnANewOne(t *testing.T) {
 	}
 }
 
-// When the new session is refused too, the call fails with the refusal,
-// uncharged, and the server cools down (its dial failed): a server that
-// forgets every session is not dialed again for every call.
+// When the new session is refused too (the server forgets every session,
+// or the gateway's credential was revoked), the call fails with the
+// refusal, uncharged, and the server cools down (its dial failed): a
+// server that refuses every session is not dialed again for every call.
 func TestCallToAnUpstreamRefusingEverySessionFailsUncharged(t *testing.T) {
-	e, f, cs := newForgettingEnv(t, forgottenSessionAnswers["400 in plain text (older Python SDK)"])
-	f.forget(true)
-	_, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "up__echo", Arguments: map[string]any{"x": 1}})
-	if !isRPCError(err, codeUpstreamRefused) {
-		t.Fatalf("a call when every session is refused: %v, want refused (-32010)", err)
-	}
-	if r := e.waitRecords(1)[0]; r.GetCostNanos() != 0 || r.GetOutcome() != outcomeUpstream {
-		t.Errorf("the refused call's record: %s cost %d", r.GetOutcome(), r.GetCostNanos())
-	}
-	if st := e.gw.Status("up"); st.GetState() != stateCooling {
-		t.Errorf("after its new session was refused too the server is %v, want cooling down", st)
+	for name, all := range map[string]bool{"every session forgotten": false, "credential revoked": true} {
+		t.Run(name, func(t *testing.T) {
+			e, f, cs := newForgettingEnv(t, refuseWith(http.StatusUnauthorized, "Unauthorized"))
+			f.mu.Lock()
+			f.all = all
+			f.mu.Unlock()
+			f.forget(true)
+			_, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "up__echo", Arguments: map[string]any{"x": 1}})
+			if !isRPCError(err, codeUpstreamRefused) {
+				t.Fatalf("a call when every session is refused: %v, want refused (-32010)", err)
+			}
+			if r := e.waitRecords(1)[0]; r.GetCostNanos() != 0 || r.GetOutcome() != outcomeUpstream {
+				t.Errorf("the refused call's record: %s cost %d", r.GetOutcome(), r.GetCostNanos())
+			}
+			if st := e.gw.Status("up"); st.GetState() != stateCooling {
+				t.Errorf("after its new session was refused too the server is %v, want cooling down", st)
+			}
+		})
 	}
 }
 
