@@ -218,7 +218,7 @@ func (g *Gateway) governed(ctx context.Context, req sdk.Request, r *request) (sd
 	if err := c.admit(ctx, st, key, price); err != nil {
 		return nil, err
 	}
-	sess, why := u.session()
+	sess, why := u.sessionAfterReopen(ctx)
 	if sess == nil {
 		c.rec.Outcome = outcomeUpstream
 		return nil, &jsonrpc.Error{Code: codeGateway, Message: fmt.Sprintf("MCP server %s is unavailable: %s", r.server, why)}
@@ -260,7 +260,9 @@ func (c *call) admit(ctx context.Context, st *raftstore.State, key *raftstore.Ke
 
 // forward sends the request upstream (a tool call relays its progress
 // notifications); cancelling ctx (the client cancelled) cancels the
-// upstream request. An answer costs price.
+// upstream request. An answer costs price. A request the upstream refused
+// because it lost the session never reached a tool: it is sent again,
+// once, on a new session (sessionlost.go).
 func (c *call) forward(ctx context.Context, u *upstream, sess *sdk.ClientSession, r *request, price int64) (sdk.Result, error) {
 	timeout := c.g.cfg.CallTimeout
 	if ms := u.cfg.GetTimeoutMs(); ms > 0 {
@@ -269,6 +271,12 @@ func (c *call) forward(ctx context.Context, u *upstream, sess *sdk.ClientSession
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	res, err := r.send(cctx, u, sess)
+	if code := refusalCode(err); code != 0 {
+		if ns := u.recover(cctx, sess, code == codeSessionLost); ns != nil {
+			sess = ns
+			res, err = r.send(cctx, u, ns)
+		}
+	}
 	switch {
 	case err == nil:
 		c.cost = price
@@ -287,20 +295,28 @@ func (c *call) forward(ctx context.Context, u *upstream, sess *sdk.ClientSession
 		c.rec.Outcome = outcomeTimeout
 		return nil, &jsonrpc.Error{Code: codeGateway, Message: fmt.Sprintf("MCP server %s did not answer within %s.", u.name, timeout)}
 	}
+	return nil, c.failed(u, sess, r, err, price)
+}
+
+// failed records and answers a request the upstream did not answer with
+// a result. Not charged unless the server answered with its own error.
+func (c *call) failed(u *upstream, sess *sdk.ClientSession, r *request, err error, price int64) error {
 	c.rec.Outcome = outcomeUpstream
 	var werr *jsonrpc.Error
-	if errors.As(err, &werr) && werr.Code == codeUpstreamRefused {
-		// Refused at the HTTP level: not charged, not the server's failure,
-		// unless the server refuses the session itself (probe).
-		go u.probe(context.WithoutCancel(ctx), sess)
-		return nil, werr
+	switch {
+	case !errors.As(err, &werr) || werr.Code == codeRejected:
+		u.fail(sess, r.kind+": "+err.Error())
+		return &jsonrpc.Error{Code: codeGateway, Message: fmt.Sprintf("MCP server %s failed; it is cooling down.", u.name)}
+	case werr.Code == codeSessionLost:
+		// Refused at the HTTP level, and no new session to send it on.
+		return &jsonrpc.Error{Code: codeUpstreamRefused, Message: werr.Message}
+	case werr.Code == codeUpstreamRefused, werr.Code == codeAnswerTooLarge:
+		// Refused at the HTTP level, or an answer past the bound: not the
+		// server's failure, not charged.
+		return werr
 	}
-	if errors.As(err, &werr) && werr.Code != codeRejected {
-		c.cost = price // the server answered
-		return nil, werr
-	}
-	u.fail(sess, r.kind+": "+err.Error())
-	return nil, &jsonrpc.Error{Code: codeGateway, Message: fmt.Sprintf("MCP server %s failed; it is cooling down.", u.name)}
+	c.cost = price // the server answered
+	return werr
 }
 
 // finish releases the call's limits, settles its budgets and records it.

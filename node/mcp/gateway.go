@@ -74,6 +74,10 @@ type Config struct {
 	// MaxSessionsPerKey caps the client sessions one key holds; opening
 	// one more closes its least recently used one. Default 64.
 	MaxSessionsPerKey int
+	// MaxUpstreamMessageBytes bounds what is read of one message from an
+	// upstream (a JSON answer, an event of a stream); a call whose answer
+	// is larger fails (limit.go). Default 16 MiB.
+	MaxUpstreamMessageBytes int
 	// Transport carries upstream HTTP requests; default a clone of
 	// http.DefaultTransport.
 	Transport http.RoundTripper
@@ -127,6 +131,9 @@ func New(cfg Config) *Gateway {
 	}
 	if cfg.MaxSessionsPerKey <= 0 {
 		cfg.MaxSessionsPerKey = 64
+	}
+	if cfg.MaxUpstreamMessageBytes <= 0 {
+		cfg.MaxUpstreamMessageBytes = defaultMaxUpstreamMessage
 	}
 	if cfg.Record == nil {
 		cfg.Record = func(*pb.SpendRecord, []*pb.BudgetUse) {}

@@ -133,7 +133,10 @@ func newEnv(t testing.TB, limiter Limiter) *env {
 // timings) on a test server.
 func (e *env) start(cfg Config) {
 	cfg.State, cfg.NodeID, cfg.Version = e.store, "n1", "test"
-	cfg.Cooldown, cfg.SyncInterval = 50*time.Millisecond, 10*time.Millisecond
+	if cfg.Cooldown == 0 {
+		cfg.Cooldown = 50 * time.Millisecond
+	}
+	cfg.SyncInterval = 10 * time.Millisecond
 	cfg.Record = func(rec *pb.SpendRecord, _ []*pb.BudgetUse) {
 		e.mu.Lock()
 		e.records = append(e.records, rec)
@@ -157,10 +160,13 @@ func (e *env) apply(cmd *pb.Command) {
 
 // addServer configures an upstream and waits until the gateway is
 // connected to it.
-func (e *env) addServer(name, url string) {
+func (e *env) addServer(name, url string) { e.addPricedServer(name, url, 0) }
+
+// addPricedServer is addServer with a price per tool call.
+func (e *env) addPricedServer(name, url string, price int64) {
 	e.t.Helper()
 	e.apply(&pb.Command{Op: &pb.Command_PutMcpServer{PutMcpServer: &pb.PutMcpServerCommand{
-		Server: &pb.McpServer{Name: name, Transport: "http", Url: url}}}})
+		Server: &pb.McpServer{Name: name, Transport: "http", Url: url, PricePerCallNanos: price}}}})
 	e.waitState(name, stateConnected)
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -23,6 +24,10 @@ import (
 // the refusal is the POST's error instead, one the SDK takes as that
 // request's rejection (code codeRejected, which keeps the session), with
 // the codeUpstreamRefused error first in its chain for forward to find.
+// In a session, a refusal carrying the server's own JSON-RPC error becomes
+// codeUpstreamRefused too (forward then asks whether the session is lost,
+// sessionlost.go), and a 404 says the session is lost (codeSessionLost).
+// A refused notification becomes 202 Accepted (accepted).
 
 // codeUpstreamRefused is the JSON-RPC error code of a call the upstream
 // refused at the HTTP level.
@@ -34,8 +39,8 @@ const maxRefusalBody = 64 << 10
 // refusedByRequest reports whether an upstream's HTTP status refuses one
 // request rather than saying the server (or the gateway's credential) is
 // failing: a 4xx other than 401 and 407 (credentials), 404 (a session the
-// server ended: the SDK reconnects), 408 and 429 (the server is slow or
-// busy: the SDK retries and the gateway cools).
+// server ended: sessionLost), 408 and 429 (the server is slow or busy: the
+// SDK retries and the gateway cools).
 func refusedByRequest(code int) bool {
 	switch code {
 	case http.StatusUnauthorized, http.StatusProxyAuthRequired, http.StatusNotFound,
@@ -45,39 +50,90 @@ func refusedByRequest(code int) bool {
 	return code >= 400 && code < 500
 }
 
-// refusalTransport rewrites a refusal to a JSON-RPC request (one with an
-// id) into a JSON-RPC error answer to it, unless the body already is one.
+// refusalTransport rewrites an upstream's HTTP 4xx to a POST: to a
+// JSON-RPC request (one with an id) into a JSON-RPC error answer to it, to
+// a notification (or a response) into 202 Accepted.
 type refusalTransport struct {
 	base   http.RoundTripper
 	server string
 	sse    bool // the legacy SSE transport: refusals become errors
+	log    *slog.Logger
 }
 
 func (t refusalTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(r)
-	if err != nil || !refusedByRequest(resp.StatusCode) || r.Method != http.MethodPost || r.GetBody == nil {
+	if err != nil || resp.StatusCode < 400 || resp.StatusCode >= 500 || r.Method != http.MethodPost || r.GetBody == nil {
 		return resp, err
 	}
-	if t.sse {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxRefusalBody))
-		_ = resp.Body.Close()
-		return nil, fmt.Errorf("%w: %w", refusedError(t.server, resp.StatusCode), errRejectedByTransport)
+	id, isCall := requestID(r)
+	if !isCall {
+		return t.accepted(resp), nil
 	}
-	id, ok := requestID(r)
-	if !ok {
+	// A request of a session (the legacy SSE transport names its session
+	// in the URL, and its server ends the stream when it forgets one).
+	inSession := !t.sse && r.Header.Get(sessionHeader) != ""
+	if resp.StatusCode == http.StatusNotFound && inSession {
+		discard(resp)
+		return answerWith(resp, id, sessionLostError(t.server))
+	}
+	// In a session a 401 may be the server's answer to a session it does
+	// not know (the Rust SDK's): refused, then the ping and a new dial
+	// tell (one with a credential the server refuses fails and cools).
+	if !refusedByRequest(resp.StatusCode) && !(inSession && resp.StatusCode == http.StatusUnauthorized) {
 		return resp, nil
+	}
+	if t.sse {
+		discard(resp)
+		return nil, fmt.Errorf("%w: %w", refusedError(t.server, resp.StatusCode, ""), errRejectedByTransport)
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxRefusalBody))
 	_ = resp.Body.Close()
+	said := ""
 	if msg, derr := jsonrpc.DecodeMessage(body); derr == nil {
 		if res, ok := msg.(*jsonrpc.Response); ok && res.Error != nil {
-			resp.Body = io.NopCloser(bytes.NewReader(body)) // the server's own JSON-RPC error
-			return resp, nil
+			if !inSession { // the server's own JSON-RPC error (initialize: the SDK reads its code)
+				resp.Body = io.NopCloser(bytes.NewReader(body))
+				return resp, nil
+			}
+			said = res.Error.Error()
 		}
 	}
-	answer, eerr := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: refusedError(t.server, resp.StatusCode)})
-	if eerr != nil {
-		return nil, eerr
+	return answerWith(resp, id, refusedError(t.server, resp.StatusCode, said))
+}
+
+// accepted answers a refused notification (or response) 202 Accepted:
+// there is nobody to tell, and the SDK's client would end the session on
+// it, failing every key's calls through the server until it is dialed
+// again. A session the server forgot is found by the next request.
+func (t refusalTransport) accepted(resp *http.Response) *http.Response {
+	discard(resp)
+	if t.log != nil {
+		t.log.Debug("mcp upstream refused a notification", "server", t.server, "status", resp.StatusCode)
+	}
+	resp.StatusCode, resp.Status = http.StatusAccepted, "202 Accepted"
+	resp.Header = resp.Header.Clone()
+	resp.Header.Del(sessionHeader)
+	resp.Header.Del("Content-Type")
+	resp.Header.Del("Content-Length")
+	resp.Body, resp.ContentLength = http.NoBody, 0
+	return resp
+}
+
+// sessionHeader names an HTTP request's MCP session.
+const sessionHeader = "Mcp-Session-Id"
+
+// discard reads at most maxRefusalBody of resp's body and closes it.
+func discard(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxRefusalBody))
+	_ = resp.Body.Close()
+}
+
+// answerWith replaces resp with the JSON-RPC error answer jerr to the
+// request id; the SDK hands it to that request alone.
+func answerWith(resp *http.Response, id jsonrpc.ID, jerr *jsonrpc.Error) (*http.Response, error) {
+	answer, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: jerr})
+	if err != nil {
+		return nil, err
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(answer))
 	resp.ContentLength = int64(len(answer))
@@ -93,10 +149,13 @@ func (t refusalTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 var errRejectedByTransport error = &jsonrpc.Error{Code: codeRejected, Message: "rejected by transport"}
 
 // refusedError is a call's answer when its upstream refused it with HTTP
-// status code.
-func refusedError(server string, code int) *jsonrpc.Error {
-	return &jsonrpc.Error{Code: codeUpstreamRefused,
-		Message: fmt.Sprintf("MCP server %s refused the request: HTTP %d %s.", server, code, http.StatusText(code))}
+// status code, saying said (the server's own JSON-RPC error, if any).
+func refusedError(server string, code int, said string) *jsonrpc.Error {
+	msg := fmt.Sprintf("MCP server %s refused the request: HTTP %d %s.", server, code, http.StatusText(code))
+	if said != "" {
+		msg += " It said: " + sanitize(said)
+	}
+	return &jsonrpc.Error{Code: codeUpstreamRefused, Message: msg}
 }
 
 // requestID returns the id of the JSON-RPC request r carries, if it is a

@@ -2,14 +2,10 @@ package mcp
 
 import (
 	"context"
-	"maps"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -167,74 +163,6 @@ func TestLegacySSERefusalKeepsOtherKeysCallsInFlight(t *testing.T) {
 	}
 }
 
-// forgetful serves next as a server that restarted answers its earlier
-// sessions' requests: 400 in plain text (as older Python SDK servers do,
-// where the specification says 404), with no standalone stream (405 to
-// GET) that could tell the client otherwise. forget forgets every session
-// seen so far.
-func forgetful(next http.Handler) (h http.Handler, forget func()) {
-	var mu sync.Mutex
-	seen, forgotten := map[string]bool{}, map[string]bool{}
-	h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet {
-			http.Error(w, "no stream", http.StatusMethodNotAllowed)
-			return
-		}
-		id := r.Header.Get("Mcp-Session-Id")
-		mu.Lock()
-		gone := forgotten[id]
-		if id != "" {
-			seen[id] = true
-		}
-		mu.Unlock()
-		if gone {
-			http.Error(w, "Bad Request: No valid session ID provided", http.StatusBadRequest)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-	return h, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		maps.Copy(forgotten, seen)
-	}
-}
-
-// A refusal is one request's only if the session still works: a server
-// that forgot the gateway's session and answers all of its requests with
-// a 4xx other than 404 is failed and dialed again, not left refusing
-// every key's calls for good.
-func TestUpstreamRefusingEveryRequestOfItsSessionIsDialedAgain(t *testing.T) {
-	e := &env{t: t, store: openStore(t)}
-	var forget func()
-	e.upstream = newTestUpstreamServing(t, func(s *sdk.Server) http.Handler {
-		var h http.Handler
-		h, forget = forgetful(bothProtocols(s))
-		return h
-	})
-	e.start(Config{})
-	e.addServer("up", e.upstream.url)
-	cs := e.connect("/mcp", e.addKey("k1", []string{"up__*"}, nil), "", nil)
-	echo := func() error {
-		_, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "up__echo", Arguments: map[string]any{"x": 1}})
-		return err
-	}
-	if err := echo(); err != nil {
-		t.Fatalf("a call before the upstream restarted: %v", err)
-	}
-	forget()
-	if err := echo(); !isRPCError(err, codeUpstreamRefused) {
-		t.Fatalf("the first call after the upstream forgot the session: %v, want refused", err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for err := echo(); err != nil; err = echo() {
-		if time.Now().After(deadline) {
-			t.Fatalf("calls still fail after the upstream forgot the session: %v (state %v)", err, e.gw.Status("up"))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // A refused request is answered as that request's error however much the
 // gateway's copy of it grew: a prompt argument of invalid UTF-8 (one byte
 // each from the client, three as U+FFFD upstream) makes an upstream
@@ -272,14 +200,13 @@ func TestRefusalByASessionlessUpstreamDoesNotCoolIt(t *testing.T) {
 		t.Fatalf("a call the upstream refused with 413: %v", err)
 	}
 	u := e.gw.upstream("up")
-	for u.probing.Load() { // the call's own probe, if it runs
-		runtime.Gosched()
-	}
 	sess, _ := u.session()
 	if sess == nil {
 		t.Fatalf("the refusal ended the session: %v", e.gw.Status("up"))
 	}
-	u.probe(context.Background(), sess)
+	if ns := u.recover(context.Background(), sess, false); ns != nil {
+		t.Errorf("a sessionless upstream's refusal opened a new session")
+	}
 	if st := e.gw.Status("up"); st.GetState() != stateConnected {
 		t.Fatalf("after a refusal and its probe the server is %v, want connected", st)
 	}

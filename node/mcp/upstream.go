@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -11,7 +12,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -54,7 +54,9 @@ type upstream struct {
 	failures  int
 	dialing   bool
 	closed    bool
-	probing   atomic.Bool // a probe of the session is under way
+	runCtx    context.Context // the gateway's run, which sessions live in
+	ping      *pingCheck      // after a refusal (sessionlost.go)
+	reopened  chan struct{}   // closed when the last reopen's dial ended
 }
 
 func newUpstream(g *Gateway, cfg *pb.McpServer) *upstream {
@@ -126,7 +128,7 @@ func (u *upstream) connect(ctx context.Context) {
 		_ = sess.Close()
 		return
 	}
-	u.sess, u.stop, u.state, u.failures, u.lastErr = sess, stop, stateConnected, 0, ""
+	u.sess, u.stop, u.state, u.failures, u.lastErr, u.runCtx = sess, stop, stateConnected, 0, "", ctx
 	u.tools, u.prompts, u.resources, u.templates = l.tools, l.prompts, l.resources, l.templates
 	go u.watch(sess)
 }
@@ -157,6 +159,15 @@ func listEverything(ctx context.Context, sess *sdk.ClientSession) (lists, error)
 // server's process exited, the connection broke).
 func (u *upstream) watch(sess *sdk.ClientSession) {
 	err := sess.Wait()
+	if errors.Is(err, sdk.ErrSessionMissing) {
+		// The server forgot the session (its standalone stream was
+		// refused 404 after a restart): a new one at once.
+		u.mu.Lock()
+		ctx := u.runCtx
+		u.mu.Unlock()
+		u.reopen(ctx, sess)
+		return
+	}
 	msg := "session ended"
 	if err != nil {
 		msg = "session ended: " + err.Error()
@@ -178,29 +189,6 @@ func (u *upstream) fail(sess *sdk.ClientSession, why string) {
 	_ = sess.Close()
 	stop()
 	u.g.log.Warn("mcp upstream failed; cooling down", "server", u.name, "err", why)
-}
-
-// probe pings sess after the upstream refused one of its requests at
-// the HTTP level, and fails sess if the ping fails too: a server that
-// forgot the session (it restarted) may refuse all of its requests so,
-// with a 400 where the specification says 404, and would otherwise refuse
-// every key's calls for good. A refusal of one request (its size, its
-// content) does not refuse a ping. A sessionless upstream has no session
-// to forget, and its protocol has no ping. One probe at a time per
-// upstream.
-func (u *upstream) probe(ctx context.Context, sess *sdk.ClientSession) {
-	if r := sess.InitializeResult(); r == nil || r.ProtocolVersion >= statelessVersion {
-		return
-	}
-	if !u.probing.CompareAndSwap(false, true) {
-		return
-	}
-	defer u.probing.Store(false)
-	ctx, cancel := context.WithTimeout(ctx, u.g.cfg.ConnectTimeout)
-	defer cancel()
-	if err := sess.Ping(ctx, nil); err != nil {
-		u.fail(sess, "ping after a refused request: "+err.Error())
-	}
 }
 
 func (u *upstream) coolLocked(why string) {
@@ -351,10 +339,11 @@ func (g *Gateway) transport(st *raftstore.State, cfg *pb.McpServer) (sdk.Transpo
 		return &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil
 	case raftstore.McpTransportSSE:
 		hc, err := g.httpClient(st, cfg)
-		return &sdk.SSEClientTransport{Endpoint: cfg.GetUrl(), HTTPClient: hc}, err
+		return &sdk.SSEClientTransport{Endpoint: cfg.GetUrl(), HTTPClient: hc, MaxEventSize: g.cfg.MaxUpstreamMessageBytes}, err
 	default:
 		hc, err := g.httpClient(st, cfg)
-		return &sdk.StreamableClientTransport{Endpoint: cfg.GetUrl(), HTTPClient: hc, MaxRetries: 1}, err
+		return &sdk.StreamableClientTransport{Endpoint: cfg.GetUrl(), HTTPClient: hc, MaxRetries: 1,
+			MaxEventSize: g.cfg.MaxUpstreamMessageBytes}, err
 	}
 }
 
@@ -380,8 +369,9 @@ func (g *Gateway) httpClient(st *raftstore.State, cfg *pb.McpServer) (*http.Clie
 		}
 		h.Set("Authorization", "Bearer "+val)
 	}
-	return &http.Client{Transport: refusalTransport{server: cfg.GetName(), sse: cfg.GetTransport() == raftstore.McpTransportSSE,
-		base: headerTransport{base: g.httpTransport, h: h, origin: originOf(cfg.GetUrl())}}}, nil
+	return &http.Client{Transport: refusalTransport{server: cfg.GetName(), sse: cfg.GetTransport() == raftstore.McpTransportSSE, log: g.log,
+		base: limitTransport{server: cfg.GetName(), max: int64(g.cfg.MaxUpstreamMessageBytes),
+			base: headerTransport{base: g.httpTransport, h: h, origin: originOf(cfg.GetUrl())}}}}, nil
 }
 
 // headerTransport adds h to the requests it carries to origin (scheme and
