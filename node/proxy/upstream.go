@@ -57,6 +57,37 @@ func (b *bodyReader) Close() error {
 }
 
 func newUpstreamRequest(ctx context.Context, d *raftstore.Deployment, ep routing.Endpoint, body *buffer) (*http.Request, error) {
+	if d.Provider == routing.ProviderAzureOpenAI || int(ep) >= len(target{}.urls) {
+		return newParsedRequest(ctx, d, ep, body)
+	}
+	t := targetFor(d)
+	u := t.urls[ep]
+	if u == nil {
+		putBuf(body)
+		return nil, t.errs[ep]
+	}
+	br := &bodyReader{buf: body}
+	br.r.Reset(body.b)
+	// The URL is copied into the one an empty URL parses to: nothing to
+	// parse, and no request shares another's.
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "", br)
+	if err != nil {
+		br.Close()
+		return nil, err
+	}
+	*req.URL = *u
+	req.Host = u.Host
+	req.ContentLength = int64(len(body.b))
+	req.Header["Content-Type"] = contentTypeJSON
+	if t.auth != nil {
+		req.Header["Authorization"] = t.auth
+	}
+	return req, nil
+}
+
+// newParsedRequest is newUpstreamRequest with the URL made and parsed
+// for the request: for Azure OpenAI (its URL depends on its options).
+func newParsedRequest(ctx context.Context, d *raftstore.Deployment, ep routing.Endpoint, body *buffer) (*http.Request, error) {
 	br := &bodyReader{buf: body}
 	br.r.Reset(body.b)
 	u := d.BaseURL + ep.Path()
