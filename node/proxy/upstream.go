@@ -159,7 +159,7 @@ func (h *Handler) buffered(w http.ResponseWriter, r *http.Request, rec *Record, 
 	rec.Usage = routing.UsageFromBody(data)
 	var cts []string
 	if ct != "" {
-		cts = []string{ct}
+		cts = resp.Header["Content-Type"][:1:1] // the upstream's own value: nothing else reads it now
 	}
 	h.answer(w, rec, d, cts, resp.StatusCode, data)
 	return nil
@@ -190,11 +190,13 @@ func errBadAnswer(d *raftstore.Deployment, data []byte) *failure {
 // A nil contentType sets none.
 func (h *Handler) answer(w http.ResponseWriter, rec *Record, d *raftstore.Deployment, contentType []string, status int, data []byte) {
 	hdr := w.Header()
-	hdr["X-Tollgate-Deployment"] = []string{d.ID}
+	vs := new([2]string) // the two header values made here, in one allocation
+	vs[0], vs[1] = d.ID, strconv.Itoa(len(data))
+	hdr["X-Tollgate-Deployment"] = vs[0:1:1]
 	if contentType != nil {
 		hdr["Content-Type"] = contentType
 	}
-	hdr["Content-Length"] = []string{strconv.Itoa(len(data))}
+	hdr["Content-Length"] = vs[1:2:2]
 	hdr["Date"] = dateHeader(time.Now())
 	rec.FirstByte = time.Since(rec.Start)
 	h.commit(rec)
