@@ -17,9 +17,9 @@ import (
 // offers (thinking, cache control, documents) reaches it, and reads the
 // usage from the answer on the way back.
 func (h *Handler) attemptAnthropic(w http.ResponseWriter, r *http.Request, rec *Record, d *raftstore.Deployment, x *exchange) *failure {
-	ctx, cancel, timer, timedOut, timeout := h.deadline(r, rec, d)
-	defer cancel()
-	defer timer.Stop()
+	ctx, timeout := h.deadline(r, rec, d)
+	defer ctx.end()
+	timer, timedOut := ctx.timer, &ctx.timedOut
 	out := routing.RewriteRequest(nil, x.body, &x.req, upstreamModel(d, x.req.Model), false)
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, d.BaseURL+"/messages", bytes.NewReader(out))
 	if err != nil {

@@ -57,9 +57,9 @@ func upstreamModel(d *raftstore.Deployment, requested string) string {
 // attempt sends an OpenAI-format request to an OpenAI-wire deployment,
 // passing the body through with only the model renamed.
 func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, rec *Record, d *raftstore.Deployment, x *exchange) *failure {
-	ctx, cancel, timer, timedOut, timeout := h.deadline(r, rec, d)
-	defer cancel()
-	defer timer.Stop()
+	ctx, timeout := h.deadline(r, rec, d)
+	defer ctx.end()
+	timer, timedOut := ctx.timer, &ctx.timedOut
 
 	req := &x.req
 	out := getBuf()

@@ -1,10 +1,8 @@
 package proxy
 
 import (
-	"context"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/tollgate/tollgate/raftstore"
@@ -50,14 +48,14 @@ func firstTokenTimeout(rec *Record, d *raftstore.Deployment) time.Duration {
 	return t
 }
 
-// deadline arms an attempt's timeout: it cancels ctx when the attempt's
-// or the request's time is up.
-func (h *Handler) deadline(r *http.Request, rec *Record, d *raftstore.Deployment) (context.Context, context.CancelFunc, *time.Timer, *atomic.Bool, time.Duration) {
+// deadline arms an attempt's timeout: the attempt's context (see
+// attemptCtx) ends when the attempt's or the request's time is up, or
+// the client goes away. The caller ends it (end) when the attempt is over.
+func (h *Handler) deadline(r *http.Request, rec *Record, d *raftstore.Deployment) (*attemptCtx, time.Duration) {
 	timeout := h.attemptTimeout(rec, d)
-	ctx, cancel := context.WithCancel(r.Context())
-	timedOut := new(atomic.Bool)
-	timer := time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
-	return ctx, cancel, timer, timedOut, timeout
+	a := &attemptCtx{Context: r.Context()}
+	a.timer = time.AfterFunc(timeout, a.fire)
+	return a, timeout
 }
 
 // pastDeadline reports whether the request's own deadline has passed.

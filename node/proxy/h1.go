@@ -598,7 +598,7 @@ func (c *h1Conn) tlsClean() bool {
 // reports a write that failed on a connection the server had closed: the
 // request may be sent again, and only then the caller still owns wire.
 func (c *h1Conn) roundTrip(ctx context.Context, req *http.Request, wire *buffer) (resp *http.Response, err error, again bool) {
-	stop := context.AfterFunc(ctx, c.interrupt)
+	stop := afterFunc(ctx, c.interrupt)
 	c.limit = maxResponseHeaderBytes
 	if _, err := c.nc.Write(wire.b); err != nil {
 		resp, err, again := c.writeFailed(req, stop, err)
@@ -609,7 +609,7 @@ func (c *h1Conn) roundTrip(ctx context.Context, req *http.Request, wire *buffer)
 	}
 	putBuf(wire)
 	if err := c.awaitAnswer(); err != nil {
-		stop()
+		stop.stop()
 		c.close()
 		return nil, err, false
 	}
@@ -617,7 +617,7 @@ func (c *h1Conn) roundTrip(ctx context.Context, req *http.Request, wire *buffer)
 	if _, err := c.br.Peek(1); err != nil {
 		// The server may have read the request: never sent again (as
 		// net/http does for a POST).
-		stop()
+		stop.stop()
 		c.close()
 		return nil, err, false
 	}
@@ -630,7 +630,7 @@ func (c *h1Conn) roundTrip(ctx context.Context, req *http.Request, wire *buffer)
 			if c.limit == 0 {
 				err = errUpstreamHeaderTooLarge
 			}
-			stop()
+			stop.stop()
 			c.close()
 			return nil, err, false
 		}
@@ -652,7 +652,7 @@ func (c *h1Conn) roundTrip(ctx context.Context, req *http.Request, wire *buffer)
 // writeFailed ends an exchange whose request could not be written. The
 // server may have answered, and closed, before reading the whole request:
 // its answer is still in the receive buffer.
-func (c *h1Conn) writeFailed(req *http.Request, stop func() bool, err error) (*http.Response, error, bool) {
+func (c *h1Conn) writeFailed(req *http.Request, stop interruptStopper, err error) (*http.Response, error, bool) {
 	if closedByPeer(err) {
 		c.attachReader()
 		if resp, rerr := http.ReadResponse(c.br, req); rerr == nil && resp.StatusCode >= 200 {
@@ -667,7 +667,7 @@ func (c *h1Conn) writeFailed(req *http.Request, stop func() bool, err error) (*h
 			return resp, nil, false
 		}
 	}
-	stop()
+	stop.stop()
 	c.close()
 	return nil, err, closedByPeer(err)
 }
@@ -682,7 +682,7 @@ func closedByPeer(err error) bool {
 type h1Body struct {
 	c    *h1Conn
 	body io.ReadCloser
-	stop func() bool
+	stop interruptStopper
 	keep bool
 
 	mu       sync.Mutex
@@ -725,7 +725,7 @@ func (b *h1Body) release(reuse bool, err error) {
 	b.released, b.err = true, err
 	b.mu.Unlock()
 	c := b.c
-	if !b.stop() { // the context ended: its deadline may be set
+	if !b.stop.stop() { // the context ended: its deadline may be set
 		reuse = false
 	}
 	if reuse && b.keep {

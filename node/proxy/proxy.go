@@ -85,6 +85,9 @@ type Record struct {
 	// what the answer says, nil unless the span records (see tracing.go).
 	span trace.Span
 	tw   *traceWriter
+	// spanEnded: endSpan ran (or is running); a second caller, in any
+	// goroutine, leaves the span alone.
+	spanEnded uint32 // atomic (a plain field: a Record is copied by value)
 }
 
 // fallbacksAfter names the routes to try after rt failed with last: its

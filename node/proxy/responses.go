@@ -37,9 +37,9 @@ const azureResponsesPath = "/openai/v1/responses"
 // (routing.SpeaksResponses). Usage is read from the answer, or from a
 // stream's response.completed event, as for chat.
 func (h *Handler) attemptResponses(w http.ResponseWriter, r *http.Request, rec *Record, d *raftstore.Deployment, x *exchange) *failure {
-	ctx, cancel, timer, timedOut, timeout := h.deadline(r, rec, d)
-	defer cancel()
-	defer timer.Stop()
+	ctx, timeout := h.deadline(r, rec, d)
+	defer ctx.end()
+	timer, timedOut := ctx.timer, &ctx.timedOut
 
 	w.Header().Del(droppedToolsHeader) // an earlier, translated attempt may have set it
 	req := x.req

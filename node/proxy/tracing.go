@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -76,7 +77,12 @@ func (rec *Record) traceEvent(name string, attrs ...attribute.KeyValue) {
 }
 
 // endSpan sets what the finished request came to and ends its span.
+// Only its first call does: a span ended again, or from two goroutines at
+// once, is recorded once.
 func (h *Handler) endSpan(rec *Record) {
+	if atomic.SwapUint32(&rec.spanEnded, 1) == 1 {
+		return
+	}
 	span := rec.span
 	if !rec.recording() {
 		span.End()

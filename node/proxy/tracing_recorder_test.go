@@ -10,7 +10,6 @@ import (
 
 	"github.com/tollgate/tollgate/cmd/mockllm/mock"
 	"github.com/tollgate/tollgate/node/proxy"
-	"github.com/tollgate/tollgate/node/telemetry"
 	"github.com/tollgate/tollgate/node/telemetry/otlptest"
 )
 
@@ -23,16 +22,8 @@ import (
 // not exported is counted as dropped. Run with
 // -race, it checks the recorder against the exporter.
 func TestConcurrentRequestsKeepTheirOwnRecordedSpans(t *testing.T) {
-	rv := otlptest.Start(t)
-	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://"+rv.HTTPAddr+"/v1/traces")
-	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
-	t.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "16")
-	t.Setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "3")
-	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "1")
-	tel, err := telemetry.New(context.Background(), "test", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rv, tel := proxy.RecordingTelemetry(t, "OTEL_BSP_MAX_QUEUE_SIZE", "16", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "3",
+		"OTEL_BSP_SCHEDULE_DELAY", "1")
 	_, url := startMock(t, mock.Options{Chunks: 3})
 	_, secret := newKey(t)
 	route := newRoute(t, "conc", dep(uniq("dep"), url, "m"))

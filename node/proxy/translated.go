@@ -91,9 +91,9 @@ func (h *Handler) tryTranslated(w http.ResponseWriter, r *http.Request, rec *Rec
 	if f != nil {
 		return f
 	}
-	ctx, cancel, timer, timedOut, timeout := h.deadline(r, rec, d)
-	defer cancel()
-	defer timer.Stop()
+	ctx, timeout := h.deadline(r, rec, d)
+	defer ctx.end()
+	timer, timedOut := ctx.timer, &ctx.timedOut
 	hreq = hreq.WithContext(ctx)
 	transport := h.transport
 	if d.Provider == routing.ProviderDemo {
@@ -347,9 +347,9 @@ func (h *Handler) attemptGeminiEmbeddings(w http.ResponseWriter, r *http.Request
 		e := asError(err)
 		return &failure{kind: translate.KindInvalidRequest, err: e}
 	}
-	ctx, cancel, timer, timedOut, timeout := h.deadline(r, rec, d)
-	defer cancel()
-	defer timer.Stop()
+	ctx, timeout := h.deadline(r, rec, d)
+	defer ctx.end()
+	timedOut := &ctx.timedOut
 	resp, f := h.send(r, rec, d, h.transport, hreq.WithContext(ctx), translate.Gemini, timedOut, timeout)
 	if f != nil || resp == nil {
 		return f

@@ -57,6 +57,37 @@ func (b *bodyReader) Close() error {
 }
 
 func newUpstreamRequest(ctx context.Context, d *raftstore.Deployment, ep routing.Endpoint, body *buffer) (*http.Request, error) {
+	if d.Provider == routing.ProviderAzureOpenAI || int(ep) >= len(target{}.urls) {
+		return newParsedRequest(ctx, d, ep, body)
+	}
+	t := targetFor(d)
+	u := t.urls[ep]
+	if u == nil {
+		putBuf(body)
+		return nil, t.errs[ep]
+	}
+	br := &bodyReader{buf: body}
+	br.r.Reset(body.b)
+	// The URL is copied into the one an empty URL parses to: nothing to
+	// parse, and no request shares another's.
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "", br)
+	if err != nil {
+		br.Close()
+		return nil, err
+	}
+	*req.URL = *u
+	req.Host = u.Host
+	req.ContentLength = int64(len(body.b))
+	req.Header["Content-Type"] = contentTypeJSON
+	if t.auth != nil {
+		req.Header["Authorization"] = t.auth
+	}
+	return req, nil
+}
+
+// newParsedRequest is newUpstreamRequest with the URL made and parsed
+// for the request: for Azure OpenAI (its URL depends on its options).
+func newParsedRequest(ctx context.Context, d *raftstore.Deployment, ep routing.Endpoint, body *buffer) (*http.Request, error) {
 	br := &bodyReader{buf: body}
 	br.r.Reset(body.b)
 	u := d.BaseURL + ep.Path()
@@ -128,7 +159,7 @@ func (h *Handler) buffered(w http.ResponseWriter, r *http.Request, rec *Record, 
 	rec.Usage = routing.UsageFromBody(data)
 	var cts []string
 	if ct != "" {
-		cts = []string{ct}
+		cts = resp.Header["Content-Type"][:1:1] // the upstream's own value: nothing else reads it now
 	}
 	h.answer(w, rec, d, cts, resp.StatusCode, data)
 	return nil
@@ -159,11 +190,13 @@ func errBadAnswer(d *raftstore.Deployment, data []byte) *failure {
 // A nil contentType sets none.
 func (h *Handler) answer(w http.ResponseWriter, rec *Record, d *raftstore.Deployment, contentType []string, status int, data []byte) {
 	hdr := w.Header()
-	hdr["X-Tollgate-Deployment"] = []string{d.ID}
+	vs := new([2]string) // the two header values made here, in one allocation
+	vs[0], vs[1] = d.ID, strconv.Itoa(len(data))
+	hdr["X-Tollgate-Deployment"] = vs[0:1:1]
 	if contentType != nil {
 		hdr["Content-Type"] = contentType
 	}
-	hdr["Content-Length"] = []string{strconv.Itoa(len(data))}
+	hdr["Content-Length"] = vs[1:2:2]
 	hdr["Date"] = dateHeader(time.Now())
 	rec.FirstByte = time.Since(rec.Start)
 	h.commit(rec)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -114,6 +115,7 @@ type span struct {
 	// parentRemote: the parent came from a traceparent. ended is set by
 	// End, never by the exporter: a late call reads it safely.
 	parentRemote, ended bool
+	ending              atomic.Bool // End began: set once, by the one End that runs
 }
 
 // spanExtra is what a span holds besides its own fields, made on first
@@ -159,8 +161,9 @@ func (s *span) release() {
 }
 
 // End implements trace.Span: the span goes to the exporter's queue.
+// Only its first call does, whichever goroutines call it.
 func (s *span) End(opts ...trace.SpanEndOption) {
-	if s.ended {
+	if !s.ending.CompareAndSwap(false, true) {
 		return
 	}
 	s.ended = true
