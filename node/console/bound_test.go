@@ -1,9 +1,14 @@
 package console
 
 import (
+	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/raftstore"
 )
@@ -70,5 +75,42 @@ func TestConcurrentLogoutsDoNotPassTheBound(t *testing.T) {
 	}
 	if got := e.store.State().EndedConsoleSessions(); ok != bound || got != bound {
 		t.Fatalf("%d logouts succeeded and %d sessions are ended, want %d and %d", ok, got, bound, bound)
+	}
+}
+
+// One user's logins on a node are bounded over a session's lifetime too,
+// not only per minute: each can become an ended session the cluster keeps
+// until it expires, so without it a few users logging in and out at the
+// per-minute rate fill the set for everyone. Another user is not held
+// back, and the user's logins come back once the window has passed.
+func TestOneUsersLoginsOnANodeAreBoundedOverASessionLifetime(t *testing.T) {
+	var offset atomic.Int64 // nanoseconds the console's clock is ahead
+	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	e := startEnv(t, func(_ string, c *Config) { c.LoginsPerSessionLife, c.Now = 4, clock })
+	login := func(role string, i int) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/api/login", strings.NewReader(`{"token":"`+e.tokens[role]+`"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.RemoteAddr = fmt.Sprintf("[2001:db8:%x::1]:4000", i) // the address limit is not the one tested
+		rec := httptest.NewRecorder()
+		e.srv.ServeHTTP(rec, req)
+		return rec
+	}
+	for i := 1; i <= 4; i++ {
+		if rec := login(raftstore.RoleOperator, i); rec.Code != http.StatusOK {
+			t.Fatalf("login %d: %d %s", i, rec.Code, rec.Body)
+		}
+	}
+	offset.Store(int64(time.Hour)) // the per-minute limit has long reset
+	rec := login(raftstore.RoleOperator, 5)
+	wantError(t, rec.Code, rec.Body.String(), 429, "ResourceExhausted", "this user", "within 8h5m0s")
+	if len(rec.Result().Cookies()) != 0 {
+		t.Fatal("a session cookie was set on a refused login")
+	}
+	if rec := login(raftstore.RoleViewer, 6); rec.Code != http.StatusOK {
+		t.Fatalf("another user's login: %d %s", rec.Code, rec.Body)
+	}
+	offset.Store(int64(userLifeWindow))
+	if rec := login(raftstore.RoleOperator, 7); rec.Code != http.StatusOK {
+		t.Fatalf("a login once the window has passed: %d %s", rec.Code, rec.Body)
 	}
 }

@@ -24,6 +24,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/tollgate/tollgate/raftstore"
 )
 
 //go:embed ui
@@ -34,6 +36,10 @@ const SessionCookie = "tollgate_session"
 
 // sessionLife is how long a session lasts.
 const sessionLife = 8 * time.Hour
+
+// userLifeWindow is how long a login can put an entry in the cluster's
+// ended sessions (by its logout): the session's life and the grace.
+const userLifeWindow = sessionLife + raftstore.EndedSessionGrace
 
 // maxBody bounds a request body.
 const maxBody = 1 << 20
@@ -59,6 +65,12 @@ type Config struct {
 	// LoginsPerMinute bounds login attempts per client address, and
 	// logins per user (token or single sign-on); 0: 10.
 	LoginsPerMinute int
+	// LoginsPerSessionLife bounds one user's logins on this node within
+	// a session's lifetime and the grace the cluster keeps an ended one
+	// past it (userLifeWindow), so that one user's logouts hold at most
+	// twice that many of the cluster's ended sessions per node, and a few
+	// users cannot fill the set for everyone; 0: 60.
+	LoginsPerSessionLife int
 	// Logger; nil: slog.Default().
 	Logger *slog.Logger
 	// Now is the clock; nil: time.Now.
@@ -67,14 +79,15 @@ type Config struct {
 
 // Server is the console's HTTP handler.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	now    func() time.Time
-	logins *rateLimit // by client address
-	users  *rateLimit // logins by user
-	oidc   *oidcFlow  // nil without single sign-on
-	mux    *http.ServeMux
-	ui     fs.FS
+	cfg      Config
+	log      *slog.Logger
+	now      func() time.Time
+	logins   *rateLimit // by client address
+	users    *rateLimit // logins by user
+	userLife *rateLimit // logins by user over userLifeWindow
+	oidc     *oidcFlow  // nil without single sign-on
+	mux      *http.ServeMux
+	ui       fs.FS
 }
 
 // New returns a Server. cfg.Admin and cfg.ClusterSecret must be set; an
@@ -89,6 +102,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.logins = newRateLimit(cmp.Or(cfg.LoginsPerMinute, 10), time.Minute)
 	s.users = newRateLimit(cmp.Or(cfg.LoginsPerMinute, 10), time.Minute)
+	s.userLife = newRateLimit(cmp.Or(cfg.LoginsPerSessionLife, 60), userLifeWindow)
 	sub, err := fs.Sub(uiFiles, "ui")
 	if err != nil {
 		return nil, err

@@ -127,6 +127,11 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, sess *pb.C
 		writeError(w, codes.ResourceExhausted, "too many logins of this user from this node; wait a minute")
 		return
 	}
+	if !s.userLife.allow(sess.GetUser(), now) {
+		writeError(w, codes.ResourceExhausted, "too many logins of this user from this node within "+
+			userLifeWindow.String()+"; use a session you have, or tollctl with your token")
+		return
+	}
 	sess.Address, sess.IssuedAt, sess.ExpiresAt = r.RemoteAddr, now.Unix(), now.Add(sessionLife).Unix()
 	cs := s.cfg.ClusterSecret()
 	signed, err := admin.SignConsoleSession(cs, sess)
