@@ -1,9 +1,7 @@
 package mcp
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -18,19 +16,13 @@ import (
 // once, and passes everything else to next.
 func answerOneEventOf(size int, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		var msg struct {
-			ID     json.RawMessage       `json:"id"`
-			Method string                `json:"method"`
-			Params struct{ Name string } `json:"params"`
-		}
-		if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" || msg.Params.Name != "huge" {
+		id, ok := hugeCallID(r)
+		if !ok {
 			next.ServeHTTP(w, r)
 			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = w.Write(eventOfSize(size, string(msg.ID)))
+		_, _ = w.Write(eventOfSize(size, string(id)))
 	})
 }
 
