@@ -32,7 +32,7 @@ const (
 // everything else to next.
 func answerEndlessly(how string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, ok := hugeCallID(r)
+		id, ok := toolCallID(r, "huge")
 		if !ok {
 			next.ServeHTTP(w, r)
 			return
@@ -58,9 +58,9 @@ func answerEndlessly(how string, next http.Handler) http.Handler {
 	})
 }
 
-// hugeCallID returns the id of r's call of the tool "huge", if it is
-// one (r's body stays readable).
-func hugeCallID(r *http.Request) (json.RawMessage, bool) {
+// toolCallID returns the id of r's call of the tool name, if it is one
+// (r's body stays readable).
+func toolCallID(r *http.Request, name string) (json.RawMessage, bool) {
 	body, _ := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	var msg struct {
@@ -68,7 +68,7 @@ func hugeCallID(r *http.Request) (json.RawMessage, bool) {
 		Method string                `json:"method"`
 		Params struct{ Name string } `json:"params"`
 	}
-	if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" || msg.Params.Name != "huge" {
+	if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" || msg.Params.Name != name {
 		return nil, false
 	}
 	return msg.ID, true

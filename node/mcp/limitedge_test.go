@@ -16,7 +16,7 @@ import (
 // once, and passes everything else to next.
 func answerOneEventOf(size int, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, ok := hugeCallID(r)
+		id, ok := toolCallID(r, "huge")
 		if !ok {
 			next.ServeHTTP(w, r)
 			return

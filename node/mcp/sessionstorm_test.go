@@ -69,3 +69,42 @@ func TestUpstreamLosingEveryNewSessionCoolsInsteadOfADialPerCall(t *testing.T) {
 		}
 	}
 }
+
+// A 404 whose body is the server's JSON-RPC error answering that very
+// request (a server that maps "not found" to HTTP 404) is the server
+// answering it in a session it knows, not a lost session: the ping tells,
+// the session stays and the call is not sent again. Before, each such
+// call (one key could send them on purpose) reopened the server's session
+// for every key.
+func TestNotFoundAnsweringTheRequestItselfKeepsTheSession(t *testing.T) {
+	var refused atomic.Int32
+	e := &env{t: t, store: openStore(t)}
+	e.upstream = newTestUpstreamServing(t, func(s *sdk.Server) http.Handler {
+		next := bothProtocols(s)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			id, ok := toolCallID(r, "fail")
+			if !ok {
+				next.ServeHTTP(w, r)
+				return
+			}
+			refused.Add(1)
+			refuseWith(http.StatusNotFound, `{"jsonrpc":"2.0","id":`+string(id)+`,"error":{"code":-32601,"message":"no such tool"}}`)(w, r)
+		})
+	})
+	e.start(Config{Cooldown: time.Hour})
+	e.addServer("up", e.upstream.url)
+	sess, _ := e.gw.upstream("up").session()
+	cs := e.connect("/mcp", e.addKey("k1", []string{"up__*"}, nil), "", nil)
+	for i := range 3 {
+		_, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "up__fail", Arguments: map[string]any{"x": i}})
+		if !isRPCError(err, codeUpstreamRefused) {
+			t.Fatalf("call %d answered 404 with its own JSON-RPC error: %v, want refused (-32010)", i, err)
+		}
+	}
+	if now, _ := e.gw.upstream("up").session(); now != sess {
+		t.Errorf("a 404 answering the request itself replaced the session (state %v)", e.gw.Status("up"))
+	}
+	if n := refused.Load(); n != 3 {
+		t.Errorf("3 calls answered 404 reached the server %d times, want 3 (none sent again)", n)
+	}
+}
