@@ -5,11 +5,14 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	pb "github.com/tollgate/tollgate/proto/tollgate/v1"
 )
 
 // losingEverySession serves next as a server that loses every session
@@ -106,5 +109,74 @@ func TestNotFoundAnsweringTheRequestItselfKeepsTheSession(t *testing.T) {
 	}
 	if n := refused.Load(); n != 3 {
 		t.Errorf("3 calls answered 404 reached the server %d times, want 3 (none sent again)", n)
+	}
+}
+
+// droppingStreams serves next as a server (or a balancer in front of
+// several) that ends each session's standalone stream once the gateway
+// uses the session (connected says so), asking for a reconnect within
+// 1 ms, and answers the reconnect 404: the SDK's client ends the session
+// as one the server forgot.
+type droppingStreams struct {
+	next      http.Handler
+	connected func(id string) bool
+	dials     atomic.Int32
+	mu        sync.Mutex
+	seen      map[string]bool
+}
+
+func (d *droppingStreams) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get("Mcp-Session-Id")
+	if r.Method != http.MethodGet || id == "" {
+		if r.Method == http.MethodPost && id == "" {
+			d.dials.Add(1)
+		}
+		d.next.ServeHTTP(w, r)
+		return
+	}
+	d.mu.Lock()
+	again := d.seen[id]
+	d.seen[id] = true
+	d.mu.Unlock()
+	if again {
+		http.Error(w, "session not found", http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	w.(http.Flusher).Flush()
+	for deadline := time.Now().Add(10 * time.Second); !d.connected(id) && r.Context().Err() == nil && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	_, _ = w.Write([]byte("retry: 1\n\n"))
+}
+
+// A server whose every new session is lost at once this way is not
+// dialed again and again without a pause: the second lost session cools
+// it down. Before, each lost session was reopened at once, a dial loop
+// paced by the server (here every few milliseconds), for good.
+func TestUpstreamLosingEveryStandaloneStreamCoolsInsteadOfADialLoop(t *testing.T) {
+	e := &env{t: t, store: openStore(t)}
+	var d *droppingStreams
+	e.upstream = newTestUpstreamServing(t, func(s *sdk.Server) http.Handler {
+		d = &droppingStreams{next: bothProtocols(s), seen: map[string]bool{}, connected: func(id string) bool {
+			sess, _ := e.gw.upstream("up").session()
+			return sess != nil && sess.ID() == id
+		}}
+		return d
+	})
+	e.start(Config{Cooldown: time.Hour})
+	e.apply(&pb.Command{Op: &pb.Command_PutMcpServer{PutMcpServer: &pb.PutMcpServerCommand{
+		Server: &pb.McpServer{Name: "up", Transport: "http", Url: e.upstream.url}}}})
+	deadline := time.Now().Add(20 * time.Second)
+	for st := e.gw.Status("up"); st.GetState() != stateCooling; st = e.gw.Status("up") {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %d dials the server is %v, want cooling down", d.dials.Load(), st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("state %v after %d dials", e.gw.Status("up"), d.dials.Load())
+	if n := d.dials.Load(); n > 2 {
+		t.Errorf("%d dials before cooling down, want at most 2 (the first and one new session)", n)
 	}
 }
