@@ -279,6 +279,7 @@ func (c *call) forward(ctx context.Context, u *upstream, sess *sdk.ClientSession
 	}
 	switch {
 	case err == nil:
+		u.answered(sess)
 		c.cost = price
 		c.rec.Outcome = outcomeOK
 		if tr, ok := res.(*sdk.CallToolResult); ok && tr.IsError {
@@ -315,6 +316,7 @@ func (c *call) failed(u *upstream, sess *sdk.ClientSession, r *request, err erro
 		// server's failure, not charged.
 		return werr
 	}
+	u.answered(sess)
 	c.cost = price // the server answered
 	return werr
 }

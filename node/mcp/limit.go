@@ -146,16 +146,17 @@ type boundedEvents struct {
 	line     int    // where the line being scanned starts in buf
 	scanned  int    // buf[:scanned] is scanned for event ends
 	err      error  // the end of the stream, once read
+	over     bool   // the event after buf[:ready] is past the bound
 }
 
 func (b *boundedEvents) Read(p []byte) (int, error) {
 	for b.ready == 0 {
-		if b.err != nil {
-			return 0, b.err
-		}
-		if len(b.buf) > b.max {
+		if b.over {
 			b.drop()
 			break
+		}
+		if b.err != nil {
+			return 0, b.err
 		}
 		b.fill()
 	}
@@ -172,17 +173,23 @@ func (b *boundedEvents) fill() {
 	}
 	n, err := b.rc.Read(b.buf[len(b.buf):cap(b.buf)])
 	b.buf = b.buf[:len(b.buf)+n]
-	for i := b.scanned; i < len(b.buf); i++ {
+	for i := b.scanned; i < len(b.buf) && !b.over; i++ {
 		if b.buf[i] != '\n' {
 			continue
 		}
 		if l := bytes.TrimRight(b.buf[b.line:i], "\r"); len(l) == 0 {
-			b.ready = i + 1 // an empty line ends an event
+			// An empty line ends an event: one past the bound (it may
+			// have come whole in this read) is not passed on.
+			b.over = i+1-b.ready > b.max
+			if !b.over {
+				b.ready = i + 1
+			}
 		}
 		b.line = i + 1
 	}
 	b.scanned = len(b.buf)
-	if err != nil {
+	b.over = b.over || len(b.buf)-b.ready > b.max
+	if err != nil && !b.over {
 		b.err, b.ready = err, len(b.buf)
 	}
 }
@@ -197,7 +204,7 @@ func (b *boundedEvents) drop() {
 		return
 	}
 	b.buf = append(append([]byte("event: message\ndata: "), answer...), "\n\n"...)
-	b.ready, b.line, b.scanned, b.err = len(b.buf), len(b.buf), len(b.buf), io.EOF
+	b.ready, b.line, b.scanned, b.err, b.over = len(b.buf), len(b.buf), len(b.buf), io.EOF, false
 }
 
 func (b *boundedEvents) Close() error { return b.rc.Close() }

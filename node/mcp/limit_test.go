@@ -32,19 +32,13 @@ const (
 // everything else to next.
 func answerEndlessly(how string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		var msg struct {
-			ID     json.RawMessage       `json:"id"`
-			Method string                `json:"method"`
-			Params struct{ Name string } `json:"params"`
-		}
-		if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" || msg.Params.Name != "huge" {
+		id, ok := toolCallID(r, "huge")
+		if !ok {
 			next.ServeHTTP(w, r)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		head := []byte(`{"jsonrpc":"2.0","id":` + string(msg.ID) + `,"result":{"content":[{"type":"text","text":"`)
+		head := []byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"content":[{"type":"text","text":"`)
 		switch how {
 		case endlessClaimed:
 			w.Header().Set("Content-Length", strconv.Itoa(endlessOffer))
@@ -62,6 +56,22 @@ func answerEndlessly(how string, next http.Handler) http.Handler {
 			}
 		}
 	})
+}
+
+// toolCallID returns the id of r's call of the tool name, if it is one
+// (r's body stays readable).
+func toolCallID(r *http.Request, name string) (json.RawMessage, bool) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var msg struct {
+		ID     json.RawMessage       `json:"id"`
+		Method string                `json:"method"`
+		Params struct{ Name string } `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" || msg.Params.Name != name {
+		return nil, false
+	}
+	return msg.ID, true
 }
 
 // An upstream answer larger than the bound (here an endless one, with

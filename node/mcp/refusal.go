@@ -72,33 +72,35 @@ func (t refusalTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	// A request of a session (the legacy SSE transport names its session
 	// in the URL, and its server ends the stream when it forgets one).
 	inSession := !t.sse && r.Header.Get(sessionHeader) != ""
-	if resp.StatusCode == http.StatusNotFound && inSession {
-		discard(resp)
-		return answerWith(resp, id, sessionLostError(t.server))
-	}
-	// In a session a 401 may be the server's answer to a session it does
-	// not know (the Rust SDK's): refused, then the ping and a new dial
-	// tell (one with a credential the server refuses fails and cools).
-	if !refusedByRequest(resp.StatusCode) && !(inSession && resp.StatusCode == http.StatusUnauthorized) {
+	// In a session a 404 says the server lost it, and a 401 may (the Rust
+	// SDK's): refused, then the ping and a new dial tell (one with a
+	// credential the server refuses fails and cools).
+	code := resp.StatusCode
+	if !refusedByRequest(code) && !(inSession && (code == http.StatusUnauthorized || code == http.StatusNotFound)) {
 		return resp, nil
 	}
 	if t.sse {
 		discard(resp)
-		return nil, fmt.Errorf("%w: %w", refusedError(t.server, resp.StatusCode, ""), errRejectedByTransport)
+		return nil, fmt.Errorf("%w: %w", refusedError(t.server, code, ""), errRejectedByTransport)
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxRefusalBody))
 	_ = resp.Body.Close()
-	said := ""
+	said, itself := "", false
 	if msg, derr := jsonrpc.DecodeMessage(body); derr == nil {
 		if res, ok := msg.(*jsonrpc.Response); ok && res.Error != nil {
 			if !inSession { // the server's own JSON-RPC error (initialize: the SDK reads its code)
 				resp.Body = io.NopCloser(bytes.NewReader(body))
 				return resp, nil
 			}
-			said = res.Error.Error()
+			said, itself = res.Error.Error(), res.ID == id
 		}
 	}
-	return answerWith(resp, id, refusedError(t.server, resp.StatusCode, said))
+	// A 404 with the server's error answering this very request (a server
+	// mapping "not found" to 404) is no lost session: the ping tells.
+	if code == http.StatusNotFound && !itself {
+		return answerWith(resp, id, sessionLostError(t.server))
+	}
+	return answerWith(resp, id, refusedError(t.server, code, said))
 }
 
 // accepted answers a refused notification (or response) 202 Accepted:

@@ -99,17 +99,29 @@ func (u *upstream) pingRefused(ctx context.Context, sess *sdk.ClientSession) boo
 // reopen replaces old, a session the server lost, with a new one at once
 // (no cooldown: the server answers) and returns it, or nil if it could
 // not be opened (the upstream then cools down as after any failed dial).
-// Calls that find old lost meanwhile wait for the same new session.
+// Calls that find old lost meanwhile wait for the same new session. A
+// server that lost the new session too before it answered a request on it
+// (within a cooldown) cannot keep one (a balancer that is not sticky):
+// old is failed and cools instead, or every call would cost a dial.
 func (u *upstream) reopen(ctx context.Context, old *sdk.ClientSession) *sdk.ClientSession {
 	u.mu.Lock()
 	if u.sess == old && !u.closed {
-		u.sess, u.state, u.dialing = nil, stateConnecting, true
+		now := u.g.now()
+		if u.fresh.Load() == old && now.Sub(u.reopenedAt) < u.g.cfg.Cooldown {
+			u.mu.Unlock()
+			u.fail(old, "lost its new session before answering on it")
+			return nil
+		}
+		u.sess, u.state, u.dialing, u.reopenedAt = nil, stateConnecting, true, now
 		done, stop, runCtx := make(chan struct{}), u.stop, u.runCtx
 		u.reopened = done
 		u.g.log.Info("mcp upstream lost its session; opening a new one", "server", u.name)
 		go func() {
 			go func() { _ = old.Close(); stop() }()
 			u.connect(runCtx)
+			u.mu.Lock()
+			u.fresh.Store(u.sess) // before done: the calls waiting use it after
+			u.mu.Unlock()
 			close(done)
 		}()
 	}
@@ -138,4 +150,12 @@ func (u *upstream) sessionAfterReopen(ctx context.Context) (*sdk.ClientSession, 
 		}
 	}
 	return u.session()
+}
+
+// answered notes that sess answered a request: a session the upstream
+// then loses is reopened at once again.
+func (u *upstream) answered(sess *sdk.ClientSession) {
+	if u.fresh.Load() == sess {
+		u.fresh.CompareAndSwap(sess, nil)
+	}
 }

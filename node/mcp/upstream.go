@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -57,6 +58,10 @@ type upstream struct {
 	runCtx    context.Context // the gateway's run, which sessions live in
 	ping      *pingCheck      // after a refusal (sessionlost.go)
 	reopened  chan struct{}   // closed when the last reopen's dial ended
+	// fresh is the session the last reopen opened until a request on it
+	// is answered, and reopenedAt when (sessionlost.go).
+	fresh      atomic.Pointer[sdk.ClientSession]
+	reopenedAt time.Time
 }
 
 func newUpstream(g *Gateway, cfg *pb.McpServer) *upstream {
