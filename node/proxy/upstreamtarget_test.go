@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -64,5 +66,72 @@ func TestUpstreamRequestToABadURLFails(t *testing.T) {
 		if _, _, err := upstreamReq(t, d, routing.EndpointChat); err == nil || !strings.Contains(err.Error(), "invalid character") {
 			t.Errorf("err %v", err)
 		}
+	}
+}
+
+// keyedDeployment is an OpenAI deployment under key i.
+func keyedDeployment(prefix string, i int) *raftstore.Deployment {
+	return &raftstore.Deployment{Key: prefix + strconv.Itoa(i), Provider: routing.ProviderOpenAI,
+		BaseURL: "http://127.0.0.1:1/v1", Credential: "sk-x"}
+}
+
+// A deployment the cache has not seen costs its own entry, not a copy of
+// the cache: a gateway with thousands of deployments (or more than the
+// bound, cycling) pays a few KB per new one, not the whole cache's size.
+func TestUpstreamTargetOfANewDeploymentDoesNotCopyTheCache(t *testing.T) {
+	for i := range 3000 {
+		targetFor(keyedDeployment("full/", i))
+	}
+	const misses = 500
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range misses {
+		targetFor(keyedDeployment("new/", i))
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / misses; per > 16<<10 {
+		t.Errorf("a new deployment allocated %d bytes with 3,000 cached (want at most 16 KiB: its own entry)", per)
+	}
+}
+
+// The cache holds at most maxTargets deployments (and a few that raced a
+// reset), however many pass through it.
+func TestUpstreamTargetCacheIsBounded(t *testing.T) {
+	for i := range 2*maxTargets + 10 {
+		targetFor(keyedDeployment("bound/", i))
+	}
+	n := 0
+	targets.Range(func(any, any) bool { n++; return true })
+	if n > maxTargets {
+		t.Errorf("%d deployments cached, bound %d", n, maxTargets)
+	}
+	if d := keyedDeployment("bound/", 1); targetFor(d).auth[0] != "Bearer sk-x" {
+		t.Error("a deployment dropped at a reset is not made again")
+	}
+}
+
+// BenchmarkNewUpstreamRequestManyDeployments: upstream requests to
+// deployments taken in turn, 100 of them (all cached after the first
+// round) or 5,000 (more than the cache holds: some always new).
+func BenchmarkNewUpstreamRequestManyDeployments(b *testing.B) {
+	for _, n := range []int{100, 5000} {
+		ds := make([]*raftstore.Deployment, n)
+		for i := range ds {
+			ds[i] = keyedDeployment("bench"+strconv.Itoa(n)+"/", i)
+		}
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				body := getBuf()
+				body.b = append(body.b, `{"model":"m"}`...)
+				req, err := newUpstreamRequest(context.Background(), ds[i%n], routing.EndpointChat, body)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_ = req.Body.Close()
+				i++
+			}
+		})
 	}
 }
