@@ -23,7 +23,7 @@ func (h *Handler) attemptAnthropic(w http.ResponseWriter, r *http.Request, rec *
 	out := routing.RewriteRequest(nil, x.body, &x.req, upstreamModel(d, x.req.Model), false)
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, d.BaseURL+"/messages", bytes.NewReader(out))
 	if err != nil {
-		return failureOf(apiError{http.StatusBadGateway, typeUpstream, "bad_upstream_url", "", err.Error()}, translate.KindAuth)
+		return failureOf(errBadUpstreamURL, translate.KindAuth)
 	}
 	setAnthropicHeaders(hreq.Header, r.Header, d)
 	resp, f := h.send(r, rec, d, h.transport, hreq, translate.Anthropic, timedOut, timeout)

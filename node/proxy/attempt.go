@@ -74,7 +74,7 @@ func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, rec *Record, d
 	out.b = routing.RewriteRequestCapped(out.b[:0], x.body, req, upstreamModel(d, req.Model), includeUsage, capField, h.cfg.OutputCap)
 	ureq, err := newUpstreamRequest(ctx, d, rec.Endpoint, out)
 	if err != nil { // newUpstreamRequest returned out to the pool
-		return failureOf(apiError{http.StatusBadGateway, typeUpstream, "bad_upstream_url", "", err.Error()}, translate.KindAuth)
+		return failureOf(errBadUpstreamURL, translate.KindAuth)
 	}
 	sent := time.Now()
 	resp, err := h.transport.RoundTrip(ureq)

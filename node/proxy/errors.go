@@ -97,6 +97,11 @@ var (
 		"We could not parse the JSON body of your request. The body must be a JSON object."}
 	errNoModel = apiError{http.StatusBadRequest, typeInvalidRequest, "missing_model", "model",
 		"You must provide a model parameter."}
+	// errBadUpstreamURL does not echo the URL or the parser's error (which
+	// quotes it): a base URL may name internal hosts, and one written
+	// before the admin API refused user info in it may hold a password.
+	errBadUpstreamURL = apiError{http.StatusBadGateway, typeUpstream, "bad_upstream_url", "",
+		"The deployment's base URL is not a valid URL; an operator must correct it ('tollctl model list' shows it)."}
 )
 
 func errTooLarge(limit int64) apiError {

@@ -655,6 +655,9 @@ func TestBadUpstreamURL(t *testing.T) {
 		BaseUrl: "http://bad host:1/v1", UpstreamModel: "m"})
 	r := g.post(t, "/v1/chat/completions", secret, chatBody(route))
 	wantError(t, r, 502, "upstream_error", "bad_upstream_url")
+	if strings.Contains(string(r.body), "bad host") {
+		t.Errorf("the 502 echoes the base URL, which may name internal hosts or hold a password: %s", r.body)
+	}
 	if rec := g.rec.of(t, r); rec.Status != 502 {
 		t.Errorf("Record %+v", rec)
 	}

@@ -59,7 +59,7 @@ func (h *Handler) attemptResponses(w http.ResponseWriter, r *http.Request, rec *
 		}
 	}
 	if err != nil {
-		return failureOf(apiError{http.StatusBadGateway, typeUpstream, "bad_upstream_url", "", err.Error()}, translate.KindAuth)
+		return failureOf(errBadUpstreamURL, translate.KindAuth)
 	}
 	sent := time.Now()
 	resp, err := h.transport.RoundTrip(ureq)
