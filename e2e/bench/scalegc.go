@@ -55,13 +55,7 @@ func parseGCCycles(r io.Reader) (uint64, error) {
 }
 
 // gcEach reads gcCycles of every node (0 where it cannot).
-func (sc *scaleSet) gcEach() []uint64 {
-	out := make([]uint64, len(sc.nodes))
-	for i, g := range sc.nodes {
-		out[i], _ = gcCycles(g)
-	}
-	return out
-}
+func (sc *scaleSet) gcEach() []uint64 { return sc.each(gcCycles) }
 
 // writeGCCycles writes each step's GC cycles during the creates.
 func writeGCCycles(b *strings.Builder, steps []*ScaleStep) {

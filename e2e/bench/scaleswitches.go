@@ -51,9 +51,14 @@ func parseSwitches(status []byte) uint64 {
 
 // switchesEach reads contextSwitches of every node (0 where it cannot).
 func (sc *scaleSet) switchesEach() []uint64 {
+	return sc.each(func(g *Gateway) (uint64, error) { return contextSwitches(g.Pid()) })
+}
+
+// each reads one figure of every node (0 where it cannot).
+func (sc *scaleSet) each(read func(*Gateway) (uint64, error)) []uint64 {
 	out := make([]uint64, len(sc.nodes))
 	for i, g := range sc.nodes {
-		out[i], _ = contextSwitches(g.Pid())
+		out[i], _ = read(g)
 	}
 	return out
 }

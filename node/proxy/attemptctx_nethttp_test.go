@@ -40,26 +40,33 @@ func TestAttemptClockThroughNetHTTPTransport(t *testing.T) {
 		waitFor(t, "three cancelled upstream requests", func() bool { return ms.Stats().Cancelled == before+3 })
 	})
 	t.Run("client goes away", func(t *testing.T) {
-		route := newRoute(t, "nh-away", dep(uniq("dep"), url, "m?latency=1m"))
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		before := ms.Stats()
-		done := make(chan error, 1)
-		go func() {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.URL+"/v1/chat/completions", strings.NewReader(chatBody(route)))
-			req.Header.Set("Authorization", "Bearer "+secret)
-			resp, err := g.client.Do(req)
-			if err == nil {
-				resp.Body.Close()
-			}
-			done <- err
-		}()
-		waitFor(t, "the request to reach the upstream", func() bool { return ms.Stats().Requests == before.Requests+1 })
-		cancel()
-		if err := <-done; err == nil {
-			t.Error("request succeeded")
-		}
-		waitFor(t, "the upstream request to be cancelled", func() bool { return ms.Stats().Cancelled == before.Cancelled+1 })
+		goAwayWhileTheUpstreamWaits(t, g, ms, secret, newRoute(t, "nh-away", dep(uniq("dep"), url, "m?latency=1m")))
 	})
 	t.Cleanup(func() { waitFor(t, "no upstream request in flight", func() bool { return ms.Stats().InFlight == 0 }) })
+}
+
+// goAwayWhileTheUpstreamWaits sends a request to route, cancels it once
+// it reached the upstream (which answers in a minute), and waits until
+// the gateway cancelled the upstream request.
+func goAwayWhileTheUpstreamWaits(t *testing.T, g *gateway, ms *mock.Server, secret, route string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	before := ms.Stats()
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.URL+"/v1/chat/completions", strings.NewReader(chatBody(route)))
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := g.client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	waitFor(t, "the request to reach the upstream", func() bool { return ms.Stats().Requests == before.Requests+1 })
+	cancel()
+	if err := <-done; err == nil {
+		t.Error("request succeeded")
+	}
+	waitFor(t, "the upstream request to be cancelled", func() bool { return ms.Stats().Cancelled == before.Cancelled+1 })
 }

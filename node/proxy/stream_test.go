@@ -255,26 +255,7 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 		}
 	})
 	t.Run("waiting for headers", func(t *testing.T) {
-		route := newRoute(t, "disc-wait", dep(uniq("dep"), url, "m?latency=1m"))
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		before := ms.Stats()
-		done := make(chan error, 1)
-		go func() {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.URL+"/v1/chat/completions", strings.NewReader(chatBody(route)))
-			req.Header.Set("Authorization", "Bearer "+secret)
-			resp, err := g.client.Do(req)
-			if err == nil {
-				resp.Body.Close()
-			}
-			done <- err
-		}()
-		waitFor(t, "the request to reach the upstream", func() bool { return ms.Stats().Requests == before.Requests+1 })
-		cancel()
-		if err := <-done; err == nil {
-			t.Error("request succeeded")
-		}
-		waitFor(t, "the upstream request to be cancelled", func() bool { return ms.Stats().Cancelled == before.Cancelled+1 })
+		goAwayWhileTheUpstreamWaits(t, g, ms, secret, newRoute(t, "disc-wait", dep(uniq("dep"), url, "m?latency=1m")))
 		rec := g.rec.next(t) // the only request of this gateway left
 		if rec.Status != 499 {
 			t.Errorf("Record %+v", rec)
