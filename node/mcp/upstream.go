@@ -187,6 +187,7 @@ func (u *upstream) fail(sess *sdk.ClientSession, why string) {
 		u.mu.Unlock()
 		return
 	}
+	why = scrubSessionID(why, sess.ID())
 	u.sess = nil
 	stop := u.stop
 	u.coolLocked(why)
@@ -200,7 +201,7 @@ func (u *upstream) coolLocked(why string) {
 	u.failures++
 	d := u.g.cfg.Cooldown << min(u.failures-1, 16)
 	d = min(d, u.g.cfg.MaxCooldown)
-	u.state, u.lastErr, u.retryAt = stateCooling, why, u.g.now().Add(d)
+	u.state, u.lastErr, u.retryAt = stateCooling, scrubSessionID(why, ""), u.g.now().Add(d)
 }
 
 // refresh lists the tools, prompts and resources again (the upstream
