@@ -59,15 +59,8 @@ func (sc *scaleSet) gcEach() []uint64 { return sc.each(gcCycles) }
 
 // writeGCCycles writes each step's GC cycles during the creates.
 func writeGCCycles(b *strings.Builder, steps []*ScaleStep) {
-	var parts []string
-	for _, s := range steps {
-		for _, n := range s.Nodes {
-			parts = append(parts, fmt.Sprintf("%s at %d keys %d", n.Node, s.Keys, n.GCCycles))
-		}
-	}
-	if len(parts) > 0 {
-		fmt.Fprintf(b, "\nGC cycles during the creates (from each node's go_gc_duration_seconds_count): %s. "+
-			"At a million keys one cycle costs more CPU than thousands of creates, so a short run that holds one, or none, "+
-			"gives a figure far from the steady one; a run spanning several cycles gives the steady figure.\n", strings.Join(parts, "; "))
-	}
+	writePerNode(b, steps, "GC cycles during the creates (from each node's go_gc_duration_seconds_count)",
+		" At a million keys one cycle costs more CPU than thousands of creates, so a short run that holds one, or none, "+
+			"gives a figure far from the steady one; a run spanning several cycles gives the steady figure.",
+		func(n NodeFigures) string { return fmt.Sprint(n.GCCycles) })
 }

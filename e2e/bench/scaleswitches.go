@@ -65,13 +65,20 @@ func (sc *scaleSet) each(read func(*Gateway) (uint64, error)) []uint64 {
 
 // writeSwitches writes each step's context switches per create.
 func writeSwitches(b *strings.Builder, steps []*ScaleStep) {
+	writePerNode(b, steps, "Context switches per create (every thread of the node, from /proc)", "",
+		func(n NodeFigures) string { return fmt.Sprintf("%.1f", n.SwitchesPerCreate) })
+}
+
+// writePerNode writes one line "label: node at K keys FIGURE; ... .tail"
+// over every step and node, or nothing without nodes.
+func writePerNode(b *strings.Builder, steps []*ScaleStep, label, tail string, figure func(NodeFigures) string) {
 	var parts []string
 	for _, s := range steps {
 		for _, n := range s.Nodes {
-			parts = append(parts, fmt.Sprintf("%s at %d keys %.1f", n.Node, s.Keys, n.SwitchesPerCreate))
+			parts = append(parts, fmt.Sprintf("%s at %d keys %s", n.Node, s.Keys, figure(n)))
 		}
 	}
 	if len(parts) > 0 {
-		fmt.Fprintf(b, "\nContext switches per create (every thread of the node, from /proc): %s.\n", strings.Join(parts, "; "))
+		fmt.Fprintf(b, "\n%s: %s.%s\n", label, strings.Join(parts, "; "), tail)
 	}
 }
